@@ -1,0 +1,65 @@
+/**
+ * \file        cucapture.h
+ * \brief       libcucapture: CUDA graphs by stream capture, without the traps
+ *
+ * The umbrella header.  It includes <cuda.h> and every module header of
+ * the library.  Link with `pkg-config --cflags --libs cucapture`.
+ *
+ * libcucapture does not link against libcuda.  On first use it loads the
+ * driver with dlopen(): the library named by the environment variable
+ * CUCAPTURE_DRIVER when it is set, otherwise libcuda.so.1.  Every entry
+ * point is resolved through cuGetProcAddress at the CUDA version of the
+ * headers the library was built against, so the driver must be at least
+ * that version.
+ */
+#ifndef CUCAPTURE_H
+#define CUCAPTURE_H
+
+#include <cuda.h>
+#include <cucapture/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * \brief       Load the driver and initialise it
+ *
+ * Loads the driver library, checks its version, resolves its entry points
+ * and calls cuInit(0).  Optional: every library function that needs the
+ * driver does this on first use.  Idempotent and thread-safe: the work is
+ * done once per process, and later calls return the first call's outcome.
+ *
+ * \return      CUDA_SUCCESS;
+ *              CUDA_ERROR_SHARED_OBJECT_INIT_FAILED when the library cannot
+ *              be loaded or lacks cuGetProcAddress (the message names the
+ *              path and the dlopen() reason);
+ *              CUDA_ERROR_NOT_SUPPORTED when the driver is older than the
+ *              headers the library was built against;
+ *              whatever cuInit() returned (for example CUDA_ERROR_NO_DEVICE).
+ */
+CUCAP_API CUresult cucap_init(cucap_error **err);
+
+/**
+ * \brief       The library's version, "1.3.0"
+ *
+ * \return      A static string.
+ */
+CUCAP_API const char *cucap_version_string(void);
+
+/**
+ * \brief       The loaded driver's version, as cuDriverGetVersion() reports it
+ *
+ * \return      For example 13000 for CUDA 13.0; 0 before cucap_init() (or
+ *              the first library call that needs the driver) and when the
+ *              driver library could not be loaded.  A driver that was
+ *              loaded but refused (too old, or cuInit() failed) still
+ *              reports its version.
+ */
+CUCAP_API int cucap_driver_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUCAPTURE_H */

@@ -1,0 +1,161 @@
+/* Loading the CUDA driver: dlopen + cuGetProcAddress, once per process.
+ * The only file that knows where the driver's entry points come from. */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "internal.h"
+
+#define CUCAP_DEFAULT_DRIVER "libcuda.so.1"
+
+struct cucap_driver cucap_i_drv;
+
+/* The outcome of the one load, kept so that every later call can report
+ * it again in its own error object. */
+static struct {
+    CUresult code;
+    char message[1024];
+} load_result;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static atomic_int driver_loaded;   /* 1 once the table is filled */
+static atomic_int driver_version;
+
+static void load_failed(CUresult code, const char *fmt, ...) CUCAP_PRINTF(2, 3);
+
+static void load_failed(CUresult code, const char *fmt, ...)
+{
+    va_list ap;
+
+    load_result.code = code;
+    va_start(ap, fmt);
+    vsnprintf(load_result.message, sizeof load_result.message, fmt, ap);
+    va_end(ap);
+}
+
+static void load_driver(void)
+{
+    const char *path = getenv("CUCAPTURE_DRIVER");
+    PFN_cuGetProcAddress_v12000 get_proc;
+    PFN_cuDriverGetVersion_v2020 get_version = NULL;
+    CUdriverProcAddressQueryResult found;
+    CUresult rc;
+    void *handle;
+    int version = 0;
+
+    if (!path || !*path)
+        path = CUCAP_DEFAULT_DRIVER;
+
+    handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        const char *why = dlerror();
+        load_failed(CUDA_ERROR_SHARED_OBJECT_INIT_FAILED,
+                    "cannot load the CUDA driver library '%s': %s", path,
+                    why ? why : "dlopen failed");
+        return;
+    }
+    get_proc = (PFN_cuGetProcAddress_v12000)dlsym(handle, "cuGetProcAddress_v2");
+    if (!get_proc) {
+        load_failed(CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND,
+                    "the CUDA driver library '%s' does not export cuGetProcAddress_v2; "
+                    "it is not a CUDA 12.0 or newer driver", path);
+        dlclose(handle);
+        return;
+    }
+
+    /* cuDriverGetVersion exists in every driver; asking for every other
+     * entry point at a CUDA_VERSION newer than the driver would fail. */
+    rc = get_proc("cuDriverGetVersion", (void **)&get_version, 2020,
+                  CU_GET_PROC_ADDRESS_DEFAULT, &found);
+    if (rc == CUDA_SUCCESS && get_version)
+        rc = get_version(&version);
+    else if (rc == CUDA_SUCCESS)
+        rc = CUDA_ERROR_NOT_FOUND;
+    if (rc != CUDA_SUCCESS) {
+        load_failed(rc, "cuDriverGetVersion of the CUDA driver library '%s' failed: %s: %s",
+                    path, cucap_i_result_label(rc), cucap_i_result_description(rc));
+        dlclose(handle);
+        return;
+    }
+    atomic_store_explicit(&driver_version, version, memory_order_relaxed);
+    if (version < CUDA_VERSION) {
+        load_failed(CUDA_ERROR_NOT_SUPPORTED,
+                    "the CUDA driver '%s' supports CUDA %d.%d, but libcucapture was built "
+                    "against CUDA %d.%d headers and needs a driver at least that new",
+                    path, version / 1000, version % 1000 / 10,
+                    CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+        dlclose(handle);
+        return;
+    }
+
+#define CUCAP_DRIVER_ENTRY(name, type)                                              \
+    if (get_proc(#name, (void **)&cucap_i_drv.name, CUDA_VERSION,                   \
+                 CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||            \
+        found != CU_GET_PROC_ADDRESS_SUCCESS)                                       \
+        cucap_i_drv.name = NULL;
+#include "driver-entries.h"
+#undef CUCAP_DRIVER_ENTRY
+
+    /* The handle stays open for the life of the process: resolved entry
+     * points and driver threads must outlive every library call. */
+    atomic_store_explicit(&driver_loaded, 1, memory_order_release);
+
+    if (!cucap_i_drv.cuInit) {
+        load_failed(CUDA_ERROR_NOT_SUPPORTED, "the CUDA driver '%s' has no cuInit", path);
+        return;
+    }
+    rc = cucap_i_drv.cuInit(0);
+    if (rc != CUDA_SUCCESS)
+        load_failed(rc, "cuInit of the CUDA driver '%s' failed: %s: %s", path,
+                    cucap_i_result_label(rc), cucap_i_result_description(rc));
+}
+
+CUresult cucap_i_driver(const char *caller, cucap_error **err)
+{
+    pthread_once(&load_once, load_driver);
+    if (load_result.code == CUDA_SUCCESS)
+        return CUDA_SUCCESS;
+    return cucap_i_fail(err, load_result.code, "%s: %s", caller, load_result.message);
+}
+
+CUresult cucap_init(cucap_error **err)
+{
+    return cucap_i_driver("cucap_init", err);
+}
+
+const char *cucap_version_string(void)
+{
+    return PACKAGE_VERSION;
+}
+
+int cucap_driver_version(void)
+{
+    return atomic_load_explicit(&driver_version, memory_order_relaxed);
+}
+
+const char *cucap_i_driver_error_name(CUresult code)
+{
+    const char *s = NULL;
+
+    if (atomic_load_explicit(&driver_loaded, memory_order_acquire) && cucap_i_drv.cuGetErrorName &&
+        cucap_i_drv.cuGetErrorName(code, &s) != CUDA_SUCCESS)
+        s = NULL;
+    return s;
+}
+
+const char *cucap_i_driver_error_string(CUresult code)
+{
+    const char *s = NULL;
+
+    if (atomic_load_explicit(&driver_loaded, memory_order_acquire) && cucap_i_drv.cuGetErrorString &&
+        cucap_i_drv.cuGetErrorString(code, &s) != CUDA_SUCCESS)
+        s = NULL;
+    return s;
+}

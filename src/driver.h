@@ -1,0 +1,30 @@
+/* The driver seam: every call into the CUDA driver goes through the table
+ * that driver.c fills.  Internal. */
+#ifndef CUCAPTURE_DRIVER_H
+#define CUCAPTURE_DRIVER_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "cucapture/error.h"
+
+struct cucap_driver {
+#define CUCAP_DRIVER_ENTRY(name, type) type name;
+#include "driver-entries.h"
+#undef CUCAP_DRIVER_ENTRY
+};
+
+/* The table; its entries are valid only after cucap_i_driver() succeeded.
+ * An entry point the driver lacks is NULL. */
+extern struct cucap_driver cucap_i_drv;
+
+/* Load the driver once (cucap_init's work).  On failure *err (when err is
+ * not NULL) receives an error whose message starts with `caller`. */
+CUresult cucap_i_driver(const char *caller, cucap_error **err);
+
+/* The driver's own name and description of a code, NULL when no driver is
+ * loaded or it does not know the code. */
+const char *cucap_i_driver_error_name(CUresult code);
+const char *cucap_i_driver_error_string(CUresult code);
+
+#endif /* CUCAPTURE_DRIVER_H */

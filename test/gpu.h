@@ -1,0 +1,73 @@
+/* Fixtures for suites that need the real driver and a GPU.
+ *
+ * Without a driver or a usable device the suite skips with the reason;
+ * with CUCAPTURE_REQUIRE_GPU=1 it fails instead, so a GPU host can never
+ * pass by skipping.  Use as:
+ *     TestSuite(name, .init = gpu_setup, .fini = gpu_teardown, .timeout = 60);
+ */
+#ifndef CUCAPTURE_TEST_GPU_H
+#define CUCAPTURE_TEST_GPU_H
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cucapture.h"
+#include "driver.h"
+
+static CUcontext gpu_context;
+static CUdevice gpu_device;
+
+static inline int gpu_required(void)
+{
+    const char *s = getenv("CUCAPTURE_REQUIRE_GPU");
+    return s && strcmp(s, "1") == 0;
+}
+
+/* The codes that mean "this host has no usable GPU", not "the library is broken". */
+static inline int gpu_absent(CUresult rc)
+{
+    switch (rc) {
+    case CUDA_ERROR_SHARED_OBJECT_INIT_FAILED:   /* no libcuda.so.1 */
+    case CUDA_ERROR_STUB_LIBRARY:
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+    case CUDA_ERROR_SYSTEM_NOT_READY:
+    case CUDA_ERROR_NOT_SUPPORTED:               /* a driver older than the headers */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static inline void gpu_setup(void)
+{
+    cucap_error *err = NULL;
+    CUresult rc;
+
+    unsetenv("CUCAPTURE_DRIVER");   /* the real driver, never the simulator */
+    rc = cucap_init(&err);
+    if (rc != CUDA_SUCCESS) {
+        char reason[1024];
+        strncpy(reason, cucap_error_message(err), sizeof reason - 1);
+        reason[sizeof reason - 1] = '\0';
+        cucap_error_free(err);
+        if (gpu_absent(rc) && !gpu_required())
+            cr_skip_test("no usable CUDA GPU: %s", reason);
+        cr_assert_fail("CUCAPTURE_REQUIRE_GPU=1 but the GPU is unusable: %s", reason);
+    }
+    cr_assert_eq(cucap_i_drv.cuDeviceGet(&gpu_device, 0), CUDA_SUCCESS);
+    cr_assert_eq(cucap_i_drv.cuDevicePrimaryCtxRetain(&gpu_context, gpu_device), CUDA_SUCCESS);
+    cr_assert_eq(cucap_i_drv.cuCtxSetCurrent(gpu_context), CUDA_SUCCESS);
+}
+
+static inline void gpu_teardown(void)
+{
+    if (gpu_context) {
+        cucap_i_drv.cuCtxSetCurrent(NULL);
+        cucap_i_drv.cuDevicePrimaryCtxRelease(gpu_device);
+        gpu_context = NULL;
+    }
+}
+
+#endif

@@ -1,0 +1,78 @@
+/* Smoke test of the real driver through the library's driver table:
+ * skipped without a GPU, required with CUCAPTURE_REQUIRE_GPU=1. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "gpu.h"
+
+TestSuite(gpu_smoke, .init = gpu_setup, .fini = gpu_teardown, .timeout = 60);
+
+Test(gpu_smoke, driver_and_device)
+{
+    char name[256] = "";
+    int count = 0;
+
+    cr_assert_geq(cucap_driver_version(), CUDA_VERSION);
+    cr_assert_eq(cucap_i_drv.cuDeviceGetCount(&count), CUDA_SUCCESS);
+    cr_assert_geq(count, 1);
+    cr_assert_eq(cucap_i_drv.cuDeviceGetName(name, sizeof name, gpu_device), CUDA_SUCCESS);
+    cr_assert_neq(name[0], '\0');
+    cr_log_info("device 0: %s, driver %d", name, cucap_driver_version());
+}
+
+Test(gpu_smoke, every_entry_point_resolved)
+{
+#define CUCAP_DRIVER_ENTRY(name, type) cr_expect_not_null((void *)cucap_i_drv.name, #name " is not resolved");
+#include "driver-entries.h"
+#undef CUCAP_DRIVER_ENTRY
+}
+
+Test(gpu_smoke, memset_round_trip)
+{
+    CUdeviceptr d = 0;
+    unsigned char host[4096];
+    size_t i;
+
+    cr_assert_eq(cucap_i_drv.cuMemAlloc(&d, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(cucap_i_drv.cuMemsetD8(d, 0x5a, sizeof host), CUDA_SUCCESS);
+    memset(host, 0, sizeof host);
+    cr_assert_eq(cucap_i_drv.cuMemcpyDtoH(host, d, sizeof host), CUDA_SUCCESS);
+    for (i = 0; i < sizeof host; i++)
+        cr_assert_eq(host[i], 0x5a, "byte %zu is %#x", i, host[i]);
+    cr_assert_eq(cucap_i_drv.cuMemFree(d), CUDA_SUCCESS);
+}
+
+Test(gpu_smoke, captured_graph_runs)
+{
+    CUstream s = NULL;
+    CUgraph g = NULL;
+    CUgraphExec exec = NULL;
+    CUDA_GRAPH_INSTANTIATE_PARAMS params;
+    CUstreamCaptureStatus status;
+    CUdeviceptr d = 0;
+    unsigned char host[256];
+    size_t i;
+
+    cr_assert_eq(cucap_i_drv.cuMemAlloc(&d, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(cucap_i_drv.cuMemsetD8(d, 0, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(cucap_i_drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    cr_assert_eq(cucap_i_drv.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_i_drv.cuStreamGetCaptureInfo(s, &status, NULL, NULL, NULL, NULL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    cr_assert_eq(cucap_i_drv.cuMemsetD8Async(d, 0xc3, sizeof host, s), CUDA_SUCCESS);
+    cr_assert_eq(cucap_i_drv.cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    cr_assert_not_null(g);
+    memset(&params, 0, sizeof params);
+    params.result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
+    cr_assert_eq(cucap_i_drv.cuGraphInstantiateWithParams(&exec, g, &params), CUDA_SUCCESS);
+    cr_assert_eq(params.result_out, CUDA_GRAPH_INSTANTIATE_SUCCESS);
+    cr_assert_eq(cucap_i_drv.cuGraphLaunch(exec, s), CUDA_SUCCESS);
+    cr_assert_eq(cucap_i_drv.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(cucap_i_drv.cuMemcpyDtoH(host, d, sizeof host), CUDA_SUCCESS);
+    for (i = 0; i < sizeof host; i++)
+        cr_assert_eq(host[i], 0xc3, "byte %zu is %#x", i, host[i]);
+    cr_assert_eq(cucap_i_drv.cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    cr_assert_eq(cucap_i_drv.cuGraphDestroy(g), CUDA_SUCCESS);
+    cr_assert_eq(cucap_i_drv.cuStreamDestroy(s), CUDA_SUCCESS);
+    cr_assert_eq(cucap_i_drv.cuMemFree(d), CUDA_SUCCESS);
+}
