@@ -7,6 +7,17 @@
 
 TestSuite(gpu_smoke, .init = gpu_setup, .fini = gpu_teardown, .timeout = 60);
 
+/* The same check as the fixture, in a test body, so that a required GPU
+ * that is missing fails with its reason in the TAP log. */
+Test(gpu_presence, real_driver_and_device_usable, .timeout = 60)
+{
+    int count = 0;
+
+    gpu_require();
+    cr_assert_eq(cucap_i_drv.cuDeviceGetCount(&count), CUDA_SUCCESS);
+    cr_assert_geq(count, 1);
+}
+
 Test(gpu_smoke, driver_and_device)
 {
     char name[256] = "";
