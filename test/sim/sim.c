@@ -1,20 +1,58 @@
-/* The simulated driver's entry, cuGetProcAddress, and initialisation. */
-#include <cudaTypedefs.h>
-#include <pthread.h>
+/* The simulated driver's core: cuGetProcAddress, initialisation, errors,
+ * devices, contexts, the lock and the test hooks. */
+#include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim.h"
+#include "sim-internal.h"
 
-/* ---------------------------------------------------------------- state */
+#define SIM_CTX_MAGIC 0x43545853u
 
-static atomic_int sim_initialised;
-static atomic_long count_cuInit;
-static atomic_long count_cuDriverGetVersion;
-static atomic_long count_cuGetProcAddress;
+/* ---------------------------------------------------------------- lock, fatal, environment */
 
-static int env_int(const char *name, int fallback)
+static pthread_mutex_t sim_mutex;
+static pthread_once_t sim_mutex_once = PTHREAD_ONCE_INIT;
+
+static void sim_mutex_init(void)
+{
+    pthread_mutexattr_t attr;
+
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&sim_mutex, &attr);
+    pthread_mutexattr_destroy(&attr);
+}
+
+void sim_lock(void)
+{
+    pthread_once(&sim_mutex_once, sim_mutex_init);
+    pthread_mutex_lock(&sim_mutex);
+}
+
+void sim_unlock(void)
+{
+    pthread_mutex_unlock(&sim_mutex);
+}
+
+void sim_fatal(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("cudasim: FATAL: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs(" (the real driver crashes or corrupts memory here)\n", stderr);
+    fflush(stderr);
+    signal(SIGABRT, SIG_DFL);
+    raise(SIGABRT);
+    _Exit(134);
+}
+
+int sim_env_int(const char *name, int fallback)
 {
     const char *s = getenv(name);
     char *end;
@@ -26,12 +64,35 @@ static int env_int(const char *name, int fallback)
     return *end ? fallback : (int)v;
 }
 
-static int sim_device_count(void)
+/* ---------------------------------------------------------------- counters */
+
+static atomic_long count_cuInit, count_cuDriverGetVersion, count_cuGetProcAddress;
+static atomic_long live[SIM_KIND_COUNT];
+static const char *const live_names[SIM_KIND_COUNT] = {
+    "stream", "event", "graph", "exec", "pool", "allocation",
+};
+
+void sim_live_add(enum sim_kind kind, int delta)
 {
-    return env_int("CUDASIM_DEVICES", 1);
+    atomic_fetch_add(&live[kind], delta);
 }
 
-/* ---------------------------------------------------------------- entry points */
+/* ---------------------------------------------------------------- init, devices */
+
+static atomic_int initialised;
+
+int sim_is_initialised(void)
+{
+    return atomic_load(&initialised);
+}
+
+int sim_device_count(void)
+{
+    int n = sim_env_int("CUDASIM_DEVICES", 1);
+    return n < 0 ? 0 : n > SIM_MAX_DEVICES ? SIM_MAX_DEVICES : n;
+}
+
+static struct sim_ctx contexts[SIM_MAX_DEVICES];
 
 static CUresult sim_cuInit(unsigned int flags)
 {
@@ -40,7 +101,17 @@ static CUresult sim_cuInit(unsigned int flags)
         return CUDA_ERROR_INVALID_VALUE;
     if (sim_device_count() <= 0)
         return CUDA_ERROR_NO_DEVICE;
-    atomic_store(&sim_initialised, 1);
+    sim_lock();
+    if (!atomic_load(&initialised)) {
+        int i;
+        for (i = 0; i < SIM_MAX_DEVICES; i++) {
+            contexts[i].magic = SIM_CTX_MAGIC;
+            contexts[i].device = i;
+        }
+        sim_memory_init_device_pools();
+        atomic_store(&initialised, 1);
+    }
+    sim_unlock();
     return CUDA_SUCCESS;
 }
 
@@ -49,57 +120,15 @@ static CUresult sim_cuDriverGetVersion(int *version)
     atomic_fetch_add(&count_cuDriverGetVersion, 1);
     if (!version)
         return CUDA_ERROR_INVALID_VALUE;
-    *version = env_int("CUDASIM_DRIVER_VERSION", CUDA_VERSION);
+    *version = sim_env_int("CUDASIM_DRIVER_VERSION", CUDA_VERSION);
     return CUDA_SUCCESS;
-}
-
-static const struct {
-    CUresult code;
-    const char *name;
-    const char *text;
-} sim_errors[] = {
-    { CUDA_SUCCESS, "CUDA_SUCCESS", "no error" },
-    { CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument" },
-    { CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error" },
-    { CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected" },
-    { CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal" },
-};
-
-static CUresult sim_cuGetErrorName(CUresult code, const char **out)
-{
-    size_t i;
-
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
-    for (i = 0; i < sizeof sim_errors / sizeof sim_errors[0]; i++)
-        if (sim_errors[i].code == code) {
-            *out = sim_errors[i].name;
-            return CUDA_SUCCESS;
-        }
-    *out = NULL;
-    return CUDA_ERROR_INVALID_VALUE;
-}
-
-static CUresult sim_cuGetErrorString(CUresult code, const char **out)
-{
-    size_t i;
-
-    if (!out)
-        return CUDA_ERROR_INVALID_VALUE;
-    for (i = 0; i < sizeof sim_errors / sizeof sim_errors[0]; i++)
-        if (sim_errors[i].code == code) {
-            *out = sim_errors[i].text;
-            return CUDA_SUCCESS;
-        }
-    *out = NULL;
-    return CUDA_ERROR_INVALID_VALUE;
 }
 
 static CUresult sim_cuDeviceGetCount(int *count)
 {
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!atomic_load(&sim_initialised))
+    if (!sim_is_initialised())
         return CUDA_ERROR_NOT_INITIALIZED;
     *count = sim_device_count();
     return CUDA_SUCCESS;
@@ -109,7 +138,7 @@ static CUresult sim_cuDeviceGet(CUdevice *dev, int ordinal)
 {
     if (!dev)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!atomic_load(&sim_initialised))
+    if (!sim_is_initialised())
         return CUDA_ERROR_NOT_INITIALIZED;
     if (ordinal < 0 || ordinal >= sim_device_count())
         return CUDA_ERROR_INVALID_DEVICE;
@@ -117,21 +146,168 @@ static CUresult sim_cuDeviceGet(CUdevice *dev, int ordinal)
     return CUDA_SUCCESS;
 }
 
+static int device_valid(CUdevice dev)
+{
+    return dev >= 0 && dev < sim_device_count();
+}
+
+static CUresult sim_cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_is_initialised())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    snprintf(name, (size_t)len, "cudasim device %d", (int)dev);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuDeviceGetAttribute(int *value, CUdevice_attribute attr, CUdevice dev)
+{
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_is_initialised())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    switch (attr) {
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *value = 1; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
+    default: *value = 0; break;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- contexts */
+
+static _Thread_local struct sim_ctx *current_ctx;
+
+struct sim_ctx *sim_ctx_of_device(int device)
+{
+    return &contexts[device];
+}
+
+struct sim_ctx *sim_current_ctx(void)
+{
+    return current_ctx;
+}
+
+int sim_ctx_valid(CUcontext c)
+{
+    struct sim_ctx *x = (struct sim_ctx *)c;
+    int i;
+
+    for (i = 0; i < SIM_MAX_DEVICES; i++)
+        if (x == &contexts[i])
+            return x->magic == SIM_CTX_MAGIC && i < sim_device_count();
+    return 0;
+}
+
+static CUresult sim_cuDevicePrimaryCtxRetain(CUcontext *out, CUdevice dev)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_is_initialised())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    sim_lock();
+    contexts[dev].retain_count++;
+    sim_unlock();
+    *out = (CUcontext)&contexts[dev];
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    if (!sim_is_initialised())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    sim_lock();
+    if (contexts[dev].retain_count <= 0)
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    else
+        contexts[dev].retain_count--;
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuCtxGetCurrent(CUcontext *out)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_is_initialised())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    *out = (CUcontext)current_ctx;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuCtxSetCurrent(CUcontext c)
+{
+    if (!sim_is_initialised())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (c && !sim_ctx_valid(c))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    current_ctx = (struct sim_ctx *)c;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- errors */
+
+/* The symbolic names come from the library's own table (src/error-names.c). */
+const char *cucap_i_result_name(CUresult code);
+
+static CUresult sim_cuGetErrorName(CUresult code, const char **out)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = cucap_i_result_name(code);
+    return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult sim_cuGetErrorString(CUresult code, const char **out)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!cucap_i_result_name(code)) {
+        *out = NULL;
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *out = "(simulated driver: see the code's name)";
+    return CUDA_SUCCESS;
+}
+
+const struct sim_entry sim_core_entries[] = {
+    SIM_ENTRY(cuInit, 2000),
+    SIM_ENTRY(cuDriverGetVersion, 2020),
+    SIM_ENTRY(cuGetErrorName, 6000),
+    SIM_ENTRY(cuGetErrorString, 6000),
+    SIM_ENTRY(cuDeviceGetCount, 2000),
+    SIM_ENTRY(cuDeviceGet, 2000),
+    SIM_ENTRY(cuDeviceGetName, 2000),
+    SIM_ENTRY(cuDeviceGetAttribute, 2000),
+    SIM_ENTRY(cuDevicePrimaryCtxRetain, 7000),
+    SIM_ENTRY(cuDevicePrimaryCtxRelease, 11000),
+    SIM_ENTRY(cuCtxGetCurrent, 4000),
+    SIM_ENTRY(cuCtxSetCurrent, 4000),
+};
+const size_t sim_core_entry_count = sizeof sim_core_entries / sizeof sim_core_entries[0];
+
 /* ---------------------------------------------------------------- cuGetProcAddress */
 
-/* Each entry: the name, the CUDA version that introduced the variant the
- * simulator implements, and the function. */
 static const struct {
-    const char *name;
-    int version;
-    void *fn;
-} sim_entries[] = {
-    { "cuInit", 2000, (void *)sim_cuInit },
-    { "cuDriverGetVersion", 2020, (void *)sim_cuDriverGetVersion },
-    { "cuGetErrorName", 6000, (void *)sim_cuGetErrorName },
-    { "cuGetErrorString", 6000, (void *)sim_cuGetErrorString },
-    { "cuDeviceGetCount", 2000, (void *)sim_cuDeviceGetCount },
-    { "cuDeviceGet", 2000, (void *)sim_cuDeviceGet },
+    const struct sim_entry *entries;
+    const size_t *count;
+} sim_modules[] = {
+    { sim_core_entries, &sim_core_entry_count },
+    { sim_stream_entries, &sim_stream_entry_count },
+    { sim_graph_entries, &sim_graph_entry_count },
+    { sim_memory_entries, &sim_memory_entry_count },
 };
 
 CUDASIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
@@ -140,9 +316,10 @@ CUDASIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int 
 CUDASIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                             cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
-    size_t i;
-    int driver = env_int("CUDASIM_DRIVER_VERSION", CUDA_VERSION);
+    int driver = sim_env_int("CUDASIM_DRIVER_VERSION", CUDA_VERSION);
+    const struct sim_entry *best = NULL;
     int matched = 0;
+    size_t m, i;
 
     (void)flags;
     atomic_fetch_add(&count_cuGetProcAddress, 1);
@@ -154,16 +331,20 @@ CUDASIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int 
             *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
         return CUDA_ERROR_INVALID_VALUE;
     }
-    for (i = 0; i < sizeof sim_entries / sizeof sim_entries[0]; i++) {
-        if (strcmp(sim_entries[i].name, symbol) != 0)
-            continue;
-        matched = 1;
-        if (sim_entries[i].version <= version) {
-            *pfn = sim_entries[i].fn;
-            if (status)
-                *status = CU_GET_PROC_ADDRESS_SUCCESS;
-            return CUDA_SUCCESS;
+    for (m = 0; m < sizeof sim_modules / sizeof sim_modules[0]; m++)
+        for (i = 0; i < *sim_modules[m].count; i++) {
+            const struct sim_entry *e = &sim_modules[m].entries[i];
+            if (strcmp(e->name, symbol) != 0)
+                continue;
+            matched = 1;
+            if (e->version <= version && (!best || e->version > best->version))
+                best = e;
         }
+    if (best) {
+        *pfn = best->fn;
+        if (status)
+            *status = CU_GET_PROC_ADDRESS_SUCCESS;
+        return CUDA_SUCCESS;
     }
     if (status)
         *status = matched ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
@@ -184,6 +365,7 @@ CUDASIM_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int ver
 /* ---------------------------------------------------------------- test hooks */
 
 CUDASIM_EXPORT long cudasim_counter(const char *name);
+CUDASIM_EXPORT long cudasim_live(const char *kind);
 
 CUDASIM_EXPORT long cudasim_counter(const char *name)
 {
@@ -195,5 +377,15 @@ CUDASIM_EXPORT long cudasim_counter(const char *name)
         return atomic_load(&count_cuDriverGetVersion);
     if (!strcmp(name, "cuGetProcAddress"))
         return atomic_load(&count_cuGetProcAddress);
+    return -1;
+}
+
+CUDASIM_EXPORT long cudasim_live(const char *kind)
+{
+    int i;
+
+    for (i = 0; kind && i < SIM_KIND_COUNT; i++)
+        if (!strcmp(kind, live_names[i]))
+            return atomic_load(&live[i]);
     return -1;
 }

@@ -1,12 +1,21 @@
 /* The simulated CUDA driver: a test backend for libcucapture, loaded
- * through CUCAPTURE_DRIVER.  Never installed, never a product path.
+ * through CUCAPTURE_DRIVER.  It implements, on host memory, every entry
+ * point the library resolves, with the capture semantics measured on a
+ * real driver (driver-facts.md).  Never installed, never a product path.
  *
- * Environment read at cuInit / first use:
+ * Environment, read when used:
  *   CUDASIM_DEVICES          number of devices (default 1; 0: cuInit gives NO_DEVICE)
- *   CUDASIM_DRIVER_VERSION   what cuDriverGetVersion reports (default CUDA_VERSION)
+ *   CUDASIM_DRIVER_VERSION   what cuDriverGetVersion reports (default: the headers' CUDA_VERSION)
  *
- * Test hooks (resolve with dlsym on the library's handle):
+ * Where the real driver crashes or corrupts memory (destroying a graph it
+ * already discarded; using a parent graph whose directly captured
+ * conditional body capture was invalidated), the simulator writes
+ * "cudasim: FATAL: ..." to stderr and raises SIGABRT.
+ *
+ * Test hooks, resolved with dlsym on the library's handle:
  *   cudasim_counter(name)    how often the named entry point was called
+ *   cudasim_live(kind)       live objects of a kind: "stream", "event",
+ *                            "graph", "exec", "pool", "allocation"
  */
 #ifndef CUDASIM_H
 #define CUDASIM_H
@@ -20,5 +29,6 @@
 #endif
 
 typedef long (*cudasim_counter_fn)(const char *name);
+typedef long (*cudasim_live_fn)(const char *kind);
 
 #endif /* CUDASIM_H */

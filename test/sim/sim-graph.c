@@ -1,0 +1,908 @@
+/* Graphs, nodes, conditional handles, executable graphs: built by capture
+ * or by hand, executed on host memory at launch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim-internal.h"
+
+#define SIM_GRAPH_MAGIC 0x48505247u
+#define SIM_NODE_MAGIC 0x45444f4eu
+#define SIM_EXEC_MAGIC 0x43455847u
+#define SIM_WHILE_LIMIT 1000000
+
+/* Every graph ever handed out stays known, so that a use after the driver
+ * discarded it can be told from a stray pointer. */
+struct graph_record {
+    struct sim_graph *graph;
+    struct graph_record *next;
+};
+static struct graph_record *all_graphs;
+
+struct handle {
+    struct sim_graph *graph;         /* where it was created */
+    unsigned int default_value, flags;
+    struct sim_node *node;           /* the conditional node that uses it */
+};
+static struct handle *handles;       /* CUgraphConditionalHandle h is handles[h - 1] */
+static size_t handle_count;
+
+struct sim_exec {
+    uint32_t magic;
+    struct sim_graph *source;
+    struct sim_graph *snapshot;      /* the graph as instantiated */
+    unsigned int *values;            /* per handle, for handles without ASSIGN_DEFAULT */
+    size_t value_count;
+};
+
+/* ---------------------------------------------------------------- graphs */
+
+struct sim_graph *sim_graph_new(void)
+{
+    struct sim_graph *g = calloc(1, sizeof *g);
+    struct graph_record *r = malloc(sizeof *r);
+
+    if (!g || !r) {
+        free(g);
+        free(r);
+        return NULL;
+    }
+    g->magic = SIM_GRAPH_MAGIC;
+    g->state = SIM_GRAPH_LIVE;
+    r->graph = g;
+    r->next = all_graphs;
+    all_graphs = r;
+    return g;
+}
+
+/* Graph structures are never freed (only their nodes), so a handle the
+ * simulator handed out can always be read, whatever happened to it. */
+static struct sim_graph *graph_of(CUgraph h)
+{
+    struct sim_graph *g = (struct sim_graph *)h;
+    return g && g->magic == SIM_GRAPH_MAGIC ? g : NULL;
+}
+
+int sim_graph_valid(CUgraph h)
+{
+    struct sim_graph *g = graph_of(h);
+
+    if (g && g->state == SIM_GRAPH_DISCARDED)
+        sim_fatal("use of graph %p, which the driver discarded when its capture failed", (void *)h);
+    return g && g->state == SIM_GRAPH_LIVE;
+}
+
+static struct sim_node *node_of(CUgraphNode h)
+{
+    struct sim_node *n = (struct sim_node *)h;
+    return n && n->magic == SIM_NODE_MAGIC && n->graph && n->graph->state == SIM_GRAPH_LIVE ? n : NULL;
+}
+
+struct sim_node *sim_graph_add(struct sim_graph *g, CUgraphNodeType type,
+                               struct sim_node *const *deps, size_t dep_count)
+{
+    struct sim_node *n = calloc(1, sizeof *n);
+
+    if (!n)
+        return NULL;
+    if (dep_count) {
+        n->deps = malloc(dep_count * sizeof *n->deps);
+        if (!n->deps) {
+            free(n);
+            return NULL;
+        }
+        memcpy(n->deps, deps, dep_count * sizeof *n->deps);
+    }
+    if (g->node_count == g->node_cap) {
+        size_t cap = g->node_cap ? g->node_cap * 2 : 16;
+        struct sim_node **grown = realloc(g->nodes, cap * sizeof *grown);
+        if (!grown) {
+            free(n->deps);
+            free(n);
+            return NULL;
+        }
+        g->nodes = grown;
+        g->node_cap = cap;
+    }
+    n->magic = SIM_NODE_MAGIC;
+    n->type = type;
+    n->graph = g;
+    n->dep_count = dep_count;
+    n->index = g->node_count;
+    g->nodes[g->node_count++] = n;
+    return n;
+}
+
+int sim_graph_mark_ancestors(struct sim_node *const *from, size_t n, unsigned int epoch)
+{
+    struct sim_node **stack = NULL;
+    size_t top = 0, cap = 0, i;
+
+    for (i = 0; i < n; i++) {
+        if (top == cap) {
+            struct sim_node **grown = realloc(stack, (cap = cap ? cap * 2 : 64) * sizeof *grown);
+            if (!grown)
+                goto oom;
+            stack = grown;
+        }
+        stack[top++] = from[i];
+    }
+    while (top) {
+        struct sim_node *x = stack[--top];
+        if (x->mark == epoch)
+            continue;
+        x->mark = epoch;
+        for (i = 0; i < x->dep_count; i++) {
+            if (top == cap) {
+                struct sim_node **grown = realloc(stack, (cap = cap ? cap * 2 : 64) * sizeof *grown);
+                if (!grown)
+                    goto oom;
+                stack = grown;
+            }
+            stack[top++] = x->deps[i];
+        }
+    }
+    free(stack);
+    return 0;
+oom:
+    free(stack);
+    return -1;
+}
+
+/* Free a graph's nodes and the graphs they own; state becomes `state`. */
+static void release(struct sim_graph *g, enum sim_graph_state state)
+{
+    size_t i;
+    unsigned int k;
+
+    for (i = 0; i < g->node_count; i++) {
+        struct sim_node *n = g->nodes[i];
+        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child.graph)
+            release(n->u.child.graph, state);
+        if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            for (k = 0; k < n->u.cond.size; k++) {
+                struct sim_graph *body = (struct sim_graph *)n->u.cond.bodies[k];
+                if (body->state == SIM_GRAPH_LIVE)
+                    release(body, state);
+            }
+            free(n->u.cond.bodies);
+            if (n->u.cond.handle && n->u.cond.handle <= handle_count &&
+                handles[n->u.cond.handle - 1].node == n)
+                handles[n->u.cond.handle - 1].node = NULL;
+        }
+        n->magic = 0;
+        free(n->deps);
+        free(n);
+    }
+    for (i = 0; i < handle_count; i++)
+        if (handles[i].graph == g)
+            handles[i].graph = NULL;
+    free(g->nodes);
+    g->nodes = NULL;
+    g->node_count = g->node_cap = 0;
+    if (g->exec_count == 0)
+        sim_memory_release_owned_by(g);   /* else the last exec of it releases them */
+    g->state = state;
+    if (g->counted)
+        sim_live_add(SIM_GRAPH, -1);
+    g->counted = 0;
+}
+
+void sim_graph_count(struct sim_graph *g)
+{
+    if (!g->counted)
+        sim_live_add(SIM_GRAPH, 1);
+    g->counted = 1;
+}
+
+void sim_graph_discard(struct sim_graph *g)
+{
+    if (g->state == SIM_GRAPH_LIVE)
+        release(g, SIM_GRAPH_DISCARDED);
+}
+
+int sim_graph_has_dead_body(const struct sim_graph *g)
+{
+    size_t i;
+    unsigned int k;
+
+    for (i = 0; i < g->node_count; i++) {
+        const struct sim_node *n = g->nodes[i];
+        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && sim_graph_has_dead_body(n->u.child.graph))
+            return 1;
+        if (n->type != CU_GRAPH_NODE_TYPE_CONDITIONAL)
+            continue;
+        for (k = 0; k < n->u.cond.size; k++) {
+            const struct sim_graph *body = (const struct sim_graph *)n->u.cond.bodies[k];
+            if (body->state != SIM_GRAPH_LIVE || sim_graph_has_dead_body(body))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+static void check_no_dead_body(const struct sim_graph *g, const char *call)
+{
+    if (sim_graph_has_dead_body(g))
+        sim_fatal("%s: graph %p holds a conditional node whose body graph the driver freed when "
+                  "the body's capture was invalidated", call, (const void *)g);
+}
+
+static CUresult sim_cuGraphCreate(CUgraph *out, unsigned int flags)
+{
+    struct sim_graph *g;
+
+    if (!out || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    g = sim_graph_new();
+    if (g)
+        sim_graph_count(g);
+    sim_unlock();
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *out = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuGraphDestroy(CUgraph h)
+{
+    struct sim_graph *g;
+
+    sim_lock();
+    g = graph_of(h);
+    if (!g) {
+        sim_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (g->state == SIM_GRAPH_DISCARDED)
+        sim_fatal("cuGraphDestroy(%p): the driver already discarded this graph when its capture ended "
+                  "without a graph", (void *)h);
+    if (g->state == SIM_GRAPH_DESTROYED)
+        sim_fatal("cuGraphDestroy(%p): the graph was already destroyed", (void *)h);
+    if (g->capturing)
+        sim_fatal("cuGraphDestroy(%p): a stream capture is still writing into this graph", (void *)h);
+    if (g->owner) {
+        sim_unlock();
+        return CUDA_ERROR_INVALID_VALUE;   /* owned by a node of another graph */
+    }
+    check_no_dead_body(g, "cuGraphDestroy");
+    release(g, SIM_GRAPH_DESTROYED);
+    sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- cloning */
+
+static struct sim_graph *clone_graph(const struct sim_graph *src, struct sim_node *owner);
+
+static int clone_into(struct sim_graph *dst, const struct sim_graph *src)
+{
+    size_t i, j;
+    unsigned int k;
+
+    for (i = 0; i < src->node_count; i++) {
+        const struct sim_node *s = src->nodes[i];
+        struct sim_node **deps = NULL;
+        struct sim_node *n;
+
+        if (s->dep_count) {
+            deps = malloc(s->dep_count * sizeof *deps);
+            if (!deps)
+                return -1;
+            for (j = 0; j < s->dep_count; j++)
+                deps[j] = dst->nodes[s->deps[j]->index];
+        }
+        n = sim_graph_add(dst, s->type, deps, s->dep_count);
+        free(deps);
+        if (!n)
+            return -1;
+        n->u = s->u;
+        if (s->type == CU_GRAPH_NODE_TYPE_GRAPH) {
+            n->u.child.graph = clone_graph(s->u.child.graph, n);
+            if (!n->u.child.graph)
+                return -1;
+        } else if (s->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+            n->u.cond.bodies = calloc(s->u.cond.size, sizeof *n->u.cond.bodies);
+            if (!n->u.cond.bodies)
+                return -1;
+            for (k = 0; k < s->u.cond.size; k++) {
+                struct sim_graph *body = clone_graph((struct sim_graph *)s->u.cond.bodies[k], n);
+                if (!body)
+                    return -1;
+                n->u.cond.bodies[k] = (CUgraph)body;
+            }
+        }
+    }
+    return 0;
+}
+
+static struct sim_graph *clone_graph(const struct sim_graph *src, struct sim_node *owner)
+{
+    struct sim_graph *g = sim_graph_new();
+
+    if (!g)
+        return NULL;
+    g->owner = owner;
+    if (clone_into(g, src) != 0) {
+        release(g, SIM_GRAPH_DESTROYED);
+        return NULL;
+    }
+    return g;
+}
+
+static int has_node_types(const struct sim_graph *g, int alloc_free, int conditional)
+{
+    size_t i;
+
+    for (i = 0; i < g->node_count; i++) {
+        const struct sim_node *n = g->nodes[i];
+        if (alloc_free && (n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || n->type == CU_GRAPH_NODE_TYPE_MEM_FREE))
+            return 1;
+        if (conditional && n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+            return 1;
+        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && has_node_types(n->u.child.graph, alloc_free, conditional))
+            return 1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- adding nodes */
+
+static CUresult check_deps(struct sim_graph *g, const CUgraphNode *deps, size_t n)
+{
+    size_t i;
+
+    if (n && !deps)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (i = 0; i < n; i++) {
+        struct sim_node *d = node_of(deps[i]);
+        if (!d || d->graph != g)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult add_conditional(struct sim_node **out, struct sim_graph *g, const CUgraphNode *deps,
+                                size_t n, CUDA_CONDITIONAL_NODE_PARAMS *p)
+{
+    struct sim_node *node;
+    struct handle *h;
+    const struct sim_graph *up;
+    unsigned int k;
+
+    if (!p->handle || p->handle > handle_count || !sim_ctx_valid(p->ctx))
+        return CUDA_ERROR_INVALID_VALUE;
+    h = &handles[p->handle - 1];
+    for (up = g; up && up != h->graph; up = up->owner ? up->owner->graph : NULL)
+        ;
+    if (!up || h->node)
+        return CUDA_ERROR_INVALID_VALUE;   /* created on another graph, or already used */
+    switch (p->type) {
+    case CU_GRAPH_COND_TYPE_IF: if (p->size < 1 || p->size > 2) return CUDA_ERROR_INVALID_VALUE; break;
+    case CU_GRAPH_COND_TYPE_WHILE: if (p->size != 1) return CUDA_ERROR_INVALID_VALUE; break;
+    case CU_GRAPH_COND_TYPE_SWITCH: if (p->size < 1) return CUDA_ERROR_INVALID_VALUE; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    node = sim_graph_add(g, CU_GRAPH_NODE_TYPE_CONDITIONAL, (struct sim_node *const *)deps, n);
+    if (!node)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    node->u.cond.handle = p->handle;
+    node->u.cond.type = p->type;
+    node->u.cond.size = p->size;
+    node->u.cond.bodies = calloc(p->size, sizeof *node->u.cond.bodies);
+    if (!node->u.cond.bodies)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (k = 0; k < p->size; k++) {
+        struct sim_graph *body = sim_graph_new();
+        if (!body)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        body->owner = node;
+        node->u.cond.bodies[k] = (CUgraph)body;
+    }
+    h->node = node;
+    p->phGraph_out = node->u.cond.bodies;   /* CUDA-owned, valid while the node lives */
+    *out = node;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuGraphAddNode(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps,
+                                   const CUgraphEdgeData *edge_data, size_t n, CUgraphNodeParams *params)
+{
+    struct sim_graph *g;
+    struct sim_node *node = NULL;
+    CUresult rc;
+
+    (void)edge_data;
+    if (!out || !params)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    if (!sim_graph_valid(hg)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto done;
+    }
+    g = (struct sim_graph *)hg;
+    rc = check_deps(g, deps, n);
+    if (rc != CUDA_SUCCESS)
+        goto done;
+    switch (params->type) {
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        rc = add_conditional(&node, g, deps, n, &params->conditional);
+        break;
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+        node = sim_graph_add(g, CU_GRAPH_NODE_TYPE_EMPTY, (struct sim_node *const *)deps, n);
+        rc = node ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+        break;
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+        if (params->memset.elementSize != 1 && params->memset.elementSize != 2 &&
+            params->memset.elementSize != 4) {
+            rc = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+        node = sim_graph_add(g, CU_GRAPH_NODE_TYPE_MEMSET, (struct sim_node *const *)deps, n);
+        if (!node) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        node->u.memset.dst = params->memset.dst;
+        node->u.memset.value = params->memset.value;
+        node->u.memset.element_size = params->memset.elementSize;
+        node->u.memset.width = params->memset.width;
+        node->u.memset.height = params->memset.height ? params->memset.height : 1;
+        node->u.memset.pitch = params->memset.pitch;
+        rc = CUDA_SUCCESS;
+        break;
+    default:
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+        break;
+    }
+    if (rc == CUDA_SUCCESS)
+        *out = (CUgraphNode)node;
+done:
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuGraphAddEmptyNode(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps, size_t n)
+{
+    CUgraphNodeParams params;
+
+    memset(&params, 0, sizeof params);
+    params.type = CU_GRAPH_NODE_TYPE_EMPTY;
+    return sim_cuGraphAddNode(out, hg, deps, NULL, n, &params);
+}
+
+static CUresult sim_cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph hg, const CUgraphNode *deps,
+                                             size_t n, CUgraph child)
+{
+    struct sim_graph *g, *c;
+    struct sim_node *node;
+    CUresult rc;
+
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    if (!sim_graph_valid(hg) || !sim_graph_valid(child) || hg == child) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto done;
+    }
+    g = (struct sim_graph *)hg;
+    c = (struct sim_graph *)child;
+    check_no_dead_body(c, "cuGraphAddChildGraphNode");
+    rc = check_deps(g, deps, n);
+    if (rc != CUDA_SUCCESS)
+        goto done;
+    if (has_node_types(c, 1, 1)) {
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+        goto done;
+    }
+    node = sim_graph_add(g, CU_GRAPH_NODE_TYPE_GRAPH, (struct sim_node *const *)deps, n);
+    if (!node) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto done;
+    }
+    node->u.child.graph = clone_graph(c, node);
+    if (!node->u.child.graph) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto done;
+    }
+    *out = (CUgraphNode)node;
+done:
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuGraphGetNodes(CUgraph hg, CUgraphNode *nodes, size_t *count)
+{
+    struct sim_graph *g;
+    size_t i;
+
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    if (!sim_graph_valid(hg)) {
+        sim_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    g = (struct sim_graph *)hg;
+    if (nodes)
+        for (i = 0; i < *count && i < g->node_count; i++)
+            nodes[i] = (CUgraphNode)g->nodes[i];
+    *count = g->node_count;
+    sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *type)
+{
+    struct sim_node *n;
+
+    if (!type)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    n = node_of(h);
+    if (n)
+        *type = n->type;
+    sim_unlock();
+    return n ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult sim_cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph *out)
+{
+    struct sim_node *n;
+    CUresult rc = CUDA_SUCCESS;
+
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    n = node_of(h);
+    if (!n || n->type != CU_GRAPH_NODE_TYPE_GRAPH)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        *out = (CUgraph)n->u.child.graph;
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgraph hg, CUcontext ctx,
+                                                   unsigned int default_value, unsigned int flags)
+{
+    struct handle *grown;
+    CUresult rc = CUDA_SUCCESS;
+
+    if (!out || (flags & ~(unsigned int)CU_GRAPH_COND_ASSIGN_DEFAULT) || !sim_ctx_valid(ctx))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    if (!sim_graph_valid(hg)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (!(grown = realloc(handles, (handle_count + 1) * sizeof *grown))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        handles = grown;
+        handles[handle_count].graph = (struct sim_graph *)hg;
+        handles[handle_count].default_value = default_value;
+        handles[handle_count].flags = flags;
+        handles[handle_count].node = NULL;
+        *out = (CUgraphConditionalHandle)++handle_count;
+    }
+    sim_unlock();
+    return rc;
+}
+
+/* ---------------------------------------------------------------- DOT */
+
+static const char *type_name(CUgraphNodeType t)
+{
+    switch (t) {
+    case CU_GRAPH_NODE_TYPE_MEMCPY: return "MEMCPY";
+    case CU_GRAPH_NODE_TYPE_MEMSET: return "MEMSET";
+    case CU_GRAPH_NODE_TYPE_HOST: return "HOST";
+    case CU_GRAPH_NODE_TYPE_GRAPH: return "GRAPH";
+    case CU_GRAPH_NODE_TYPE_EMPTY: return "EMPTY";
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return "MEM_ALLOC";
+    case CU_GRAPH_NODE_TYPE_MEM_FREE: return "MEM_FREE";
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL: return "CONDITIONAL";
+    default: return "OTHER";
+    }
+}
+
+static void dot_graph(FILE *f, const struct sim_graph *g, const char *prefix)
+{
+    size_t i, j;
+
+    for (i = 0; i < g->node_count; i++)
+        fprintf(f, "  \"%s%zu\" [label=\"%s\"];\n", prefix, i, type_name(g->nodes[i]->type));
+    for (i = 0; i < g->node_count; i++)
+        for (j = 0; j < g->nodes[i]->dep_count; j++)
+            fprintf(f, "  \"%s%zu\" -> \"%s%zu\";\n", prefix, g->nodes[i]->deps[j]->index, prefix, i);
+}
+
+static CUresult sim_cuGraphDebugDotPrint(CUgraph hg, const char *path, unsigned int flags)
+{
+    FILE *f;
+    CUresult rc = CUDA_SUCCESS;
+
+    (void)flags;
+    if (!path)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    if (!sim_graph_valid(hg)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (!(f = fopen(path, "w"))) {
+        rc = CUDA_ERROR_OPERATING_SYSTEM;
+    } else {
+        fprintf(f, "digraph cudasim {\n");
+        dot_graph(f, (struct sim_graph *)hg, "n");
+        fprintf(f, "}\n");
+        if (fclose(f) != 0)
+            rc = CUDA_ERROR_OPERATING_SYSTEM;
+    }
+    sim_unlock();
+    return rc;
+}
+
+/* ---------------------------------------------------------------- executable graphs */
+
+static int handle_in(const struct sim_graph *g, const struct sim_graph *root)
+{
+    for (; g; g = g->owner ? g->owner->graph : NULL)
+        if (g == root)
+            return 1;
+    return 0;
+}
+
+static CUresult sim_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph hg,
+                                                 CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    struct sim_exec *e;
+    struct sim_graph *g;
+    CUresult rc = CUDA_SUCCESS;
+    size_t i;
+
+    if (!out || !params)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    *out = NULL;
+    if (!sim_graph_valid(hg)) {
+        params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto done;
+    }
+    g = (struct sim_graph *)hg;
+    check_no_dead_body(g, "cuGraphInstantiateWithParams");
+    if ((params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) &&
+        (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)) {
+        params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto done;
+    }
+    for (i = 0; i < handle_count; i++)
+        if (handles[i].graph && handle_in(handles[i].graph, g) && !handles[i].node) {
+            params->result_out = CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED;
+            rc = CUDA_ERROR_INVALID_VALUE;
+            goto done;
+        }
+    e = calloc(1, sizeof *e);
+    if (!e || !(e->values = calloc(handle_count + 1, sizeof *e->values)) || !(e->snapshot = clone_graph(g, NULL))) {
+        if (e)
+            free(e->values);
+        free(e);
+        params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto done;
+    }
+    e->magic = SIM_EXEC_MAGIC;
+    e->source = g;
+    g->exec_count++;
+    e->value_count = handle_count + 1;
+    for (i = 0; i < handle_count; i++)
+        e->values[i + 1] = handles[i].default_value;
+    sim_live_add(SIM_EXEC, 1);
+    params->result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
+    *out = (CUgraphExec)e;
+done:
+    sim_unlock();
+    return rc;
+}
+
+static struct sim_exec *exec_of(CUgraphExec h)
+{
+    struct sim_exec *e = (struct sim_exec *)h;
+    return e && e->magic == SIM_EXEC_MAGIC ? e : NULL;
+}
+
+static CUresult sim_cuGraphExecDestroy(CUgraphExec h)
+{
+    struct sim_exec *e;
+
+    sim_lock();
+    e = exec_of(h);
+    if (e) {
+        release(e->snapshot, SIM_GRAPH_DESTROYED);
+        /* the allocations captured into the source live until its last exec goes */
+        if (--e->source->exec_count == 0 && e->source->state != SIM_GRAPH_LIVE)
+            sim_memory_release_owned_by(e->source);
+        e->magic = 0;
+        free(e->values);
+        free(e);
+        sim_live_add(SIM_EXEC, -1);
+    }
+    sim_unlock();
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static void run_graph(struct sim_exec *e, const struct sim_graph *g);
+
+static void run_node(struct sim_exec *e, const struct sim_node *n)
+{
+    unsigned int value, k;
+    size_t row, col;
+
+    switch (n->type) {
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+        for (row = 0; row < n->u.memset.height; row++) {
+            CUdeviceptr base = n->u.memset.dst + row * n->u.memset.pitch;
+            unsigned char *p = sim_memory(base, n->u.memset.width * n->u.memset.element_size);
+            if (!p)
+                sim_fatal("graph launch: memset node writes outside any live allocation (%#llx)",
+                          (unsigned long long)base);
+            for (col = 0; col < n->u.memset.width; col++)
+                memcpy(p + col * n->u.memset.element_size, &n->u.memset.value, n->u.memset.element_size);
+        }
+        break;
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        memmove(n->u.memcpy.dst, n->u.memcpy.src, n->u.memcpy.bytes);
+        break;
+    case CU_GRAPH_NODE_TYPE_HOST:
+        n->u.host.fn(n->u.host.data);
+        break;
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        run_graph(e, n->u.child.graph);
+        break;
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        sim_memory_free_node(n->u.free.ptr);
+        break;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        value = n->u.cond.handle < e->value_count ? e->values[n->u.cond.handle] : 0;
+        switch (n->u.cond.type) {
+        case CU_GRAPH_COND_TYPE_IF:
+            if (value)
+                run_graph(e, (struct sim_graph *)n->u.cond.bodies[0]);
+            else if (n->u.cond.size == 2)
+                run_graph(e, (struct sim_graph *)n->u.cond.bodies[1]);
+            break;
+        case CU_GRAPH_COND_TYPE_WHILE:
+            for (k = 0; value; k++) {
+                if (k == SIM_WHILE_LIMIT)
+                    sim_fatal("graph launch: a WHILE body ran %d times; nothing can change its condition "
+                              "on a simulated device", SIM_WHILE_LIMIT);
+                run_graph(e, (struct sim_graph *)n->u.cond.bodies[0]);
+                value = e->values[n->u.cond.handle];
+            }
+            break;
+        case CU_GRAPH_COND_TYPE_SWITCH:
+            if (value < n->u.cond.size)
+                run_graph(e, (struct sim_graph *)n->u.cond.bodies[value]);
+            break;
+        default:
+            break;
+        }
+        break;
+    default:
+        break;                        /* empty, allocation, event nodes: nothing to do on the host */
+    }
+}
+
+static void run_graph(struct sim_exec *e, const struct sim_graph *g)
+{
+    size_t i;
+
+    /* nodes only depend on earlier nodes, so insertion order is a topological order */
+    for (i = 0; i < g->node_count; i++)
+        run_node(e, g->nodes[i]);
+}
+
+static CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream s)
+{
+    struct sim_exec *e;
+    int captured;
+    CUresult rc;
+    size_t i;
+
+    sim_lock();
+    e = exec_of(h);
+    rc = e ? sim_stream_enqueue(s, &captured) : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS && captured) {
+        struct sim_node *n = sim_stream_capture_node(s, CU_GRAPH_NODE_TYPE_GRAPH);
+        if (!n || !(n->u.child.graph = clone_graph(e->snapshot, n)))
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (rc == CUDA_SUCCESS) {
+        for (i = 0; i < handle_count; i++)
+            if (handles[i].flags & CU_GRAPH_COND_ASSIGN_DEFAULT)
+                e->values[i + 1] = handles[i].default_value;
+        run_graph(e, e->snapshot);
+    }
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuGraphUpload(CUgraphExec h, CUstream s)
+{
+    int captured;
+    CUresult rc;
+
+    sim_lock();
+    rc = exec_of(h) ? sim_stream_enqueue(s, &captured) : CUDA_ERROR_INVALID_VALUE;
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuGraphExecUpdate(CUgraphExec h, CUgraph hg, CUgraphExecUpdateResultInfo *info)
+{
+    struct sim_exec *e;
+    struct sim_graph *g, *snap, *fresh;
+    CUresult rc = CUDA_SUCCESS;
+    size_t i, j;
+
+    if (!info)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    memset(info, 0, sizeof *info);
+    e = exec_of(h);
+    if (!e || !sim_graph_valid(hg)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto done;
+    }
+    g = (struct sim_graph *)hg;
+    snap = e->snapshot;
+    info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    if (g->node_count != snap->node_count) {
+        info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        info->errorNode = g->node_count ? (CUgraphNode)g->nodes[0] : NULL;
+    }
+    for (i = 0; info->result == CU_GRAPH_EXEC_UPDATE_SUCCESS && i < g->node_count; i++) {
+        const struct sim_node *a = g->nodes[i], *b = snap->nodes[i];
+        if (a->dep_count != b->dep_count)
+            info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        for (j = 0; info->result == CU_GRAPH_EXEC_UPDATE_SUCCESS && j < a->dep_count; j++)
+            if (a->deps[j]->index != b->deps[j]->index)
+                info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        if (info->result == CU_GRAPH_EXEC_UPDATE_SUCCESS && a->type != b->type)
+            info->result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+        if (info->result != CU_GRAPH_EXEC_UPDATE_SUCCESS)
+            info->errorNode = (CUgraphNode)a;
+    }
+    if (info->result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+        rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+        goto done;
+    }
+    fresh = clone_graph(g, NULL);
+    if (!fresh) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto done;
+    }
+    release(snap, SIM_GRAPH_DESTROYED);
+    e->snapshot = fresh;
+done:
+    sim_unlock();
+    return rc;
+}
+
+const struct sim_entry sim_graph_entries[] = {
+    SIM_ENTRY(cuGraphCreate, 10000),
+    SIM_ENTRY(cuGraphDestroy, 10000),
+    SIM_ENTRY(cuGraphAddNode, 12030),
+    SIM_ENTRY(cuGraphAddEmptyNode, 10000),
+    SIM_ENTRY(cuGraphAddChildGraphNode, 10000),
+    SIM_ENTRY(cuGraphGetNodes, 10000),
+    SIM_ENTRY(cuGraphNodeGetType, 10000),
+    SIM_ENTRY(cuGraphChildGraphNodeGetGraph, 10000),
+    SIM_ENTRY(cuGraphConditionalHandleCreate, 12030),
+    SIM_ENTRY(cuGraphDebugDotPrint, 11030),
+    SIM_ENTRY(cuGraphInstantiateWithParams, 12000),
+    SIM_ENTRY(cuGraphExecDestroy, 10000),
+    SIM_ENTRY(cuGraphLaunch, 10000),
+    SIM_ENTRY(cuGraphUpload, 11010),
+    SIM_ENTRY(cuGraphExecUpdate, 12000),
+};
+const size_t sim_graph_entry_count = sizeof sim_graph_entries / sizeof sim_graph_entries[0];

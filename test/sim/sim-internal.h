@@ -1,0 +1,136 @@
+/* Internal declarations of the simulated driver. */
+#ifndef CUDASIM_INTERNAL_H
+#define CUDASIM_INTERNAL_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim.h"
+
+#if defined(__GNUC__)
+#  define SIM_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#  define SIM_NORETURN __attribute__((noreturn))
+#else
+#  define SIM_PRINTF(a, b)
+#  define SIM_NORETURN
+#endif
+
+#define SIM_MAX_DEVICES 8
+
+/* ---------------------------------------------------------------- sim.c */
+
+/* One lock for the whole simulator; recursive, so that host functions run
+ * by a launch may call back into the driver. */
+void sim_lock(void);
+void sim_unlock(void);
+
+/* Report a behaviour under which the real driver crashes or corrupts
+ * memory: a message on stderr, then SIGABRT. */
+void sim_fatal(const char *fmt, ...) SIM_PRINTF(1, 2) SIM_NORETURN;
+
+int sim_env_int(const char *name, int fallback);
+int sim_is_initialised(void);
+int sim_device_count(void);
+
+/* live objects, by kind, for cudasim_live() */
+enum sim_kind { SIM_STREAM, SIM_EVENT, SIM_GRAPH, SIM_EXEC, SIM_POOL, SIM_ALLOCATION, SIM_KIND_COUNT };
+void sim_live_add(enum sim_kind kind, int delta);
+
+struct sim_ctx {
+    uint32_t magic;
+    int device;
+    int retain_count;
+};
+struct sim_ctx *sim_ctx_of_device(int device);
+struct sim_ctx *sim_current_ctx(void);
+int sim_ctx_valid(CUcontext c);
+
+/* ---------------------------------------------------------------- sim-graph.c */
+
+struct sim_graph;
+struct sim_node;
+
+struct sim_node {
+    uint32_t magic;
+    CUgraphNodeType type;
+    struct sim_graph *graph;
+    struct sim_node **deps;
+    size_t dep_count;
+    unsigned int mark;               /* reachability walks */
+    size_t index;                    /* position in graph->nodes */
+    union {
+        struct { CUdeviceptr dst; unsigned int value, element_size; size_t width, height, pitch; } memset;
+        struct { void *dst; const void *src; size_t bytes; } memcpy;
+        struct { CUhostFn fn; void *data; } host;
+        struct { struct sim_graph *graph; } child;
+        struct { CUdeviceptr ptr; size_t size; } alloc;
+        struct { CUdeviceptr ptr; } free;
+        struct { CUgraphConditionalHandle handle; CUgraphConditionalNodeType type;
+                 unsigned int size; CUgraph *bodies; } cond;
+    } u;
+};
+
+enum sim_graph_state { SIM_GRAPH_LIVE, SIM_GRAPH_DISCARDED, SIM_GRAPH_DESTROYED };
+
+struct sim_graph {
+    uint32_t magic;
+    enum sim_graph_state state;
+    struct sim_node *owner;          /* the conditional or child node that owns it, or NULL */
+    struct sim_node **nodes;
+    size_t node_count, node_cap;
+    int capturing;                   /* a capture is writing into it */
+    int exec_count;                  /* live execs instantiated from it */
+    int counted;                     /* a root graph that counts as a live object */
+};
+
+int sim_graph_valid(CUgraph g);      /* LIVE; a discarded or destroyed graph is fatal */
+struct sim_node *sim_graph_add(struct sim_graph *g, CUgraphNodeType type,
+                               struct sim_node *const *deps, size_t dep_count);
+struct sim_graph *sim_graph_new(void);
+void sim_graph_count(struct sim_graph *g);   /* a root graph the caller can name: a live object */
+/* the driver frees a capture's graph: it stays known as DISCARDED */
+void sim_graph_discard(struct sim_graph *g);
+int sim_graph_has_dead_body(const struct sim_graph *g);
+/* mark (with epoch) every node that the given nodes depend on, and themselves */
+int sim_graph_mark_ancestors(struct sim_node *const *from, size_t n, unsigned int epoch);
+
+/* ---------------------------------------------------------------- sim-stream.c */
+
+/* Calls that the capture rules refuse: see sim_capture_check_unsafe. */
+CUresult sim_capture_check_unsafe(void);
+/* Common prologue of every stream-ordered call: validates the stream and
+ * reports whether the work is captured (1) or runs now (0), or an error. */
+CUresult sim_stream_enqueue(CUstream s, int *captured);
+/* Append a node to the capture of s and make it the stream's dependency. */
+struct sim_node *sim_stream_capture_node(CUstream s, CUgraphNodeType type);
+struct sim_graph *sim_stream_capture_graph(CUstream s);
+
+/* ---------------------------------------------------------------- sim-memory.c */
+
+void *sim_memory(CUdeviceptr p, size_t bytes);   /* NULL unless inside a live allocation */
+CUdeviceptr sim_memory_allocate(size_t bytes, CUmemoryPool pool, struct sim_graph *owner);
+int sim_memory_release(CUdeviceptr p);
+void sim_memory_free_node(CUdeviceptr p);       /* a free node ran: graph-owned memory stays */
+void sim_memory_release_owned_by(struct sim_graph *g);
+void sim_memory_init_device_pools(void);
+
+/* ---------------------------------------------------------------- the entry points */
+
+/* Each module lists the entry points it implements: the name, the CUDA
+ * version that introduced the variant implemented, and the function. */
+struct sim_entry {
+    const char *name;
+    int version;
+    void *fn;
+};
+#define SIM_ENTRY(name, version) { #name, version, (void *)sim_##name }
+
+extern const struct sim_entry sim_core_entries[], sim_stream_entries[],
+                              sim_graph_entries[], sim_memory_entries[];
+extern const size_t sim_core_entry_count, sim_stream_entry_count,
+                    sim_graph_entry_count, sim_memory_entry_count;
+
+#endif

@@ -1,0 +1,511 @@
+/* Memory: device allocations on host memory, memory pools and their
+ * attributes, stream-ordered allocation, memset, memcpy and host functions. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim-internal.h"
+
+#define SIM_POOL_MAGIC 0x4c4f4f50u
+
+struct sim_pool {
+    uint32_t magic;
+    int device;
+    int is_default;
+    cuuint64_t release_threshold;
+    int reuse_follow_event, reuse_opportunistic, reuse_internal;
+    cuuint64_t used, used_high;
+};
+
+struct allocation {
+    unsigned char *base;
+    size_t size;
+    struct sim_pool *pool;
+    struct sim_graph *owner;         /* captured into this graph: lives as long as it */
+    struct allocation *next;
+};
+
+static struct allocation *allocations;
+static struct sim_pool default_pools[SIM_MAX_DEVICES];
+
+void sim_memory_init_device_pools(void)
+{
+    int i;
+
+    for (i = 0; i < SIM_MAX_DEVICES; i++) {
+        default_pools[i].magic = SIM_POOL_MAGIC;
+        default_pools[i].device = i;
+        default_pools[i].is_default = 1;
+        default_pools[i].reuse_follow_event = 1;
+        default_pools[i].reuse_opportunistic = 1;
+        default_pools[i].reuse_internal = 1;
+    }
+}
+
+static struct sim_pool *pool_of(CUmemoryPool p)
+{
+    struct sim_pool *pool = (struct sim_pool *)p;
+    return pool && pool->magic == SIM_POOL_MAGIC && pool->device < sim_device_count() ? pool : NULL;
+}
+
+/* ---------------------------------------------------------------- allocations */
+
+static struct allocation *find(CUdeviceptr p, size_t bytes, int exact)
+{
+    struct allocation *a;
+    uintptr_t addr = (uintptr_t)p;
+
+    for (a = allocations; a; a = a->next) {
+        uintptr_t base = (uintptr_t)a->base;
+        if (exact ? addr == base : addr >= base && addr - base <= a->size && bytes <= a->size - (addr - base))
+            return a;
+    }
+    return NULL;
+}
+
+void *sim_memory(CUdeviceptr p, size_t bytes)
+{
+    struct allocation *a;
+    void *host;
+
+    sim_lock();
+    a = find(p, bytes, 0);
+    host = a ? (void *)(uintptr_t)p : NULL;
+    sim_unlock();
+    return host;
+}
+
+CUdeviceptr sim_memory_allocate(size_t bytes, CUmemoryPool pool, struct sim_graph *owner)
+{
+    struct allocation *a = calloc(1, sizeof *a);
+
+    if (!a || !(a->base = calloc(1, bytes))) {
+        free(a);
+        return 0;
+    }
+    a->size = bytes;
+    a->pool = pool_of(pool);
+    a->owner = owner;
+    if (a->pool) {
+        a->pool->used += bytes;
+        if (a->pool->used > a->pool->used_high)
+            a->pool->used_high = a->pool->used;
+    }
+    a->next = allocations;
+    allocations = a;
+    sim_live_add(SIM_ALLOCATION, 1);
+    return (CUdeviceptr)(uintptr_t)a->base;
+}
+
+static void unlink_allocation(struct allocation *a)
+{
+    struct allocation **p;
+
+    for (p = &allocations; *p; p = &(*p)->next)
+        if (*p == a) {
+            *p = a->next;
+            break;
+        }
+    if (a->pool)
+        a->pool->used -= a->size;
+    free(a->base);
+    free(a);
+    sim_live_add(SIM_ALLOCATION, -1);
+}
+
+int sim_memory_release(CUdeviceptr p)
+{
+    struct allocation *a = find(p, 0, 1);
+
+    if (!a)
+        return -1;
+    unlink_allocation(a);
+    return 0;
+}
+
+void sim_memory_free_node(CUdeviceptr p)
+{
+    struct allocation *a = find(p, 0, 1);
+
+    if (a && !a->owner)
+        unlink_allocation(a);
+}
+
+void sim_memory_release_owned_by(struct sim_graph *g)
+{
+    struct allocation *a = allocations, *next;
+
+    for (; a; a = next) {
+        next = a->next;
+        if (a->owner == g)
+            unlink_allocation(a);
+    }
+}
+
+/* ---------------------------------------------------------------- pools */
+
+static CUresult device_pool(CUmemoryPool *out, CUdevice dev)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_is_initialised())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev < 0 || dev >= sim_device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
+    *out = (CUmemoryPool)&default_pools[dev];
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuDeviceGetDefaultMemPool(CUmemoryPool *out, CUdevice dev)
+{
+    return device_pool(out, dev);
+}
+
+static CUresult sim_cuDeviceGetMemPool(CUmemoryPool *out, CUdevice dev)
+{
+    return device_pool(out, dev);
+}
+
+static CUresult sim_cuMemPoolCreate(CUmemoryPool *out, const CUmemPoolProps *props)
+{
+    struct sim_pool *pool;
+    CUresult rc;
+
+    if (!out || !props)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_is_initialised())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return rc;
+    if (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (props->location.id < 0 || props->location.id >= sim_device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
+    pool = calloc(1, sizeof *pool);
+    if (!pool)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pool->magic = SIM_POOL_MAGIC;
+    pool->device = props->location.id;
+    pool->reuse_follow_event = pool->reuse_opportunistic = pool->reuse_internal = 1;
+    sim_live_add(SIM_POOL, 1);
+    *out = (CUmemoryPool)pool;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuMemPoolDestroy(CUmemoryPool p)
+{
+    struct sim_pool *pool;
+    struct allocation *a;
+    CUresult rc;
+
+    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return rc;
+    sim_lock();
+    pool = pool_of(p);
+    if (!pool || pool->is_default) {
+        sim_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (a = allocations; a; a = a->next)
+        if (a->pool == pool)
+            a->pool = NULL;          /* outstanding allocations outlive the pool */
+    pool->magic = 0;
+    free(pool);
+    sim_live_add(SIM_POOL, -1);
+    sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+static CUresult pool_attribute(CUmemoryPool p, CUmemPool_attribute attr, void *value, int set)
+{
+    struct sim_pool *pool;
+    cuuint64_t *u64 = value;
+    int *i32 = value;
+    int *flag = NULL;
+    CUresult rc;
+
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return rc;
+    sim_lock();
+    pool = pool_of(p);
+    rc = pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (!pool)
+        goto done;
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        if (set)
+            pool->release_threshold = *u64;
+        else
+            *u64 = pool->release_threshold;
+        break;
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES: flag = &pool->reuse_follow_event; break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC: flag = &pool->reuse_opportunistic; break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: flag = &pool->reuse_internal; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+        if (set)
+            rc = CUDA_ERROR_INVALID_VALUE;
+        else
+            *u64 = pool->used;
+        break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        if (set && *u64 != 0)
+            rc = CUDA_ERROR_INVALID_VALUE;   /* only a reset to 0 */
+        else if (set)
+            pool->used_high = pool->used;
+        else
+            *u64 = pool->used_high;
+        break;
+    default:
+        rc = CUDA_ERROR_INVALID_VALUE;
+        break;
+    }
+    if (flag) {
+        if (set)
+            *flag = *i32 != 0;
+        else
+            *i32 = *flag;
+    }
+done:
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuMemPoolGetAttribute(CUmemoryPool p, CUmemPool_attribute attr, void *value)
+{
+    return pool_attribute(p, attr, value, 0);
+}
+
+static CUresult sim_cuMemPoolSetAttribute(CUmemoryPool p, CUmemPool_attribute attr, void *value)
+{
+    return pool_attribute(p, attr, value, 1);
+}
+
+/* ---------------------------------------------------------------- stream-ordered allocation */
+
+static CUresult sim_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUmemoryPool p, CUstream s)
+{
+    int captured;
+    CUresult rc;
+
+    if (!out || !bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    if (!pool_of(p)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if ((rc = sim_stream_enqueue(s, &captured)) == CUDA_SUCCESS) {
+        struct sim_graph *owner = captured ? sim_stream_capture_graph(s) : NULL;
+        /* under capture the address is fixed now and belongs to the graph */
+        CUdeviceptr ptr = sim_memory_allocate(bytes, p, owner);
+        struct sim_node *node = NULL;
+        if (!ptr || (captured && !(node = sim_stream_capture_node(s, CU_GRAPH_NODE_TYPE_MEM_ALLOC)))) {
+            if (ptr)
+                sim_memory_release(ptr);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            if (node) {
+                node->u.alloc.ptr = ptr;
+                node->u.alloc.size = bytes;
+            }
+            *out = ptr;
+        }
+    }
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuMemFreeAsync(CUdeviceptr ptr, CUstream s)
+{
+    int captured;
+    CUresult rc;
+
+    sim_lock();
+    if (!find(ptr, 0, 1)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if ((rc = sim_stream_enqueue(s, &captured)) == CUDA_SUCCESS) {
+        if (captured) {
+            struct sim_node *node = sim_stream_capture_node(s, CU_GRAPH_NODE_TYPE_MEM_FREE);
+            if (node)
+                node->u.free.ptr = ptr;
+            else
+                rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            sim_memory_release(ptr);
+        }
+    }
+    sim_unlock();
+    return rc;
+}
+
+/* ---------------------------------------------------------------- synchronous memory calls */
+
+static CUresult sim_cuMemAlloc(CUdeviceptr *out, size_t bytes)
+{
+    CUresult rc;
+
+    if (!out || !bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_current_ctx())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return rc;
+    sim_lock();
+    *out = sim_memory_allocate(bytes, NULL, NULL);
+    sim_unlock();
+    return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult sim_cuMemFree(CUdeviceptr ptr)
+{
+    CUresult rc;
+
+    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return rc;
+    sim_lock();
+    rc = sim_memory_release(ptr) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes)
+{
+    const void *from;
+    CUresult rc;
+
+    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return rc;
+    if (!(from = sim_memory(src, bytes)) || (!dst && bytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    memmove(dst, from, bytes);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes)
+{
+    void *to;
+    CUresult rc;
+
+    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return rc;
+    if (!(to = sim_memory(dst, bytes)) || (!src && bytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    memmove(to, src, bytes);
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t n)
+{
+    void *to;
+    CUresult rc;
+
+    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return rc;
+    if (!(to = sim_memory(dst, n)))
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(to, value, n);
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- stream-ordered work */
+
+static CUresult sim_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream s)
+{
+    int captured;
+    CUresult rc;
+
+    sim_lock();
+    if (!sim_memory(dst, n)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if ((rc = sim_stream_enqueue(s, &captured)) == CUDA_SUCCESS) {
+        if (captured) {
+            struct sim_node *node = sim_stream_capture_node(s, CU_GRAPH_NODE_TYPE_MEMSET);
+            if (!node) {
+                rc = CUDA_ERROR_OUT_OF_MEMORY;
+            } else {
+                node->u.memset.dst = dst;
+                node->u.memset.value = value;
+                node->u.memset.element_size = 1;
+                node->u.memset.width = n;
+                node->u.memset.height = 1;
+                node->u.memset.pitch = n;
+            }
+        } else {
+            memset(sim_memory(dst, n), value, n);
+        }
+    }
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream s)
+{
+    int captured;
+    CUresult rc;
+
+    sim_lock();
+    if (!sim_memory(src, bytes) || (!dst && bytes)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if ((rc = sim_stream_enqueue(s, &captured)) == CUDA_SUCCESS) {
+        if (captured) {
+            struct sim_node *node = sim_stream_capture_node(s, CU_GRAPH_NODE_TYPE_MEMCPY);
+            if (!node) {
+                rc = CUDA_ERROR_OUT_OF_MEMORY;
+            } else {
+                node->u.memcpy.dst = dst;
+                node->u.memcpy.src = sim_memory(src, bytes);
+                node->u.memcpy.bytes = bytes;
+            }
+        } else {
+            memmove(dst, sim_memory(src, bytes), bytes);
+        }
+    }
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data)
+{
+    int captured;
+    CUresult rc;
+
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    if ((rc = sim_stream_enqueue(s, &captured)) == CUDA_SUCCESS) {
+        if (captured) {
+            struct sim_node *node = sim_stream_capture_node(s, CU_GRAPH_NODE_TYPE_HOST);
+            if (!node) {
+                rc = CUDA_ERROR_OUT_OF_MEMORY;
+            } else {
+                node->u.host.fn = fn;
+                node->u.host.data = data;
+            }
+        } else {
+            fn(data);
+        }
+    }
+    sim_unlock();
+    return rc;
+}
+
+const struct sim_entry sim_memory_entries[] = {
+    SIM_ENTRY(cuDeviceGetDefaultMemPool, 11020),
+    SIM_ENTRY(cuDeviceGetMemPool, 11020),
+    SIM_ENTRY(cuMemPoolCreate, 11020),
+    SIM_ENTRY(cuMemPoolDestroy, 11020),
+    SIM_ENTRY(cuMemPoolGetAttribute, 11020),
+    SIM_ENTRY(cuMemPoolSetAttribute, 11020),
+    SIM_ENTRY(cuMemAllocFromPoolAsync, 11020),
+    SIM_ENTRY(cuMemFreeAsync, 11020),
+    SIM_ENTRY(cuMemAlloc, 3020),
+    SIM_ENTRY(cuMemFree, 3020),
+    SIM_ENTRY(cuMemcpyDtoH, 3020),
+    SIM_ENTRY(cuMemcpyHtoD, 3020),
+    SIM_ENTRY(cuMemsetD8, 3020),
+    SIM_ENTRY(cuMemsetD8Async, 3020),
+    SIM_ENTRY(cuMemcpyDtoHAsync, 3020),
+    SIM_ENTRY(cuLaunchHostFunc, 10000),
+};
+const size_t sim_memory_entry_count = sizeof sim_memory_entries / sizeof sim_memory_entries[0];

@@ -1,0 +1,723 @@
+/* Streams, events and stream capture, with the rules of driver-facts.md:
+ * per-thread capture modes, the unsafe-call rules, forks joining through
+ * events, and every way a capture can end. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim-internal.h"
+
+#define SIM_STREAM_MAGIC 0x4d525453u
+#define SIM_EVENT_MAGIC 0x544e5645u
+
+struct sim_capture;
+
+struct sim_member {                  /* a stream that joined a capture */
+    struct sim_stream *stream;       /* NULL once destroyed: its work still counts */
+    struct sim_node **deps;
+    size_t dep_count;
+};
+
+struct sim_capture {
+    unsigned long long id;
+    CUstreamCaptureMode mode;
+    pthread_t thread;
+    CUstreamCaptureStatus status;    /* ACTIVE or INVALIDATED */
+    struct sim_graph *graph;
+    int into_existing_graph;         /* cuStreamBeginCaptureToGraph */
+    struct sim_member *members;      /* members[0] is the origin */
+    size_t member_count;
+    struct sim_capture *next;
+};
+
+struct sim_stream {
+    uint32_t magic;
+    struct sim_ctx *ctx;
+    unsigned int flags;
+    struct sim_capture *cap;
+    size_t member;                   /* index in cap->members */
+    CUgraphEdgeData *edge_data;      /* zeroed, handed out by cuStreamGetCaptureInfo */
+    size_t edge_cap;
+};
+
+struct sim_event {
+    uint32_t magic;
+    struct sim_ctx *ctx;
+    unsigned long long capture_id;   /* 0: not recorded in a capture */
+    struct sim_node **deps;
+    size_t dep_count;
+};
+
+static struct sim_capture *captures;     /* ongoing ones, ACTIVE or INVALIDATED */
+static unsigned long long next_capture_id = 1;
+static _Thread_local CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+static struct sim_stream *stream_of(CUstream s)
+{
+    struct sim_stream *st = (struct sim_stream *)s;
+    return st && st->magic == SIM_STREAM_MAGIC ? st : NULL;
+}
+
+static int is_legacy(CUstream s)
+{
+    return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+static struct sim_event *event_of(CUevent e)
+{
+    struct sim_event *ev = (struct sim_event *)e;
+    return ev && ev->magic == SIM_EVENT_MAGIC ? ev : NULL;
+}
+
+static struct sim_capture *capture_by_id(unsigned long long id)
+{
+    struct sim_capture *c;
+
+    for (c = captures; c; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
+}
+
+static int set_deps(struct sim_node ***deps, size_t *count, struct sim_node *const *from, size_t n)
+{
+    struct sim_node **copy = NULL;
+
+    if (n) {
+        copy = malloc(n * sizeof *copy);
+        if (!copy)
+            return -1;
+        memcpy(copy, from, n * sizeof *copy);
+    }
+    free(*deps);
+    *deps = copy;
+    *count = n;
+    return 0;
+}
+
+static int add_deps(struct sim_node ***deps, size_t *count, struct sim_node *const *from, size_t n)
+{
+    size_t i, j;
+
+    for (i = 0; i < n; i++) {
+        struct sim_node **grown;
+        for (j = 0; j < *count; j++)
+            if ((*deps)[j] == from[i])
+                break;
+        if (j < *count)
+            continue;
+        grown = realloc(*deps, (*count + 1) * sizeof *grown);
+        if (!grown)
+            return -1;
+        grown[(*count)++] = from[i];
+        *deps = grown;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- capture lifecycle */
+
+static void invalidate(struct sim_capture *c)
+{
+    c->status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+}
+
+/* The capture is over: every stream of it leaves it.  With discard, the
+ * driver frees the graph (a graph the caller supplied included). */
+static void terminate(struct sim_capture *c, int discard)
+{
+    struct sim_capture **p;
+    size_t i;
+
+    for (i = 0; i < c->member_count; i++) {
+        if (c->members[i].stream)
+            c->members[i].stream->cap = NULL;
+        free(c->members[i].deps);
+    }
+    free(c->members);
+    for (p = &captures; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    c->graph->capturing = 0;
+    if (discard)
+        sim_graph_discard(c->graph);
+    free(c);
+}
+
+static CUresult begin(CUstream s, struct sim_graph *into, struct sim_node *const *deps, size_t dep_count,
+                      CUstreamCaptureMode mode)
+{
+    struct sim_stream *st = stream_of(s);
+    struct sim_capture *c;
+
+    if (is_legacy(s))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (!st)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+        mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (st->cap)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    c = calloc(1, sizeof *c);
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->members = calloc(1, sizeof *c->members);
+    c->graph = into ? into : sim_graph_new();
+    if (c->graph && !into)
+        sim_graph_count(c->graph);
+    if (!c->members || !c->graph || set_deps(&c->members[0].deps, &c->members[0].dep_count, deps, dep_count)) {
+        if (c->graph && !into)
+            sim_graph_discard(c->graph);
+        free(c->members);
+        free(c);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->id = next_capture_id++;
+    c->mode = mode;
+    c->thread = pthread_self();
+    c->status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    c->into_existing_graph = into != NULL;
+    c->graph->capturing = 1;
+    c->members[0].stream = st;
+    c->member_count = 1;
+    c->next = captures;
+    captures = c;
+    st->cap = c;
+    st->member = 0;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
+{
+    CUresult rc;
+
+    sim_lock();
+    rc = begin(s, NULL, NULL, 0, mode);
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                                const CUgraphEdgeData *edge_data, size_t dep_count,
+                                                CUstreamCaptureMode mode)
+{
+    CUresult rc;
+
+    (void)edge_data;
+    sim_lock();
+    if (!sim_graph_valid(g))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else if (((struct sim_graph *)g)->capturing)
+        rc = CUDA_ERROR_ILLEGAL_STATE;
+    else if (dep_count && !deps)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        rc = begin(s, (struct sim_graph *)g, (struct sim_node *const *)deps, dep_count, mode);
+    sim_unlock();
+    return rc;
+}
+
+/* 1 when a stream other than the origin has work that the origin's
+ * dependencies do not reach, -1 when memory ran out. */
+static int unjoined(struct sim_capture *c)
+{
+    static unsigned int epoch;
+    size_t i, j;
+
+    if (sim_graph_mark_ancestors(c->members[0].deps, c->members[0].dep_count, ++epoch) != 0)
+        return -1;
+    for (i = 1; i < c->member_count; i++)
+        for (j = 0; j < c->members[i].dep_count; j++)
+            if (c->members[i].deps[j]->mark != epoch)
+                return 1;
+    return 0;
+}
+
+static CUresult sim_cuStreamEndCapture(CUstream s, CUgraph *out)
+{
+    struct sim_stream *st;
+    struct sim_capture *c;
+    CUresult rc = CUDA_SUCCESS;
+    int open_work;
+
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    st = stream_of(s);
+    *out = NULL;
+    if (!st) {
+        rc = is_legacy(s) ? CUDA_ERROR_ILLEGAL_STATE : CUDA_ERROR_INVALID_HANDLE;
+        goto done;
+    }
+    c = st->cap;
+    if (!c) {
+        rc = CUDA_ERROR_ILLEGAL_STATE;
+    } else if (st->member != 0) {
+        invalidate(c);
+        rc = CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    } else if (c->mode != CU_STREAM_CAPTURE_MODE_RELAXED && !pthread_equal(c->thread, pthread_self())) {
+        terminate(c, 1);
+        rc = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    } else if (c->status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+        terminate(c, 1);
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else if ((open_work = unjoined(c)) != 0) {
+        if (open_work < 0) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            terminate(c, 1);
+            rc = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+        }
+    } else {
+        struct sim_graph *g = c->graph;
+        if (sim_graph_has_dead_body(g))
+            sim_fatal("cuStreamEndCapture: the captured graph holds a conditional node whose body "
+                      "capture was invalidated and whose body graph the driver freed");
+        terminate(c, 0);
+        *out = (CUgraph)g;
+    }
+done:
+    sim_unlock();
+    return rc;
+}
+
+/* ---------------------------------------------------------------- queries */
+
+static CUresult sim_cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                           CUgraph *graph, const CUgraphNode **deps,
+                                           const CUgraphEdgeData **edge_data, size_t *dep_count)
+{
+    struct sim_stream *st;
+    CUresult rc = CUDA_SUCCESS;
+
+    if (!status || (edge_data && !deps))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    st = stream_of(s);
+    if (!st && !is_legacy(s)) {
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    } else if (!st || !st->cap) {
+        *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    } else if (st->cap->status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+        *status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+        if (graph)
+            *graph = NULL;
+    } else {
+        struct sim_member *m = &st->cap->members[st->member];
+        *status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+        if (id)
+            *id = st->cap->id;
+        if (graph)
+            *graph = (CUgraph)st->cap->graph;
+        if (deps)
+            *deps = (const CUgraphNode *)m->deps;
+        if (dep_count)
+            *dep_count = m->dep_count;
+        if (edge_data) {
+            if (st->edge_cap < m->dep_count) {
+                CUgraphEdgeData *grown = realloc(st->edge_data, m->dep_count * sizeof *grown);
+                if (!grown) {
+                    rc = CUDA_ERROR_OUT_OF_MEMORY;
+                    goto done;
+                }
+                st->edge_data = grown;
+                st->edge_cap = m->dep_count;
+            }
+            if (m->dep_count)
+                memset(st->edge_data, 0, m->dep_count * sizeof *st->edge_data);
+            *edge_data = m->dep_count ? st->edge_data : NULL;
+        }
+    }
+done:
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status)
+{
+    return sim_cuStreamGetCaptureInfo(s, status, NULL, NULL, NULL, NULL, NULL);
+}
+
+static CUresult sim_cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode *nodes,
+                                                      const CUgraphEdgeData *edge_data, size_t n,
+                                                      unsigned int flags)
+{
+    struct sim_stream *st;
+    CUresult rc = CUDA_SUCCESS;
+    size_t i;
+
+    (void)edge_data;
+    sim_lock();
+    st = stream_of(s);
+    if (!st) {
+        rc = is_legacy(s) ? CUDA_ERROR_ILLEGAL_STATE : CUDA_ERROR_INVALID_HANDLE;
+    } else if (!st->cap) {
+        rc = CUDA_ERROR_ILLEGAL_STATE;
+    } else if (st->cap->status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else if ((n && !nodes) || (flags != CU_STREAM_ADD_CAPTURE_DEPENDENCIES &&
+                                 flags != CU_STREAM_SET_CAPTURE_DEPENDENCIES)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        struct sim_member *m = &st->cap->members[st->member];
+        for (i = 0; i < n; i++) {
+            struct sim_node *node = (struct sim_node *)nodes[i];
+            if (!node || node->graph != st->cap->graph) {
+                rc = CUDA_ERROR_INVALID_VALUE;
+                goto done;
+            }
+        }
+        if ((flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES
+                 ? set_deps(&m->deps, &m->dep_count, (struct sim_node *const *)nodes, n)
+                 : add_deps(&m->deps, &m->dep_count, (struct sim_node *const *)nodes, n)) != 0)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+done:
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    CUstreamCaptureMode previous;
+
+    if (!mode)
+        return CUDA_ERROR_INVALID_VALUE;
+    previous = thread_mode;
+    thread_mode = *mode;             /* the real driver does not validate it either */
+    *mode = previous;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- the capture rules */
+
+/* A call that is not allowed during capture: refused, and the captures
+ * that refuse it invalidated, by the rules of cuThreadExchangeStreamCaptureMode:
+ * GLOBAL threads are refused by their own non-relaxed captures and by any
+ * thread's GLOBAL capture, THREAD_LOCAL threads by their own non-relaxed
+ * captures, RELAXED threads never. */
+CUresult sim_capture_check_unsafe(void)
+{
+    struct sim_capture *c;
+    int refused = 0;
+
+    if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_SUCCESS;
+    sim_lock();
+    for (c = captures; c; c = c->next) {
+        int own = c->mode != CU_STREAM_CAPTURE_MODE_RELAXED && pthread_equal(c->thread, pthread_self());
+        int global = thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+        if (own || global) {
+            invalidate(c);
+            refused = 1;
+        }
+    }
+    sim_unlock();
+    return refused ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+CUresult sim_stream_enqueue(CUstream s, int *captured)
+{
+    struct sim_stream *st;
+    CUresult rc = CUDA_SUCCESS;
+
+    *captured = 0;
+    if (is_legacy(s))
+        return CUDA_SUCCESS;
+    sim_lock();
+    st = stream_of(s);
+    if (!st)
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    else if (st->cap && st->cap->status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    else if (st->cap)
+        *captured = 1;
+    sim_unlock();
+    return rc;
+}
+
+struct sim_graph *sim_stream_capture_graph(CUstream s)
+{
+    struct sim_stream *st = stream_of(s);
+    return st && st->cap ? st->cap->graph : NULL;
+}
+
+struct sim_node *sim_stream_capture_node(CUstream s, CUgraphNodeType type)
+{
+    struct sim_stream *st = stream_of(s);
+    struct sim_member *m = &st->cap->members[st->member];
+    struct sim_node *node = sim_graph_add(st->cap->graph, type, m->deps, m->dep_count);
+
+    if (node && set_deps(&m->deps, &m->dep_count, &node, 1) != 0)
+        return NULL;
+    return node;
+}
+
+/* ---------------------------------------------------------------- streams */
+
+static CUresult sim_cuStreamCreate(CUstream *out, unsigned int flags)
+{
+    struct sim_stream *st;
+
+    if (!out || (flags & ~(unsigned int)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_is_initialised())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!sim_current_ctx())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    st = calloc(1, sizeof *st);
+    if (!st)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    st->magic = SIM_STREAM_MAGIC;
+    st->ctx = sim_current_ctx();
+    st->flags = flags;
+    sim_live_add(SIM_STREAM, 1);
+    *out = (CUstream)st;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuStreamDestroy(CUstream s)
+{
+    struct sim_stream *st;
+
+    sim_lock();
+    st = stream_of(s);
+    if (!st) {
+        sim_unlock();
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (st->cap) {
+        if (st->member == 0)
+            terminate(st->cap, 1);   /* the origin is gone: so is its capture */
+        else
+            st->cap->members[st->member].stream = NULL;   /* its work still has to be joined */
+    }
+    st->magic = 0;
+    free(st->edge_data);
+    free(st);
+    sim_live_add(SIM_STREAM, -1);
+    sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+/* A synchronizing call on a stream that is part of a capture invalidates
+ * that capture in every mode. */
+static CUresult synchronize(CUstream s)
+{
+    struct sim_stream *st;
+    CUresult rc = CUDA_SUCCESS;
+
+    sim_lock();
+    st = stream_of(s);
+    if (!st && !is_legacy(s))
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    else if (st && st->cap) {
+        invalidate(st->cap);
+        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    } else
+        rc = sim_capture_check_unsafe();
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuStreamSynchronize(CUstream s)
+{
+    return synchronize(s);
+}
+
+static CUresult sim_cuStreamQuery(CUstream s)
+{
+    return synchronize(s);
+}
+
+static CUresult stream_ctx(CUstream s, CUcontext *ctx)
+{
+    struct sim_stream *st;
+
+    if (!ctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (is_legacy(s)) {
+        if (!sim_current_ctx())
+            return CUDA_ERROR_INVALID_CONTEXT;
+        *ctx = (CUcontext)sim_current_ctx();
+        return CUDA_SUCCESS;
+    }
+    sim_lock();
+    st = stream_of(s);
+    if (st)
+        *ctx = (CUcontext)st->ctx;
+    sim_unlock();
+    return st ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult sim_cuStreamGetCtx(CUstream s, CUcontext *ctx)
+{
+    return stream_ctx(s, ctx);
+}
+
+static CUresult sim_cuStreamGetCtx_v2(CUstream s, CUcontext *ctx, CUgreenCtx *green)
+{
+    if (green)
+        *green = NULL;
+    return stream_ctx(s, ctx);
+}
+
+/* ---------------------------------------------------------------- events */
+
+static CUresult sim_cuEventCreate(CUevent *out, unsigned int flags)
+{
+    struct sim_event *ev;
+
+    (void)flags;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_is_initialised())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!sim_current_ctx())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    ev = calloc(1, sizeof *ev);
+    if (!ev)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ev->magic = SIM_EVENT_MAGIC;
+    ev->ctx = sim_current_ctx();
+    sim_live_add(SIM_EVENT, 1);
+    *out = (CUevent)ev;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuEventDestroy(CUevent e)
+{
+    struct sim_event *ev;
+
+    sim_lock();
+    ev = event_of(e);
+    if (ev) {
+        ev->magic = 0;
+        free(ev->deps);
+        free(ev);
+        sim_live_add(SIM_EVENT, -1);
+    }
+    sim_unlock();
+    return ev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult sim_cuEventRecord(CUevent e, CUstream s)
+{
+    struct sim_event *ev;
+    struct sim_stream *st;
+    int captured;
+    CUresult rc;
+
+    sim_lock();
+    ev = event_of(e);
+    rc = ev ? sim_stream_enqueue(s, &captured) : CUDA_ERROR_INVALID_HANDLE;
+    if (rc == CUDA_SUCCESS && captured) {
+        st = stream_of(s);
+        struct sim_member *m = &st->cap->members[st->member];
+        if (set_deps(&ev->deps, &ev->dep_count, m->deps, m->dep_count) != 0)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+            ev->capture_id = st->cap->id;
+    } else if (rc == CUDA_SUCCESS) {
+        ev->capture_id = 0;
+        set_deps(&ev->deps, &ev->dep_count, NULL, 0);
+    }
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuEventSynchronize(CUevent e)
+{
+    CUresult rc;
+
+    sim_lock();
+    if (!event_of(e))
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    else if (capture_by_id(event_of(e)->capture_id))
+        rc = CUDA_ERROR_CAPTURED_EVENT;
+    else
+        rc = sim_capture_check_unsafe();
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
+{
+    struct sim_event *ev;
+    struct sim_stream *st;
+    struct sim_capture *from;
+    CUresult rc = CUDA_SUCCESS;
+
+    (void)flags;
+    sim_lock();
+    ev = event_of(e);
+    st = stream_of(s);
+    if (!ev || (!st && !is_legacy(s))) {
+        rc = CUDA_ERROR_INVALID_HANDLE;
+        goto done;
+    }
+    if (st && st->cap && st->cap->status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        goto done;
+    }
+    from = capture_by_id(ev->capture_id);
+    if (!from)
+        goto done;                    /* a completed event: nothing to wait for */
+    if (!st) {
+        invalidate(from);             /* the legacy stream cannot join a capture */
+        rc = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    } else if (st->cap && st->cap != from) {
+        invalidate(st->cap);
+        invalidate(from);
+        rc = CUDA_ERROR_STREAM_CAPTURE_MERGE;
+    } else if (from->status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else if (st->cap) {
+        struct sim_member *m = &st->cap->members[st->member];
+        if (add_deps(&m->deps, &m->dep_count, ev->deps, ev->dep_count) != 0)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        struct sim_member *grown = realloc(from->members, (from->member_count + 1) * sizeof *grown);
+        if (!grown) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        from->members = grown;
+        memset(&grown[from->member_count], 0, sizeof *grown);
+        if (set_deps(&grown[from->member_count].deps, &grown[from->member_count].dep_count,
+                     ev->deps, ev->dep_count) != 0) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            goto done;
+        }
+        grown[from->member_count].stream = st;
+        st->cap = from;
+        st->member = from->member_count++;
+    }
+done:
+    sim_unlock();
+    return rc;
+}
+
+const struct sim_entry sim_stream_entries[] = {
+    SIM_ENTRY(cuStreamBeginCapture, 10010),
+    SIM_ENTRY(cuStreamBeginCaptureToGraph, 12030),
+    SIM_ENTRY(cuStreamEndCapture, 10000),
+    SIM_ENTRY(cuStreamGetCaptureInfo, 12030),
+    SIM_ENTRY(cuStreamIsCapturing, 10000),
+    SIM_ENTRY(cuStreamUpdateCaptureDependencies, 12030),
+    SIM_ENTRY(cuThreadExchangeStreamCaptureMode, 10010),
+    SIM_ENTRY(cuStreamCreate, 2000),
+    SIM_ENTRY(cuStreamDestroy, 4000),
+    SIM_ENTRY(cuStreamSynchronize, 2000),
+    SIM_ENTRY(cuStreamQuery, 2000),
+    SIM_ENTRY(cuStreamGetCtx, 9020),
+    { "cuStreamGetCtx", 12050, (void *)sim_cuStreamGetCtx_v2 },
+    SIM_ENTRY(cuStreamWaitEvent, 3020),
+    SIM_ENTRY(cuEventCreate, 2000),
+    SIM_ENTRY(cuEventDestroy, 4000),
+    SIM_ENTRY(cuEventRecord, 2000),
+    SIM_ENTRY(cuEventSynchronize, 2000),
+};
+const size_t sim_stream_entry_count = sizeof sim_stream_entries / sizeof sim_stream_entries[0];
