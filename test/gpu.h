@@ -40,14 +40,14 @@ static inline int gpu_absent(CUresult rc)
     }
 }
 
-/* Skip, or fail under CUCAPTURE_REQUIRE_GPU=1, when the real driver and a
- * device cannot be used; otherwise the driver is initialised. */
-static inline void gpu_require(void)
+/* Skip, or fail under CUCAPTURE_REQUIRE_GPU=1, when the driver that
+ * CUCAPTURE_DRIVER names (a layer over the real one) and a device cannot be
+ * used; otherwise the driver is initialised. */
+static inline void gpu_require_loaded(void)
 {
     cucap_error *err = NULL;
     CUresult rc;
 
-    unsetenv("CUCAPTURE_DRIVER");   /* the real driver, never the simulator */
     rc = cucap_init(&err);
     if (rc != CUDA_SUCCESS) {
         char reason[1024];
@@ -62,12 +62,25 @@ static inline void gpu_require(void)
     }
 }
 
-static inline void gpu_setup(void)
+/* The same for the real driver itself, never the simulator. */
+static inline void gpu_require(void)
 {
-    gpu_require();
+    unsetenv("CUCAPTURE_DRIVER");
+    gpu_require_loaded();
+}
+
+/* Retain device 0's primary context and make it current. */
+static inline void gpu_make_current(void)
+{
     cr_assert_eq(cucap_i_drv.cuDeviceGet(&gpu_device, 0), CUDA_SUCCESS);
     cr_assert_eq(cucap_i_drv.cuDevicePrimaryCtxRetain(&gpu_context, gpu_device), CUDA_SUCCESS);
     cr_assert_eq(cucap_i_drv.cuCtxSetCurrent(gpu_context), CUDA_SUCCESS);
+}
+
+static inline void gpu_setup(void)
+{
+    gpu_require();
+    gpu_make_current();
 }
 
 static inline void gpu_teardown(void)

@@ -38,4 +38,19 @@ static inline long sim_counter(const char *name)
     return n;
 }
 
+/* How many live objects of a kind the simulator holds. */
+static inline long sim_live(const char *kind)
+{
+    void *h = dlopen(sim_path(), RTLD_NOW | RTLD_NOLOAD);
+    cudasim_live_fn fn;
+    long n;
+
+    cr_assert_not_null(h, "the simulated driver is not loaded");
+    fn = (cudasim_live_fn)dlsym(h, "cudasim_live");
+    cr_assert_not_null(fn);
+    n = fn(kind);
+    dlclose(h);
+    return n;
+}
+
 #endif

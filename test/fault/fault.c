@@ -1,0 +1,219 @@
+/* The fault-injecting forwarding driver (see fault.h). */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "fault.h"
+#include "internal.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAX_RULES 16
+
+enum entry_index {
+#define FAULT_WRAP(name, type, params, args) IDX_##name,
+#include "fault-wrappers.h"
+#undef FAULT_WRAP
+    ENTRY_COUNT
+};
+
+static const char *const entry_names[ENTRY_COUNT] = {
+#define FAULT_WRAP(name, type, params, args) #name,
+#include "fault-wrappers.h"
+#undef FAULT_WRAP
+};
+
+struct rule {
+    int entry;                       /* -1: any entry point */
+    long nth;
+    CUresult code;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rule rules[MAX_RULES];
+static int rule_count;
+static long calls[ENTRY_COUNT], total_calls, injected;
+
+static int parse_rules(const char *text)
+{
+    char buf[1024], *save = NULL, *item;
+    struct rule parsed[MAX_RULES];
+    int count = 0;
+
+    if (!text)
+        text = "";
+    if (strlen(text) >= sizeof buf)
+        return -1;
+    strcpy(buf, text);
+    for (item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *name = item, *n = strchr(item, ':'), *code, *end;
+        struct rule r;
+        int i;
+
+        if (!n || !(code = strchr(n + 1, ':')) || count == MAX_RULES)
+            return -1;
+        *n++ = '\0';
+        *code++ = '\0';
+        r.entry = -1;
+        if (strcmp(name, "*") != 0) {
+            for (i = 0; i < ENTRY_COUNT && strcmp(entry_names[i], name) != 0; i++)
+                ;
+            if (i == ENTRY_COUNT)
+                return -1;
+            r.entry = i;
+        }
+        r.nth = strtol(n, &end, 10);
+        if (*end || r.nth < 1)
+            return -1;
+        r.code = (CUresult)strtol(code, &end, 10);
+        if (*end) {
+            for (i = 0; i < 1000 && !(cucap_i_result_name((CUresult)i) &&
+                                      !strcmp(cucap_i_result_name((CUresult)i), code)); i++)
+                ;
+            if (i == 1000)
+                return -1;
+            r.code = (CUresult)i;
+        }
+        parsed[count++] = r;
+    }
+    memcpy(rules, parsed, sizeof parsed);
+    rule_count = count;
+    memset(calls, 0, sizeof calls);
+    total_calls = injected = 0;
+    return 0;
+}
+
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
+static void read_environment(void)
+{
+    if (parse_rules(getenv("CUDAFAULT_RULES")) != 0)
+        fprintf(stderr, "cudafault: ignoring malformed CUDAFAULT_RULES\n");
+}
+
+/* Count the call; CUDA_SUCCESS lets it through. */
+static CUresult fault_check(int entry)
+{
+    CUresult rc = CUDA_SUCCESS;
+    long nth, all;
+    int i;
+
+    pthread_once(&env_once, read_environment);
+    pthread_mutex_lock(&lock);
+    nth = ++calls[entry];
+    all = ++total_calls;
+    for (i = 0; i < rule_count; i++)
+        if ((rules[i].entry == entry && rules[i].nth == nth) || (rules[i].entry == -1 && rules[i].nth == all)) {
+            rc = rules[i].code;
+            injected++;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+#define FAULT_WRAP(name, type, params, args)                  \
+    static type real_##name;                                  \
+    static CUresult CUDAAPI fault_##name params               \
+    {                                                         \
+        CUresult rc = fault_check(IDX_##name);                \
+        return rc != CUDA_SUCCESS ? rc : real_##name args;    \
+    }
+#include "fault-wrappers.h"
+#undef FAULT_WRAP
+
+/* ---------------------------------------------------------------- forwarding */
+
+static PFN_cuGetProcAddress_v12000 real_get_proc;
+static char load_error[512];
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+static void load_real_driver(void)
+{
+    const char *path = getenv("CUDAFAULT_DRIVER");
+    void *h;
+
+    if (!path || !*path)
+        path = "libcuda.so.1";
+    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(load_error, sizeof load_error, "%s", dlerror());
+        return;
+    }
+    real_get_proc = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *status);
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *status)
+{
+    CUresult rc;
+
+    pthread_once(&load_once, load_real_driver);
+    if (!real_get_proc)
+        return CUDA_ERROR_SHARED_OBJECT_INIT_FAILED;
+    rc = real_get_proc(symbol, pfn, version, flags, status);
+    if (rc != CUDA_SUCCESS || !symbol || !pfn || !*pfn)
+        return rc;
+    /* wrap the variants the library asks for; error texts pass untouched */
+#define FAULT_WRAP(name, type, params, args)                                                        \
+    if (!strcmp(symbol, #name) && strcmp(#name, "cuGetErrorName") && strcmp(#name, "cuGetErrorString") && \
+        (version == CUDA_VERSION || !strcmp(#name, "cuDriverGetVersion"))) {                        \
+        pthread_mutex_lock(&lock);                                                                  \
+        real_##name = (type)*pfn;                                                                   \
+        pthread_mutex_unlock(&lock);                                                                \
+        *pfn = (void *)fault_##name;                                                                \
+        return rc;                                                                                  \
+    }
+#include "fault-wrappers.h"
+#undef FAULT_WRAP
+    return rc;
+}
+
+/* ---------------------------------------------------------------- test hooks */
+
+EXPORT int cudafault_set_rules(const char *text);
+EXPORT long cudafault_calls(const char *name);
+EXPORT long cudafault_injected(void);
+
+EXPORT int cudafault_set_rules(const char *text)
+{
+    int rc;
+
+    pthread_once(&env_once, read_environment);
+    pthread_mutex_lock(&lock);
+    rc = parse_rules(text);
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+EXPORT long cudafault_calls(const char *name)
+{
+    long n = -1;
+    int i;
+
+    pthread_mutex_lock(&lock);
+    if (!name || !strcmp(name, "*"))
+        n = total_calls;
+    for (i = 0; name && i < ENTRY_COUNT; i++)
+        if (!strcmp(entry_names[i], name))
+            n = calls[i];
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+EXPORT long cudafault_injected(void)
+{
+    long n;
+
+    pthread_mutex_lock(&lock);
+    n = injected;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
