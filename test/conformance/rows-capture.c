@@ -414,13 +414,14 @@ void conf_rows_more(void)
         D.cuStreamSynchronize(s);
         {
             CUstreamCaptureStatus st;
+            /* a sentinel shows whether the driver writes graph_out at all */
             CUgraph info_graph = (CUgraph)&st;
             rc = D.cuStreamGetCaptureInfo(s, &st, NULL, &info_graph, NULL, NULL, NULL);
             snprintf(text, sizeof text, "%s, status %s, graph_out %s", conf_code(rc), conf_status_name(st),
-                     info_graph ? "set" : "NULL");
+                     info_graph == (CUgraph)&st ? "not written" : info_graph ? "written" : "written NULL");
         }
         conf_row("cuStreamGetCaptureInfo while invalidated", mode, text,
-                 "CUDA_SUCCESS, status INVALIDATED, graph_out NULL");
+                 "CUDA_SUCCESS, status INVALIDATED, graph_out not written");
         conf_drop(s);
 
         s = conf_stream();

@@ -301,9 +301,8 @@ static CUresult sim_cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *st
     } else if (!st || !st->cap) {
         *status = CU_STREAM_CAPTURE_STATUS_NONE;
     } else if (st->cap->status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+        /* measured: the other outputs are not written, graph_out included */
         *status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
-        if (graph)
-            *graph = NULL;
     } else {
         struct sim_member *m = &st->cap->members[st->member];
         *status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
