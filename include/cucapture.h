@@ -17,6 +17,7 @@
 
 #include <cuda.h>
 #include <cucapture/error.h>
+#include <cucapture/pool.h>
 
 #ifdef __cplusplus
 extern "C" {

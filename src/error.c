@@ -84,6 +84,12 @@ CUresult cucap_i_fail(cucap_error **err, CUresult code, const char *fmt, ...)
     return (*err)->code;
 }
 
+CUresult cucap_i_fail_driver(cucap_error **err, CUresult rc, const char *caller, const char *call)
+{
+    return cucap_i_fail(err, rc, "%s: %s failed: %s: %s", caller, call, cucap_i_result_label(rc),
+                        cucap_i_result_description(rc));
+}
+
 void cucap_i_error_add_note(cucap_error *e, const char *fmt, ...)
 {
     va_list ap;

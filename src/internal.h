@@ -47,4 +47,22 @@ void cucap_i_warn(CUresult code, const char *fmt, ...) CUCAP_PRINTF(2, 3);
 /* The same for a finished error object, which this takes over and frees. */
 void cucap_i_warn_error(cucap_error *e);
 
+/* relaxed-scope.c: run capture-unsafe driver calls with the calling
+ * thread in relaxed capture mode.
+ *     struct cucap_relaxed_scope scope;
+ *     if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) != CUDA_SUCCESS) return rc;
+ *     rc = ...the work, which fills *err on failure...;
+ *     return cucap_i_relaxed_leave(&scope, rc, caller, err);
+ * leave restores the thread's mode; a failed restore is a note on the
+ * work's error, or the error itself when the work succeeded. */
+struct cucap_relaxed_scope {
+    CUstreamCaptureMode saved;
+};
+CUresult cucap_i_relaxed_enter(struct cucap_relaxed_scope *scope, const char *caller, cucap_error **err);
+CUresult cucap_i_relaxed_leave(struct cucap_relaxed_scope *scope, CUresult work, const char *caller,
+                               cucap_error **err);
+
+/* A driver call failed: "<caller>: <call> failed: NAME: description". */
+CUresult cucap_i_fail_driver(cucap_error **err, CUresult rc, const char *caller, const char *call);
+
 #endif /* CUCAPTURE_INTERNAL_H */

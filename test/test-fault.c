@@ -5,56 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fault/fault.h"
+#include "fault-env.h"
 #include "gpu.h"
 #include "sim-env.h"
 
 #define D cucap_i_drv
-
-static void *fault_handle(void)
-{
-    const char *path = getenv("CUCAPTURE_TEST_FAULT");
-    void *h;
-
-    cr_assert(path && *path, "CUCAPTURE_TEST_FAULT is not set: run through make check");
-    h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    cr_assert_not_null(h, "the fault driver is not loaded");
-    return h;
-}
-
-static int set_rules(const char *rules)
-{
-    void *h = fault_handle();
-    cudafault_set_rules_fn fn = (cudafault_set_rules_fn)dlsym(h, "cudafault_set_rules");
-    int rc = fn(rules);
-    dlclose(h);
-    return rc;
-}
-
-static long calls(const char *name)
-{
-    void *h = fault_handle();
-    long n = ((cudafault_calls_fn)dlsym(h, "cudafault_calls"))(name);
-    dlclose(h);
-    return n;
-}
-
-static long injected(void)
-{
-    void *h = fault_handle();
-    long n = ((cudafault_injected_fn)dlsym(h, "cudafault_injected"))();
-    dlclose(h);
-    return n;
-}
-
-static void use_fault_driver_over(const char *driver)
-{
-    cr_assert_eq(setenv("CUCAPTURE_DRIVER", getenv("CUCAPTURE_TEST_FAULT"), 1), 0);
-    if (driver)
-        cr_assert_eq(setenv("CUDAFAULT_DRIVER", driver, 1), 0);
-    else
-        cr_assert_eq(unsetenv("CUDAFAULT_DRIVER"), 0);
-}
 
 /* A whole capture cycle through the driver table.  Returns the first
  * failing code (and stops there, cleaning up), CUDA_SUCCESS otherwise. */

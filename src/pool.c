@@ -1,0 +1,309 @@
+/* Memory pools: the device's current pool, the process-wide device pools,
+ * created pools, and stream-ordered allocation through them. */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "internal.h"
+#include "ptr-set.h"
+
+#define CUCAP_MAX_DEVICES 64
+
+enum pool_kind { POOL_DEFAULT, POOL_DEVICE, POOL_OWNED };
+
+struct cucap_pool {
+    CUmemoryPool handle;
+    CUdevice device;
+    enum pool_kind kind;
+    int retains_context;             /* the device's primary context, held for the object's life */
+    pthread_mutex_t lock;            /* guards live */
+    struct cucap_ptr_set live;       /* allocations not yet freed */
+};
+
+static _Atomic(cucap_pool *) device_pools[CUCAP_MAX_DEVICES];
+static pthread_mutex_t device_pools_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The device must exist and have memory pools; retains its primary context. */
+static CUresult check_device(CUdevice dev, const char *caller, cucap_error **err)
+{
+    int count = 0, supported = 0;
+    CUresult rc;
+
+    if ((rc = cucap_i_driver(caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_drv.cuDeviceGetCount(&count)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuDeviceGetCount");
+    if (dev < 0 || dev >= count || dev >= CUCAP_MAX_DEVICES)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
+                            "%s: device ordinal %d is out of range (the driver reports %d device%s)", caller,
+                            (int)dev, count, count == 1 ? "" : "s");
+    rc = cucap_i_drv.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev);
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED)");
+    if (!supported)
+        return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: device %d does not support memory pools",
+                            caller, (int)dev);
+    return CUDA_SUCCESS;
+}
+
+static cucap_pool *pool_new(CUmemoryPool handle, CUdevice dev, enum pool_kind kind)
+{
+    cucap_pool *p = calloc(1, sizeof *p);
+
+    if (!p)
+        return NULL;
+    p->handle = handle;
+    p->device = dev;
+    p->kind = kind;
+    pthread_mutex_init(&p->lock, NULL);
+    return p;
+}
+
+static void pool_free_object(cucap_pool *p)
+{
+    cucap_i_ptr_set_clear(&p->live);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+/* In the relaxed scope: retain the device's primary context, read the
+ * release threshold and raise it from 0 to UINT64_MAX. */
+static CUresult setup_current(cucap_pool *p, const char *caller, cucap_error **err)
+{
+    struct cucap_relaxed_scope scope;
+    cuuint64_t threshold = 0;
+    CUcontext ctx;
+    CUresult rc;
+
+    if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    rc = cucap_i_drv.cuDevicePrimaryCtxRetain(&ctx, p->device);
+    if (rc != CUDA_SUCCESS) {
+        cucap_i_fail_driver(err, rc, caller, "cuDevicePrimaryCtxRetain");
+        goto leave;
+    }
+    p->retains_context = 1;
+    rc = cucap_i_drv.cuMemPoolGetAttribute(p->handle, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
+    if (rc != CUDA_SUCCESS) {
+        cucap_i_fail_driver(err, rc, caller, "cuMemPoolGetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)");
+    } else if (threshold == 0) {
+        threshold = UINT64_MAX;
+        rc = cucap_i_drv.cuMemPoolSetAttribute(p->handle, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
+        if (rc != CUDA_SUCCESS)
+            cucap_i_fail_driver(err, rc, caller, "cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)");
+    }
+    if (rc != CUDA_SUCCESS) {
+        CUresult undo = cucap_i_drv.cuDevicePrimaryCtxRelease(p->device);
+        if (undo != CUDA_SUCCESS)
+            cucap_i_note_failure(err, "cuDevicePrimaryCtxRelease", "releasing the context just retained", undo);
+        p->retains_context = 0;
+    }
+leave:
+    return cucap_i_relaxed_leave(&scope, rc, caller, err);
+}
+
+static CUresult open_current(CUdevice dev, enum pool_kind kind, const char *caller, cucap_pool **out,
+                             cucap_error **err)
+{
+    CUmemoryPool handle = NULL;
+    cucap_pool *p;
+    CUresult rc;
+
+    if ((rc = check_device(dev, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    /* the lookup is safe under every capture mode; the rest needs the scope */
+    if ((rc = cucap_i_drv.cuDeviceGetMemPool(&handle, dev)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuDeviceGetMemPool");
+    if (!(p = pool_new(handle, dev, kind)))
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    if ((rc = setup_current(p, caller, err)) != CUDA_SUCCESS) {
+        if (p->retains_context)   /* only a failed restore leaves it held */
+            cucap_i_drv.cuDevicePrimaryCtxRelease(dev);
+        pool_free_object(p);
+        return rc;
+    }
+    *out = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_pool_open_default(CUdevice dev, cucap_pool **out, cucap_error **err)
+{
+    if (!out)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "cucap_pool_open_default: out is NULL");
+    *out = NULL;
+    return open_current(dev, POOL_DEFAULT, "cucap_pool_open_default", out, err);
+}
+
+CUresult cucap_device_pool(CUdevice dev, cucap_pool **out, cucap_error **err)
+{
+    static const char caller[] = "cucap_device_pool";
+    cucap_pool *p;
+    CUresult rc = CUDA_SUCCESS;
+
+    if (!out)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
+    *out = NULL;
+    if (dev >= 0 && dev < CUCAP_MAX_DEVICES &&
+        (p = atomic_load_explicit(&device_pools[dev], memory_order_acquire))) {
+        *out = p;
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_lock(&device_pools_lock);
+    p = dev >= 0 && dev < CUCAP_MAX_DEVICES ? atomic_load_explicit(&device_pools[dev], memory_order_relaxed) : NULL;
+    if (!p) {
+        rc = open_current(dev, POOL_DEVICE, caller, &p, err);
+        if (rc == CUDA_SUCCESS)
+            atomic_store_explicit(&device_pools[dev], p, memory_order_release);
+    }
+    pthread_mutex_unlock(&device_pools_lock);
+    if (rc == CUDA_SUCCESS)
+        *out = p;
+    return rc;
+}
+
+CUresult cucap_pool_create(CUdevice dev, const cucap_pool_options *opts, cucap_pool **out, cucap_error **err)
+{
+    static const char caller[] = "cucap_pool_create";
+    struct cucap_relaxed_scope scope;
+    CUmemPoolProps props;
+    CUmemoryPool handle = NULL;
+    CUcontext ctx;
+    cucap_pool *p;
+    CUresult rc;
+
+    if (!out)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
+    *out = NULL;
+    if (opts && opts->ipc_enabled != 0 && opts->ipc_enabled != 1)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: ipc_enabled is %d; it must be 0 or 1", caller,
+                            opts->ipc_enabled);
+    if ((rc = check_device(dev, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (!(p = pool_new(NULL, dev, POOL_OWNED)))
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = dev;
+    props.handleTypes = opts && opts->ipc_enabled ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+    props.maxSize = opts ? opts->max_size : 0;
+
+    if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) != CUDA_SUCCESS) {
+        pool_free_object(p);
+        return rc;
+    }
+    rc = cucap_i_drv.cuDevicePrimaryCtxRetain(&ctx, dev);
+    if (rc != CUDA_SUCCESS) {
+        cucap_i_fail_driver(err, rc, caller, "cuDevicePrimaryCtxRetain");
+    } else {
+        p->retains_context = 1;
+        rc = cucap_i_drv.cuMemPoolCreate(&handle, &props);
+        if (rc != CUDA_SUCCESS)
+            cucap_i_fail_driver(err, rc, caller, "cuMemPoolCreate");
+    }
+    rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
+    if (rc != CUDA_SUCCESS) {
+        /* what was made before the failure must not leak (the thread may
+         * be left in relaxed mode by a failed restore: these are then legal) */
+        CUresult undo = handle ? cucap_i_drv.cuMemPoolDestroy(handle) : CUDA_SUCCESS;
+        if (undo != CUDA_SUCCESS)
+            cucap_i_note_failure(err, "cuMemPoolDestroy", "destroying the pool just created", undo);
+        if (p->retains_context && (undo = cucap_i_drv.cuDevicePrimaryCtxRelease(dev)) != CUDA_SUCCESS)
+            cucap_i_note_failure(err, "cuDevicePrimaryCtxRelease", "releasing the context just retained", undo);
+        pool_free_object(p);
+        return rc;
+    }
+    p->handle = handle;
+    *out = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *out, cucap_error **err)
+{
+    static const char caller[] = "cucap_pool_alloc";
+    CUdeviceptr ptr = 0;
+    CUresult rc;
+    int added;
+
+    if (!out)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
+    *out = 0;
+    if (!p)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the pool is NULL", caller);
+    if (size == 0)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a size of 0 bytes was requested", caller);
+    rc = cucap_i_drv.cuMemAllocFromPoolAsync(&ptr, size, p->handle, s);
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuMemAllocFromPoolAsync");
+    pthread_mutex_lock(&p->lock);
+    added = cucap_i_ptr_set_add(&p->live, ptr);
+    pthread_mutex_unlock(&p->lock);
+    if (added != 0) {
+        rc = cucap_i_drv.cuMemFreeAsync(ptr, s);
+        cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory while recording the allocation", caller);
+        if (rc != CUDA_SUCCESS)
+            cucap_i_note_failure(err, "cuMemFreeAsync", "giving the allocation back", rc);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = ptr;
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_pool_free(cucap_pool *p, CUdeviceptr ptr, CUstream s, cucap_error **err)
+{
+    static const char caller[] = "cucap_pool_free";
+    CUresult rc;
+    int known;
+
+    if (!p)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the pool is NULL", caller);
+    pthread_mutex_lock(&p->lock);
+    known = cucap_i_ptr_set_remove(&p->live, ptr);
+    pthread_mutex_unlock(&p->lock);
+    if (!known)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
+                            "%s: %#llx was not allocated by this pool, or was already freed", caller,
+                            (unsigned long long)ptr);
+    rc = cucap_i_drv.cuMemFreeAsync(ptr, s);
+    if (rc != CUDA_SUCCESS) {
+        pthread_mutex_lock(&p->lock);
+        (void)cucap_i_ptr_set_add(&p->live, ptr);   /* still the caller's to free */
+        pthread_mutex_unlock(&p->lock);
+        return cucap_i_fail_driver(err, rc, caller, "cuMemFreeAsync");
+    }
+    return CUDA_SUCCESS;
+}
+
+CUmemoryPool cucap_pool_handle(const cucap_pool *p)
+{
+    return p ? p->handle : NULL;
+}
+
+CUresult cucap_pool_close(cucap_pool *p, cucap_error **err)
+{
+    static const char caller[] = "cucap_pool_close";
+    struct cucap_relaxed_scope scope;
+    CUresult rc, release;
+
+    if (!p || p->kind == POOL_DEVICE)
+        return CUDA_SUCCESS;
+    rc = cucap_i_relaxed_enter(&scope, caller, err);
+    if (rc == CUDA_SUCCESS) {
+        if (p->kind == POOL_OWNED && (rc = cucap_i_drv.cuMemPoolDestroy(p->handle)) != CUDA_SUCCESS)
+            cucap_i_fail_driver(err, rc, caller, "cuMemPoolDestroy");
+        release = cucap_i_drv.cuDevicePrimaryCtxRelease(p->device);
+        if (release != CUDA_SUCCESS && rc != CUDA_SUCCESS)
+            cucap_i_note_failure(err, "cuDevicePrimaryCtxRelease", "releasing the device's primary context",
+                                 release);
+        else if (release != CUDA_SUCCESS && release != CUDA_ERROR_DEINITIALIZED)
+            rc = cucap_i_fail_driver(err, release, caller, "cuDevicePrimaryCtxRelease");
+        rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
+    }
+    pool_free_object(p);
+    return rc;
+}

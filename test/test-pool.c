@@ -1,0 +1,549 @@
+/* The pool module, on the simulated driver and on the GPU: setup under
+ * every capture mode from the capturing thread and from another thread,
+ * allocation under capture, the release threshold, the process-wide
+ * device pool, restore failures (fault injection) and bad input. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+
+BACKEND_SUITES(pool, 60);
+FAULT_BACKEND_SUITES(pool, 120);
+
+static const char *mode_name(CUstreamCaptureMode m)
+{
+    return m == CU_STREAM_CAPTURE_MODE_GLOBAL ? "global"
+           : m == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL ? "thread_local" : "relaxed";
+}
+
+/* The three pool calls a user makes while something captures; each must
+ * leave the capture alone and the thread's mode as it was. */
+static void pool_setup_calls(void)
+{
+    cucap_pool *def = NULL, *dev = NULL, *own = NULL;
+    cucap_error *err = NULL;
+
+    cr_assert_eq(cucap_pool_open_default(0, &def, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_not_null(def);
+    cr_assert_eq(cucap_device_pool(0, &dev, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_not_null(dev);
+    cr_assert_eq(cucap_pool_create(0, NULL, &own, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_not_null(own);
+    cr_assert_eq(cucap_pool_handle(def), cucap_pool_handle(dev), "both wrap the device's current pool");
+    cr_assert_neq(cucap_pool_handle(own), cucap_pool_handle(def));
+    cr_assert_eq(cucap_pool_close(own, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_pool_close(def, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+}
+
+/* Capture on the calling thread in `mode`, with the thread's own mode set
+ * to something unusual, run the pool calls, and check the capture. */
+static void setup_under_capture_same_thread(CUstreamCaptureMode mode)
+{
+    CUstream s = new_stream();
+    CUdeviceptr d;
+    CUgraph g = NULL;
+    unsigned char host[64];
+
+    cr_assert_eq(D.cuMemAlloc(&d, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamBeginCapture(s, mode), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d, 0x21, sizeof host, s), CUDA_SUCCESS);
+    set_thread_mode(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    pool_setup_calls();
+    cr_assert_eq(thread_mode(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, "the thread's mode was not restored");
+    set_thread_mode(CU_STREAM_CAPTURE_MODE_GLOBAL);
+    cr_assert_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE, "%s capture was disturbed",
+                 mode_name(mode));
+    cr_assert_eq(D.cuMemsetD8Async(d, 0x42, sizeof host, s), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    cr_assert_not_null(g);
+    run_graph(g, s);
+    cr_assert_eq(D.cuMemcpyDtoH(host, d, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(host[0], 0x42);
+    cr_assert_eq(D.cuGraphDestroy(g), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemFree(d), CUDA_SUCCESS);
+}
+
+/* The cuda.core 1.2.0 failures (constructor and first touch under a global
+ * or thread_local capture of the calling thread), now passing. */
+BACKEND_TEST(pool, cuda_core_1_2_constructor_under_global_capture)
+{
+    setup_under_capture_same_thread(CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+BACKEND_TEST(pool, cuda_core_1_2_constructor_under_thread_local_capture)
+{
+    setup_under_capture_same_thread(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+}
+
+BACKEND_TEST(pool, setup_under_relaxed_capture_same_thread)
+{
+    setup_under_capture_same_thread(CU_STREAM_CAPTURE_MODE_RELAXED);
+}
+
+static void first_touch_under_capture(CUstreamCaptureMode mode)
+{
+    CUstream s = new_stream();
+    cucap_pool *p = NULL;
+    cucap_error *err = NULL;
+    CUgraph g = NULL;
+
+    cr_assert_eq(D.cuStreamBeginCapture(s, mode), CUDA_SUCCESS);
+    cr_assert_eq(cucap_device_pool(0, &p, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    cr_assert_eq(D.cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    cr_assert_not_null(g);
+    cr_assert_eq(D.cuGraphDestroy(g), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+BACKEND_TEST(pool, cuda_core_1_2_first_touch_under_global_capture)
+{
+    first_touch_under_capture(CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+BACKEND_TEST(pool, cuda_core_1_2_first_touch_under_thread_local_capture)
+{
+    first_touch_under_capture(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+}
+
+/* ---------------------------------------------------------------- capture on another thread */
+
+struct capturer {
+    CUstreamCaptureMode mode;
+    pthread_barrier_t begun, done;
+    CUresult end_rc;
+    CUgraph graph;
+    CUstream stream;
+};
+
+static void *capture_thread(void *p)
+{
+    struct capturer *c = p;
+
+    D.cuCtxSetCurrent(gpu_context);
+    D.cuStreamBeginCapture(c->stream, c->mode);
+    pthread_barrier_wait(&c->begun);
+    pthread_barrier_wait(&c->done);    /* the main thread ran the pool calls */
+    c->end_rc = D.cuStreamEndCapture(c->stream, &c->graph);
+    return NULL;
+}
+
+static void setup_under_capture_other_thread(CUstreamCaptureMode mode)
+{
+    struct capturer c;
+    pthread_t t;
+    CUdeviceptr d;
+
+    memset(&c, 0, sizeof c);
+    c.mode = mode;
+    c.stream = new_stream();
+    cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_SUCCESS);
+    pthread_barrier_init(&c.begun, NULL, 2);
+    pthread_barrier_init(&c.done, NULL, 2);
+    cr_assert_eq(pthread_create(&t, NULL, capture_thread, &c), 0);
+    pthread_barrier_wait(&c.begun);
+    cr_assert_eq(D.cuMemsetD8Async(d, 0x17, 64, c.stream), CUDA_SUCCESS);
+    set_thread_mode(CU_STREAM_CAPTURE_MODE_GLOBAL);   /* the default that used to kill global captures */
+    pool_setup_calls();
+    cr_assert_eq(thread_mode(), CU_STREAM_CAPTURE_MODE_GLOBAL);
+    cr_assert_eq(capture_status(c.stream), CU_STREAM_CAPTURE_STATUS_ACTIVE, "%s capture on the other thread "
+                 "was disturbed", mode_name(mode));
+    pthread_barrier_wait(&c.done);
+    pthread_join(t, NULL);
+    cr_assert_eq(c.end_rc, CUDA_SUCCESS);
+    cr_assert_not_null(c.graph);
+    run_graph(c.graph, c.stream);
+    cr_assert_eq(D.cuGraphDestroy(c.graph), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamDestroy(c.stream), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemFree(d), CUDA_SUCCESS);
+}
+
+BACKEND_TEST(pool, setup_under_global_capture_other_thread)
+{
+    setup_under_capture_other_thread(CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+BACKEND_TEST(pool, setup_under_thread_local_capture_other_thread)
+{
+    setup_under_capture_other_thread(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+}
+
+BACKEND_TEST(pool, setup_under_relaxed_capture_other_thread)
+{
+    setup_under_capture_other_thread(CU_STREAM_CAPTURE_MODE_RELAXED);
+}
+
+/* ---------------------------------------------------------------- allocation under capture */
+
+static void alloc_free_under_capture(CUstreamCaptureMode mode)
+{
+    CUstream s = new_stream();
+    cucap_pool *p = NULL;
+    cucap_error *err = NULL;
+    CUdeviceptr a = 0, b = 0;
+    CUgraph g = NULL;
+    unsigned char host[256];
+    size_t i;
+
+    cr_assert_eq(cucap_device_pool(0, &p, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    /* graph 1: an allocation node and a memset; the memory outlives the launch */
+    cr_assert_eq(D.cuStreamBeginCapture(s, mode), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_alloc(p, sizeof host, s, &a, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_neq(a, 0);
+    cr_assert_eq(D.cuMemsetD8Async(a, 0x9d, sizeof host, s), CUDA_SUCCESS);
+    cr_assert_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    cr_assert_eq(D.cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    cr_assert_eq(count_nodes(g, CU_GRAPH_NODE_TYPE_MEM_ALLOC), 1);
+    run_graph(g, s);
+    memset(host, 0, sizeof host);
+    cr_assert_eq(D.cuMemcpyDtoH(host, a, sizeof host), CUDA_SUCCESS);
+    for (i = 0; i < sizeof host; i++)
+        cr_assert_eq(host[i], 0x9d, "byte %zu is %#x", i, host[i]);
+    cr_assert_eq(cucap_pool_free(p, a, s, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(D.cuGraphDestroy(g), CUDA_SUCCESS);
+
+    /* graph 2: allocation and free nodes in one graph */
+    cr_assert_eq(D.cuStreamBeginCapture(s, mode), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_alloc(p, 1024, s, &b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(D.cuMemsetD8Async(b, 0x01, 1024, s), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_free(p, b, s, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(D.cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    cr_assert_eq(count_nodes(g, CU_GRAPH_NODE_TYPE_MEM_ALLOC), 1);
+    cr_assert_eq(count_nodes(g, CU_GRAPH_NODE_TYPE_MEM_FREE), 1);
+    run_graph(g, s);
+    cr_assert_eq(D.cuGraphDestroy(g), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+BACKEND_TEST(pool, alloc_free_under_global_capture)
+{
+    alloc_free_under_capture(CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+BACKEND_TEST(pool, alloc_free_under_thread_local_capture)
+{
+    alloc_free_under_capture(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+}
+
+BACKEND_TEST(pool, alloc_free_under_relaxed_capture)
+{
+    alloc_free_under_capture(CU_STREAM_CAPTURE_MODE_RELAXED);
+}
+
+BACKEND_TEST(pool, alloc_free_outside_capture_and_from_a_created_pool)
+{
+    cucap_pool_options opts = { 64u << 20, 0 };
+    cucap_pool *p = NULL;
+    cucap_error *err = NULL;
+    CUstream s = new_stream();
+    CUdeviceptr a = 0;
+    unsigned char host[32];
+
+    cr_assert_eq(cucap_pool_create(0, &opts, &p, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_pool_alloc(p, sizeof host, s, &a, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(D.cuMemsetD8Async(a, 0x66, sizeof host, s), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemcpyDtoH(host, a, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(host[31], 0x66);
+    cr_assert_eq(cucap_pool_free(p, a, s, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_close(p, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+/* ---------------------------------------------------------------- release threshold */
+
+static cuuint64_t threshold_of(CUmemoryPool pool)
+{
+    cuuint64_t v = 0;
+    cr_assert_eq(D.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v), CUDA_SUCCESS);
+    return v;
+}
+
+BACKEND_TEST(pool, release_threshold_raised_from_zero)
+{
+    CUmemoryPool current;
+    cucap_pool *p = NULL;
+    cuuint64_t zero = 0;
+
+    cr_assert_eq(D.cuDeviceGetMemPool(&current, 0), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemPoolSetAttribute(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_open_default(0, &p, NULL), CUDA_SUCCESS);
+    cr_assert_eq(threshold_of(current), UINT64_MAX);
+    cucap_pool_close(p, NULL);
+}
+
+BACKEND_TEST(pool, release_threshold_left_alone_when_not_zero)
+{
+    CUmemoryPool current;
+    cucap_pool *p = NULL;
+    cuuint64_t chosen = 123456789;
+
+    cr_assert_eq(D.cuDeviceGetMemPool(&current, 0), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemPoolSetAttribute(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &chosen), CUDA_SUCCESS);
+    cr_assert_eq(cucap_device_pool(0, &p, NULL), CUDA_SUCCESS);
+    cr_assert_eq(threshold_of(current), 123456789);
+}
+
+/* ---------------------------------------------------------------- the process-wide device pool */
+
+#define TOUCHERS 8
+
+struct touch {
+    pthread_barrier_t *start;
+    cucap_pool *got;
+    CUresult rc;
+};
+
+static void *toucher(void *p)
+{
+    struct touch *t = p;
+
+    pthread_barrier_wait(t->start);
+    t->rc = cucap_device_pool(0, &t->got, NULL);
+    return NULL;
+}
+
+BACKEND_TEST(pool, eight_threads_get_one_device_pool_under_global_capture)
+{
+    pthread_barrier_t start;
+    pthread_t threads[TOUCHERS];
+    struct touch touches[TOUCHERS];
+    cucap_pool *again = NULL;
+    CUstream s = new_stream();
+    CUgraph g = NULL;
+    int i;
+
+    cr_assert_eq(D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    pthread_barrier_init(&start, NULL, TOUCHERS);
+    for (i = 0; i < TOUCHERS; i++) {
+        touches[i].start = &start;
+        touches[i].got = NULL;
+        cr_assert_eq(pthread_create(&threads[i], NULL, toucher, &touches[i]), 0);
+    }
+    for (i = 0; i < TOUCHERS; i++)
+        pthread_join(threads[i], NULL);
+    for (i = 0; i < TOUCHERS; i++) {
+        cr_assert_eq(touches[i].rc, CUDA_SUCCESS, "thread %d", i);
+        cr_assert_not_null(touches[i].got);
+        cr_assert_eq(touches[i].got, touches[0].got, "thread %d got another object", i);
+    }
+    cr_assert_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_ACTIVE, "8 first touches killed a global capture");
+    cr_assert_eq(D.cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    cr_assert_eq(D.cuGraphDestroy(g), CUDA_SUCCESS);
+    cr_assert_eq(cucap_device_pool(0, &again, NULL), CUDA_SUCCESS);
+    cr_assert_eq(again, touches[0].got);
+    cr_assert_eq(cucap_pool_close(again, NULL), CUDA_SUCCESS, "closing the borrowed pool is a no-op");
+    cr_assert_eq(cucap_device_pool(0, &again, NULL), CUDA_SUCCESS);
+    cr_assert_eq(again, touches[0].got, "the device pool survives a close");
+    D.cuStreamDestroy(s);
+}
+
+/* ---------------------------------------------------------------- bad input */
+
+BACKEND_TEST(pool, bad_input_is_refused_clearly)
+{
+    cucap_pool *p = (cucap_pool *)&p, *dev = NULL;
+    cucap_error *err = NULL;
+    cucap_pool_options bad_ipc = { 0, 2 };
+    CUdeviceptr a = 0, out = 7;
+    CUstream s = new_stream();
+
+    cr_assert_eq(cucap_pool_open_default(99, &p, &err), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_null(p, "a failed call leaves *out NULL");
+    cr_assert_not_null(strstr(cucap_error_message(err), "device ordinal 99 is out of range"), "%s",
+                       cucap_error_message(err));
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_eq(cucap_device_pool(-1, &dev, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_pool_create(5000, NULL, &dev, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_pool_open_default(0, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_device_pool(0, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_pool_create(0, NULL, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_pool_create(0, &bad_ipc, &p, &err), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_not_null(strstr(cucap_error_message(err), "ipc_enabled"));
+    cucap_error_free(err);
+    err = NULL;
+
+    cr_assert_eq(cucap_device_pool(0, &dev, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_alloc(NULL, 16, s, &a, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_pool_alloc(dev, 16, s, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_pool_alloc(dev, 0, s, &out, &err), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(out, 0);
+    cr_assert_not_null(strstr(cucap_error_message(err), "size of 0"));
+    cucap_error_free(err);
+    err = NULL;
+
+    cr_assert_eq(cucap_pool_alloc(dev, 256, s, &a, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_free(dev, a + 1, s, &err), CUDA_ERROR_INVALID_VALUE, "an interior pointer");
+    cr_assert_not_null(strstr(cucap_error_message(err), "not allocated by this pool"));
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_eq(cucap_pool_free(dev, a, s, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_free(dev, a, s, &err), CUDA_ERROR_INVALID_VALUE, "a double free");
+    cr_assert_not_null(strstr(cucap_error_message(err), "already freed"));
+    cucap_error_free(err);
+    cr_assert_eq(cucap_pool_free(NULL, a, s, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_null(cucap_pool_handle(NULL));
+    cr_assert_eq(cucap_pool_close(NULL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    D.cuStreamDestroy(s);
+}
+
+BACKEND_TEST(pool, a_pool_frees_only_its_own_allocations)
+{
+    cucap_pool *mine = NULL, *other = NULL;
+    CUstream s = new_stream();
+    CUdeviceptr a = 0;
+
+    cr_assert_eq(cucap_pool_create(0, NULL, &mine, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_create(0, NULL, &other, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_alloc(mine, 64, s, &a, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_free(other, a, s, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_pool_free(mine, a, s, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_close(mine, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_close(other, NULL), CUDA_SUCCESS);
+    D.cuStreamDestroy(s);
+}
+
+/* ---------------------------------------------------------------- restore failures, by fault injection */
+
+/* The thread's mode after a failed restore is RELAXED: put it back. */
+static void repair_thread_mode(CUstreamCaptureMode mode)
+{
+    cr_assert_eq(set_rules(""), 0);
+    set_thread_mode(mode);
+}
+
+FAULT_BACKEND_TEST(pool, restore_failure_alone_is_the_error)
+{
+    cucap_pool *p = (cucap_pool *)&p;
+    cucap_error *err = NULL;
+    CUresult rc;
+
+    cr_assert_eq(set_rules("cuThreadExchangeStreamCaptureMode:2:CUDA_ERROR_UNKNOWN"), 0);
+    rc = cucap_pool_open_default(0, &p, &err);
+    cr_assert_eq(rc, CUDA_ERROR_UNKNOWN);
+    cr_assert_eq(cucap_error_code(err), rc);
+    cr_assert_null(p);
+    cr_assert_not_null(strstr(cucap_error_message(err), "cucap_pool_open_default: cuThreadExchangeStreamCaptureMode "
+                                                        "failed while restoring"), "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_error_note_count(err), 0);
+    cucap_error_free(err);
+    repair_thread_mode(CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+FAULT_BACKEND_TEST(pool, restore_failure_after_a_failed_call_is_a_note)
+{
+    cucap_pool *p = NULL;
+    cucap_error *err = NULL;
+
+    cr_assert_eq(set_rules("cuMemPoolGetAttribute:1:CUDA_ERROR_INVALID_VALUE,"
+                           "cuThreadExchangeStreamCaptureMode:2:CUDA_ERROR_UNKNOWN"), 0);
+    cr_assert_eq(cucap_pool_open_default(0, &p, &err), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_null(p);
+    cr_assert_not_null(strstr(cucap_error_message(err), "cuMemPoolGetAttribute"), "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_error_note_count(err), 1);
+    cr_assert_str_eq(cucap_error_note(err, 0),
+                     "cuThreadExchangeStreamCaptureMode failed while restoring the thread's capture mode: "
+                     "CUDA_ERROR_UNKNOWN: an unknown internal error occurred");
+    cucap_error_free(err);
+    repair_thread_mode(CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+FAULT_BACKEND_TEST(pool, failed_call_still_restores_the_mode)
+{
+    cucap_pool *p = NULL;
+    cucap_error *err = NULL;
+
+    set_thread_mode(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    cr_assert_eq(set_rules("cuMemPoolCreate:1:CUDA_ERROR_OUT_OF_MEMORY"), 0);
+    cr_assert_eq(cucap_pool_create(0, NULL, &p, &err), CUDA_ERROR_OUT_OF_MEMORY);
+    cr_assert_null(p);
+    cr_assert_eq(cucap_error_note_count(err), 0);
+    cr_assert_eq(thread_mode(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    cucap_error_free(err);
+    set_thread_mode(CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+FAULT_BACKEND_TEST(pool, restore_failure_after_create_destroys_the_new_pool)
+{
+    cucap_pool *p = NULL;
+    cucap_error *err = NULL;
+
+    cr_assert_eq(set_rules("cuThreadExchangeStreamCaptureMode:2:CUDA_ERROR_UNKNOWN"), 0);
+    cr_assert_eq(cucap_pool_create(0, NULL, &p, &err), CUDA_ERROR_UNKNOWN);
+    cr_assert_null(p);
+    cr_assert_eq(calls("cuMemPoolDestroy"), 1, "the pool made before the failed restore must be destroyed");
+    cucap_error_free(err);
+    repair_thread_mode(CU_STREAM_CAPTURE_MODE_GLOBAL);
+    if (on_simulator())
+        cr_assert_eq(sim_live("pool"), 0);
+}
+
+FAULT_BACKEND_TEST(pool, switch_failure_is_the_error)
+{
+    cucap_pool *p = NULL;
+    cucap_error *err = NULL;
+
+    cr_assert_eq(set_rules("cuThreadExchangeStreamCaptureMode:1:CUDA_ERROR_NOT_PERMITTED"), 0);
+    cr_assert_eq(cucap_pool_open_default(0, &p, &err), CUDA_ERROR_NOT_PERMITTED);
+    cr_assert_not_null(strstr(cucap_error_message(err), "switching the thread to relaxed"));
+    cr_assert_eq(calls("cuMemPoolGetAttribute"), 0, "nothing unsafe may run outside the scope");
+    cucap_error_free(err);
+}
+
+FAULT_BACKEND_TEST(pool, failed_first_touch_caches_nothing)
+{
+    cucap_pool *p = NULL, *again = NULL;
+    cucap_error *err = NULL;
+
+    cr_assert_eq(set_rules("cuMemPoolGetAttribute:1:CUDA_ERROR_UNKNOWN"), 0);
+    cr_assert_eq(cucap_device_pool(0, &p, &err), CUDA_ERROR_UNKNOWN);
+    cr_assert_null(p);
+    cucap_error_free(err);
+    cr_assert_eq(cucap_device_pool(0, &p, NULL), CUDA_SUCCESS, "a later touch succeeds");
+    cr_assert_not_null(p);
+    cr_assert_eq(cucap_device_pool(0, &again, NULL), CUDA_SUCCESS);
+    cr_assert_eq(again, p);
+}
+
+/* Every driver call of cucap_pool_open_default fails once, in turn: each
+ * time the call fails cleanly, creates nothing and leaves the thread's
+ * mode as it was (unless the failed call was the restore itself). */
+FAULT_BACKEND_TEST(pool, every_driver_call_of_open_default_fails_in_turn)
+{
+    cucap_pool *p = NULL;
+    long total, i;
+
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(cucap_pool_open_default(0, &p, NULL), CUDA_SUCCESS);
+    cucap_pool_close(p, NULL);
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(cucap_pool_open_default(0, &p, NULL), CUDA_SUCCESS);
+    total = calls("*");
+    cucap_pool_close(p, NULL);
+    cr_assert_geq(total, 6, "open_default made %ld driver calls", total);
+    for (i = 1; i <= total; i++) {
+        char rule[64];
+        cucap_error *err = NULL;
+        CUresult rc;
+        snprintf(rule, sizeof rule, "*:%ld:CUDA_ERROR_LAUNCH_TIMEOUT", i);
+        cr_assert_eq(set_rules(rule), 0);
+        p = NULL;
+        rc = cucap_pool_open_default(0, &p, &err);
+        cr_assert_eq(rc, CUDA_ERROR_LAUNCH_TIMEOUT, "call %ld of %ld", i, total);
+        cr_assert_eq(cucap_error_code(err), rc);
+        cr_assert_null(p);
+        cucap_error_free(err);
+        cr_assert_eq(set_rules(""), 0);
+        if (thread_mode() != CU_STREAM_CAPTURE_MODE_GLOBAL)
+            set_thread_mode(CU_STREAM_CAPTURE_MODE_GLOBAL);   /* the restore was the failed call */
+    }
+}
