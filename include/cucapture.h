@@ -18,6 +18,8 @@
 #include <cuda.h>
 #include <cucapture/error.h>
 #include <cucapture/pool.h>
+#include <cucapture/graph.h>
+#include <cucapture/builder.h>
 
 #ifdef __cplusplus
 extern "C" {

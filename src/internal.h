@@ -62,6 +62,11 @@ CUresult cucap_i_relaxed_enter(struct cucap_relaxed_scope *scope, const char *ca
 CUresult cucap_i_relaxed_leave(struct cucap_relaxed_scope *scope, CUresult work, const char *caller,
                                cucap_error **err);
 
+/* context.c: make ctx current, remembering the thread's own context;
+ * leave puts it back (and costs nothing when it was ctx already). */
+CUresult cucap_i_ctx_enter(CUcontext ctx, CUcontext *saved);
+CUresult cucap_i_ctx_leave(CUcontext ctx, CUcontext saved);
+
 /* A driver call failed: "<caller>: <call> failed: NAME: description". */
 CUresult cucap_i_fail_driver(cucap_error **err, CUresult rc, const char *caller, const char *call);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "driver.h"
+#include "hierarchy.h"
 #include "internal.h"
 #include "ptr-set.h"
 
@@ -238,8 +239,10 @@ CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *o
     if (size == 0)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a size of 0 bytes was requested", caller);
     rc = cucap_i_drv.cuMemAllocFromPoolAsync(&ptr, size, p->handle, s);
-    if (rc != CUDA_SUCCESS)
+    if (rc != CUDA_SUCCESS) {
+        cucap_i_capture_stream_failed(s, "cucap_pool_alloc (cuMemAllocFromPoolAsync)", rc);
         return cucap_i_fail_driver(err, rc, caller, "cuMemAllocFromPoolAsync");
+    }
     pthread_mutex_lock(&p->lock);
     added = cucap_i_ptr_set_add(&p->live, ptr);
     pthread_mutex_unlock(&p->lock);
@@ -274,6 +277,7 @@ CUresult cucap_pool_free(cucap_pool *p, CUdeviceptr ptr, CUstream s, cucap_error
         pthread_mutex_lock(&p->lock);
         (void)cucap_i_ptr_set_add(&p->live, ptr);   /* still the caller's to free */
         pthread_mutex_unlock(&p->lock);
+        cucap_i_capture_stream_failed(s, "cucap_pool_free (cuMemFreeAsync)", rc);
         return cucap_i_fail_driver(err, rc, caller, "cuMemFreeAsync");
     }
     return CUDA_SUCCESS;

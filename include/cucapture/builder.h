@@ -1,0 +1,189 @@
+/**
+ * \file        cucapture/builder.h
+ * \brief       Graph builders: stream capture that never crashes on teardown
+ *
+ * A builder wraps a stream and its capture.  Kinds:
+ *   - PRIMARY, from cucap_builder_create() or cucap_builder_create_on_stream();
+ *   - FORKED, from cucap_builder_split(): a stream that joined the capture;
+ *     it is ended by cucap_builder_join(), never by cucap_builder_end().
+ *
+ * States: NOT_STARTED --begin--> CAPTURING --end--> ENDED (the driver
+ * returned a graph) or INVALIDATED (it returned none: it discarded the
+ * graph, and the builder will never destroy it); any --close--> CLOSED.
+ *
+ * Every builder that create or split hands out is the caller's to
+ * cucap_builder_destroy(), also after join closed it, in any order: no
+ * sequence of calls crashes the process or destroys a graph twice.  One
+ * builder is used by one thread at a time.
+ */
+#ifndef CUCAPTURE_BUILDER_H
+#define CUCAPTURE_BUILDER_H
+
+#include <stddef.h>
+#include <cuda.h>
+#include <cucapture/error.h>
+#include <cucapture/graph.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** \brief Kinds of builder */
+typedef enum {
+    CUCAP_BUILDER_PRIMARY,
+    CUCAP_BUILDER_FORKED,
+    CUCAP_BUILDER_BODY
+} cucap_builder_kind;
+
+/** \brief States of a builder */
+typedef enum {
+    CUCAP_BUILDER_NOT_STARTED,
+    CUCAP_BUILDER_CAPTURING,
+    CUCAP_BUILDER_ENDED,
+    CUCAP_BUILDER_INVALIDATED,
+    CUCAP_BUILDER_CLOSED
+} cucap_builder_state;
+
+/**
+ * \brief       A PRIMARY builder on a new non-blocking stream of the device
+ *
+ * The stream is created in the device's primary context, which the
+ * builder (and its forks) retain while they live.
+ */
+CUCAP_API CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **err);
+
+/**
+ * \brief       A PRIMARY builder on the caller's stream, which it borrows
+ *
+ * The legacy and per-thread default streams cannot capture:
+ * CUDA_ERROR_INVALID_VALUE.
+ */
+CUCAP_API CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_error **err);
+
+/**
+ * \brief       Begin capturing in mode (one of the three CUstreamCaptureMode values)
+ *
+ * \return      CUDA_ERROR_ILLEGAL_STATE unless a PRIMARY builder is NOT_STARTED;
+ *              CUDA_ERROR_INVALID_VALUE for another mode value; a driver
+ *              error (nothing begun then).
+ */
+CUCAP_API CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_error **err);
+
+/**
+ * \brief       End the capture and settle who owns the graph
+ *
+ * With a graph from the driver the builder is ENDED.  Without one (an
+ * invalidated capture, forks never joined back, ...) the driver discarded
+ * the graph: the builder is INVALIDATED, its graph is retired, and the
+ * driver's error is returned; a note names the first library call on the
+ * capture that failed with a capture error, when there was one.
+ *
+ * \return      CUDA_ERROR_ILLEGAL_STATE for a FORKED builder (the capture
+ *              is not touched), or one that is not CAPTURING.
+ */
+CUCAP_API CUresult cucap_builder_end(cucap_builder *b, cucap_error **err);
+
+/**
+ * \brief       Fork the capture into count - 1 new FORKED builders
+ *
+ * \param       forks   Receives count - 1 builders; b stays itself.
+ * \return      CUDA_ERROR_INVALID_VALUE for count < 2 or NULL pointers;
+ *              CUDA_ERROR_ILLEGAL_STATE unless b is CAPTURING; a driver
+ *              error (no fork is handed out then).
+ */
+CUCAP_API CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err);
+
+/**
+ * \brief       Join builders back into one
+ *
+ * The root (the first builder that is not FORKED, else the first) waits
+ * on every other builder, which is then closed.  If that fails partway,
+ * every builder not joined is still closed, each on its own, and each
+ * failure to close is a note on the returned error.  The root's capture is
+ * never ended here.
+ *
+ * \param       root    Receives the root (may be NULL).
+ * \return      CUDA_ERROR_INVALID_VALUE for fewer than two builders, a NULL
+ *              or repeated entry; CUDA_ERROR_ILLEGAL_STATE for a closed
+ *              entry (nothing done then); a driver error.
+ */
+CUCAP_API CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_builder **root,
+                                      cucap_error **err);
+
+/**
+ * \brief       Close: end a live capture first, release the stream, CLOSED
+ *
+ * Always leaves the builder CLOSED, then returns the end's error, if any.
+ * A second close, or a NULL builder, does nothing.  A FORKED builder's
+ * capture is never ended.
+ */
+CUCAP_API CUresult cucap_builder_close(cucap_builder *b, cucap_error **err);
+
+/**
+ * \brief       Close if needed and free; failures go to the warning handler
+ *
+ * Ending a global or thread_local capture from a thread other than the one
+ * that began it ends it with CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, so a
+ * builder destroyed on another thread while capturing loses its capture.
+ * NULL is ignored.
+ */
+CUCAP_API void cucap_builder_destroy(cucap_builder *b);
+
+/** \brief The builder's stream; NULL once closed */
+CUCAP_API CUstream cucap_builder_stream(const cucap_builder *b);
+
+/** \brief The builder's kind (PRIMARY for NULL) */
+CUCAP_API cucap_builder_kind cucap_builder_get_kind(const cucap_builder *b);
+
+/** \brief The builder's state (CLOSED for NULL) */
+CUCAP_API cucap_builder_state cucap_builder_get_state(const cucap_builder *b);
+
+/**
+ * \brief       Whether the driver reports the capture ACTIVE
+ *
+ * \return      CUDA_ERROR_STREAM_CAPTURE_INVALIDATED for a capture the
+ *              driver invalidated and nobody ended yet (call end);
+ *              CUDA_ERROR_ILLEGAL_STATE when closed.
+ */
+CUCAP_API CUresult cucap_builder_is_building(const cucap_builder *b, int *building, cucap_error **err);
+
+/**
+ * \brief       Instantiate the ended graph
+ *
+ * \param       opts    NULL for the defaults.
+ * \return      CUDA_ERROR_ILLEGAL_STATE unless ENDED (INVALIDATED: the
+ *              driver discarded the graph); the driver's error.
+ */
+CUCAP_API CUresult cucap_builder_complete(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **out,
+                                          cucap_error **err);
+
+/**
+ * \brief       A shared reference to the builder's graph hierarchy
+ *
+ * Valid after the builder is closed or destroyed; cucap_graph_unref() it.
+ * \return      CUDA_ERROR_ILLEGAL_STATE for a FORKED builder, during capture,
+ *              before begin, and when the driver discarded the graph.
+ */
+CUCAP_API CUresult cucap_builder_graph(cucap_builder *b, cucap_graph **out, cucap_error **err);
+
+/**
+ * \brief       Write the ended graph as DOT (cuGraphDebugDotPrint)
+ *
+ * \param       flags   CU_GRAPH_DEBUG_DOT_FLAGS_* bits; 0 for none.
+ */
+CUCAP_API CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned int flags,
+                                           cucap_error **err);
+
+/**
+ * \brief       Add child's ended graph as a child-graph node where parent captures
+ *
+ * The driver clones the graph; a graph with allocation, free or
+ * conditional nodes cannot be embedded (CUDA_ERROR_NOT_SUPPORTED).
+ */
+CUCAP_API CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_error **err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUCAPTURE_BUILDER_H */

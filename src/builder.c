@@ -1,0 +1,700 @@
+/* Graph builders: the capture state machine, split and join. */
+#include "config.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "hierarchy.h"
+#include "internal.h"
+
+/* The context a builder's stream lives in, shared with its forks; a
+ * primary context the library retained is released with the last holder. */
+struct ctx_hold {
+    atomic_int refs;
+    CUcontext ctx;
+    CUdevice dev;
+    int retained;
+};
+
+struct cucap_builder {
+    cucap_builder_kind kind;
+    cucap_builder_state state;
+    CUstream stream;
+    int owns_stream;
+    struct ctx_hold *ctx;
+    struct cucap_hier *h;            /* from begin (forks: their parent's) */
+};
+
+#if CUDA_VERSION >= 12050
+#  define STREAM_GET_CTX(s, ctx) cucap_i_drv.cuStreamGetCtx((s), (ctx), NULL)
+#else
+#  define STREAM_GET_CTX(s, ctx) cucap_i_drv.cuStreamGetCtx((s), (ctx))
+#endif
+
+static const char *const state_names[] = { "NOT_STARTED", "CAPTURING", "ENDED", "INVALIDATED", "CLOSED" };
+
+static void ctx_hold_release(struct ctx_hold *c)
+{
+    CUresult rc;
+
+    if (!c || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (c->retained && (rc = cucap_i_drv.cuDevicePrimaryCtxRelease(c->dev)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "cucap_builder_destroy: cuDevicePrimaryCtxRelease failed while releasing device %d's "
+                     "primary context: %s: %s", (int)c->dev, cucap_i_result_label(rc), cucap_i_result_description(rc));
+    free(c);
+}
+
+static cucap_builder *builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
+                                  struct ctx_hold *ctx)
+{
+    cucap_builder *b = calloc(1, sizeof *b);
+
+    if (!b)
+        return NULL;
+    b->kind = kind;
+    b->state = state;
+    b->stream = s;
+    b->owns_stream = owns;
+    b->ctx = ctx;
+    atomic_fetch_add_explicit(&ctx->refs, 1, memory_order_relaxed);
+    return b;
+}
+
+static CUresult check_open(const cucap_builder *b, const char *caller, cucap_error **err)
+{
+    if (!b)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the builder is NULL", caller);
+    if (b->state == CUCAP_BUILDER_CLOSED)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder has been closed", caller);
+    return CUDA_SUCCESS;
+}
+
+static CUresult no_graph(const char *caller, cucap_error **err)
+{
+    return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                        "%s: the capture was invalidated and the driver discarded its graph; this builder has no "
+                        "graph", caller);
+}
+
+/* Make a new non-blocking stream in ctx. */
+static CUresult stream_in(CUcontext ctx, CUstream *s, const char *caller, cucap_error **err)
+{
+    CUcontext saved = NULL;
+    CUresult rc = cucap_i_ctx_enter(ctx, &saved), left;
+
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "making the stream's context current (cuCtxSetCurrent)");
+    rc = cucap_i_drv.cuStreamCreate(s, CU_STREAM_NON_BLOCKING);
+    if (rc != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
+    left = cucap_i_ctx_leave(ctx, saved);
+    if (left == CUDA_SUCCESS)
+        return rc;
+    if (rc != CUDA_SUCCESS) {
+        cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", left);
+        return rc;
+    }
+    cucap_i_drv.cuStreamDestroy(*s);
+    return cucap_i_fail_driver(err, left, caller, "restoring the thread's context (cuCtxSetCurrent)");
+}
+
+/* ---------------------------------------------------------------- creation */
+
+CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_create";
+    struct cucap_relaxed_scope scope;
+    struct ctx_hold *hold;
+    CUstream s = NULL;
+    int count = 0;
+    CUresult rc;
+
+    if (!out)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
+    *out = NULL;
+    if ((rc = cucap_i_driver(caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_drv.cuDeviceGetCount(&count)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuDeviceGetCount");
+    if (dev < 0 || dev >= count)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
+                            "%s: device ordinal %d is out of range (the driver reports %d device%s)", caller,
+                            (int)dev, count, count == 1 ? "" : "s");
+    if (!(hold = calloc(1, sizeof *hold)))
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    hold->dev = dev;
+    /* retaining a context is not a stream operation; relaxed mode keeps
+     * any capture of this thread out of it all the same */
+    if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) != CUDA_SUCCESS) {
+        free(hold);
+        return rc;
+    }
+    rc = cucap_i_drv.cuDevicePrimaryCtxRetain(&hold->ctx, dev);
+    if (rc != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuDevicePrimaryCtxRetain");
+    hold->retained = rc == CUDA_SUCCESS;
+    rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
+    if (rc == CUDA_SUCCESS)
+        rc = stream_in(hold->ctx, &s, caller, err);
+    if (rc == CUDA_SUCCESS && !(*out = builder_new(CUCAP_BUILDER_PRIMARY, CUCAP_BUILDER_NOT_STARTED, s, 1, hold))) {
+        cucap_i_drv.cuStreamDestroy(s);
+        rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    }
+    if (rc != CUDA_SUCCESS) {
+        atomic_init(&hold->refs, 1);
+        ctx_hold_release(hold);
+    }
+    return rc;
+}
+
+CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_create_on_stream";
+    struct ctx_hold *hold;
+    CUresult rc;
+
+    if (!out)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
+    *out = NULL;
+    if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
+                            "%s: the legacy and per-thread default streams cannot capture; pass a stream made "
+                            "with cuStreamCreate", caller);
+    if ((rc = cucap_i_driver(caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (!(hold = calloc(1, sizeof *hold)))
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    if ((rc = STREAM_GET_CTX(s, &hold->ctx)) != CUDA_SUCCESS) {
+        free(hold);
+        return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCtx");
+    }
+    if (!(*out = builder_new(CUCAP_BUILDER_PRIMARY, CUCAP_BUILDER_NOT_STARTED, s, 0, hold))) {
+        free(hold);
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- begin and end */
+
+CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_begin";
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUgraph graph = NULL, ended = NULL;
+    struct cucap_hier *h = NULL;
+    CUresult rc, undo;
+
+    if ((rc = check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (b->kind == CUCAP_BUILDER_FORKED || b->state == CUCAP_BUILDER_CAPTURING)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is already building%s", caller,
+                            b->kind == CUCAP_BUILDER_FORKED ? " (a forked builder captures from its split on)" : "");
+    if (b->state != CUCAP_BUILDER_NOT_STARTED)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: cannot resume building after the capture ended (the builder is %s); create a "
+                            "new builder", caller, state_names[b->state]);
+    if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+        mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
+                            "%s: %d is not a capture mode (GLOBAL, THREAD_LOCAL or RELAXED)", caller, (int)mode);
+    if ((rc = cucap_i_drv.cuStreamBeginCapture(b->stream, mode)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuStreamBeginCapture");
+    rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, &graph, NULL, NULL, NULL);
+    if (rc == CUDA_SUCCESS && (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !graph))
+        rc = cucap_i_fail(err, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                          "%s: the capture was invalidated as soon as it began", caller);
+    else if (rc != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuStreamGetCaptureInfo");
+    else if (!(h = cucap_i_hier_new_capture(graph)))
+        rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    if (rc != CUDA_SUCCESS) {
+        /* a failed begin leaves nothing begun */
+        undo = cucap_i_drv.cuStreamEndCapture(b->stream, &ended);
+        if (ended)
+            cucap_i_drv.cuGraphDestroy(ended);
+        if (undo != CUDA_SUCCESS && undo != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+            cucap_i_note_failure(err, "cuStreamEndCapture", "ending the capture just begun", undo);
+        return rc;
+    }
+    b->h = h;
+    b->state = CUCAP_BUILDER_CAPTURING;
+    cucap_i_capture_register(b->stream, h);
+    return CUDA_SUCCESS;
+}
+
+/* End the capture and settle who owns its graph.  Returns the driver's
+ * status and never reports it. */
+static CUresult end_capture(cucap_builder *b)
+{
+    CUstreamCaptureStatus status;
+    CUgraph g = NULL;
+    CUresult rc;
+
+    if (b->state != CUCAP_BUILDER_CAPTURING || b->kind == CUCAP_BUILDER_FORKED)
+        return CUDA_SUCCESS;
+    rc = cucap_i_drv.cuStreamEndCapture(b->stream, &g);
+    if (g) {
+        cucap_i_hier_own(b->h, g);
+        b->state = CUCAP_BUILDER_ENDED;
+    } else {
+        /* a failed end that left the capture running (never caused by the
+         * library itself): nothing was discarded yet */
+        if (rc != CUDA_SUCCESS &&
+            cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
+            status != CU_STREAM_CAPTURE_STATUS_NONE)
+            return rc;
+        /* no graph: the driver discarded it, nothing may destroy it */
+        cucap_i_hier_retire(b->h, cucap_i_hier_root_box(b->h));
+        b->state = CUCAP_BUILDER_INVALIDATED;
+        if (rc == CUDA_SUCCESS)
+            rc = CUDA_ERROR_UNKNOWN;   /* success without a graph: never seen */
+    }
+    cucap_i_capture_unregister(b->stream);
+    return rc;
+}
+
+static CUresult end_failed(cucap_builder *b, CUresult rc, const char *caller, const char *doing, cucap_error **err)
+{
+    cucap_i_fail(err, rc, "%s: cuStreamEndCapture failed while %s: %s: %s%s", caller, doing,
+                 cucap_i_result_label(rc), cucap_i_result_description(rc),
+                 b->state == CUCAP_BUILDER_INVALIDATED ? "; the driver discarded the graph" : "");
+    cucap_i_hier_note_first_failure(b->h, err);
+    return rc;
+}
+
+CUresult cucap_builder_end(cucap_builder *b, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_end";
+    CUresult rc;
+
+    if ((rc = check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (b->kind == CUCAP_BUILDER_FORKED)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: a forked builder is not ended: join it into its primary with cucap_builder_join "
+                            "(ending a fork's stream would invalidate the whole capture)", caller);
+    if (b->state != CUCAP_BUILDER_CAPTURING)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is not building (it is %s)", caller,
+                            state_names[b->state]);
+    if ((rc = end_capture(b)) != CUDA_SUCCESS)
+        return end_failed(b, rc, caller, "ending the capture", err);
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- close and destroy */
+
+static void release(cucap_builder *b, const char *caller)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult rc;
+
+    cucap_i_capture_unregister(b->stream);
+    if (b->owns_stream) {
+        /* an origin stream whose capture could not be ended is left alone */
+        if (b->kind != CUCAP_BUILDER_FORKED && b->state == CUCAP_BUILDER_CAPTURING &&
+            cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
+            status != CU_STREAM_CAPTURE_STATUS_NONE)
+            cucap_i_warn(CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's stream is still capturing and was not "
+                         "destroyed", caller);
+        else if ((rc = cucap_i_drv.cuStreamDestroy(b->stream)) != CUDA_SUCCESS)
+            cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing the builder's stream: %s: %s", caller,
+                         cucap_i_result_label(rc), cucap_i_result_description(rc));
+    }
+    cucap_i_hier_unref(b->h);
+    ctx_hold_release(b->ctx);
+    b->h = NULL;
+    b->ctx = NULL;
+    b->stream = NULL;
+    b->state = CUCAP_BUILDER_CLOSED;
+}
+
+static CUresult close_as(cucap_builder *b, const char *caller, const char *doing, cucap_error **err)
+{
+    CUresult rc;
+
+    if (!b || b->state == CUCAP_BUILDER_CLOSED)
+        return CUDA_SUCCESS;
+    rc = end_capture(b);
+    if (rc != CUDA_SUCCESS)
+        end_failed(b, rc, caller, doing, err);
+    release(b, caller);
+    return rc;
+}
+
+CUresult cucap_builder_close(cucap_builder *b, cucap_error **err)
+{
+    return close_as(b, "cucap_builder_close", "closing a builder that was still capturing", err);
+}
+
+void cucap_builder_destroy(cucap_builder *b)
+{
+    cucap_error *e = NULL;
+
+    if (!b)
+        return;
+    if (close_as(b, "cucap_builder_destroy", "destroying a builder that was still capturing", &e) != CUDA_SUCCESS)
+        cucap_i_warn_error(e);
+    free(b);
+}
+
+/* ---------------------------------------------------------------- split and join */
+
+/* `to` waits on everything captured on `from` so far. */
+static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *caller, cucap_error **err)
+{
+    CUcontext saved = NULL;
+    CUevent ev = NULL;
+    CUresult rc, undo;
+    const char *call = "cuEventCreate";
+
+    if ((rc = cucap_i_ctx_enter(from->ctx->ctx, &saved)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "making the stream's context current (cuCtxSetCurrent)");
+    rc = cucap_i_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuEventRecord(ev, from->stream)) != CUDA_SUCCESS)
+        call = "cuEventRecord";
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuStreamWaitEvent(to->stream, ev, 0)) != CUDA_SUCCESS)
+        call = "cuStreamWaitEvent";
+    if (rc != CUDA_SUCCESS) {
+        cucap_i_fail_driver(err, rc, caller, call);
+        cucap_i_hier_capture_failed(to->h, caller, rc);
+        cucap_i_hier_capture_failed(from->h, caller, rc);
+    }
+    if (ev && (undo = cucap_i_drv.cuEventDestroy(ev)) != CUDA_SUCCESS) {
+        if (rc != CUDA_SUCCESS)
+            cucap_i_note_failure(err, "cuEventDestroy", "destroying the join event", undo);
+        else
+            cucap_i_warn(undo, "%s: cuEventDestroy failed while destroying the join event: %s: %s", caller,
+                         cucap_i_result_label(undo), cucap_i_result_description(undo));
+    }
+    if ((undo = cucap_i_ctx_leave(from->ctx->ctx, saved)) != CUDA_SUCCESS) {
+        if (rc != CUDA_SUCCESS)
+            cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", undo);
+        else
+            rc = cucap_i_fail_driver(err, undo, caller, "restoring the thread's context (cuCtxSetCurrent)");
+    }
+    return rc;
+}
+
+CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_split";
+    cucap_builder anchor;
+    size_t made = 0, i;
+    CUresult rc;
+
+    if (count < 2)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: invalid split count: expecting >= 2, got %zu", caller,
+                            count);
+    if (!forks)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: forks is NULL", caller);
+    if ((rc = check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (b->state != CUCAP_BUILDER_CAPTURING)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: the builder must be building before it can be split (it is %s)", caller,
+                            state_names[b->state]);
+    for (i = 0; i < count - 1; i++)
+        forks[i] = NULL;
+    for (made = 0; made < count - 1; made++) {
+        cucap_builder *f;
+        CUstream s = NULL;
+        if ((rc = stream_in(b->ctx->ctx, &s, caller, err)) != CUDA_SUCCESS)
+            break;
+        /* the new stream joins the capture where b stands */
+        memset(&anchor, 0, sizeof anchor);
+        anchor.stream = s;
+        anchor.h = b->h;
+        if ((rc = wait_on(&anchor, b, caller, err)) != CUDA_SUCCESS ||
+            !(f = builder_new(CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, s, 1, b->ctx))) {
+            if (rc == CUDA_SUCCESS)
+                rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+            cucap_i_drv.cuStreamDestroy(s);
+            break;
+        }
+        f->h = b->h;
+        cucap_i_hier_ref(b->h);
+        cucap_i_capture_register(s, b->h);
+        forks[made] = f;
+    }
+    if (rc != CUDA_SUCCESS) {
+        /* a failed split hands out nothing: forks that did no work join
+         * nothing, and their streams can go */
+        for (i = 0; i < made; i++) {
+            cucap_builder_destroy(forks[i]);
+            forks[i] = NULL;
+        }
+        return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_builder **root_out,
+                            cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_join";
+    cucap_builder *root = NULL;
+    CUresult rc = CUDA_SUCCESS, closed;
+    size_t i, j;
+
+    if (root_out)
+        *root_out = NULL;
+    if (!builders || count < 2)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: must join at least two builders, got %zu", caller,
+                            builders ? count : 0);
+    for (i = 0; i < count; i++) {
+        if (!builders[i])
+            return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: builder %zu is NULL", caller, i);
+        for (j = 0; j < i; j++)
+            if (builders[j] == builders[i])
+                return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: builder %zu is builder %zu again", caller,
+                                    i, j);
+        if (builders[i]->state == CUCAP_BUILDER_CLOSED)
+            return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: builder %zu has been closed", caller, i);
+    }
+    for (i = 0; i < count && !root; i++)
+        if (builders[i]->kind != CUCAP_BUILDER_FORKED)
+            root = builders[i];
+    if (!root)
+        root = builders[0];
+
+    for (i = 0; i < count && rc == CUDA_SUCCESS; i++) {
+        cucap_error *close_err = NULL;
+        if (builders[i] == root)
+            continue;
+        if ((rc = wait_on(root, builders[i], caller, err)) != CUDA_SUCCESS)
+            break;
+        closed = close_as(builders[i], caller, "closing a joined builder", err ? &close_err : NULL);
+        if (closed != CUDA_SUCCESS) {
+            rc = closed;   /* only a non-forked builder's end can fail */
+            if (err)
+                *err = close_err;
+        }
+    }
+    /* whatever happened, no builder but the root is left open */
+    for (i = 0; i < count; i++) {
+        cucap_error *close_err = NULL;
+        if (builders[i] == root || builders[i]->state == CUCAP_BUILDER_CLOSED)
+            continue;
+        closed = close_as(builders[i], caller, "closing a builder that join could not join", &close_err);
+        if (closed != CUDA_SUCCESS) {
+            if (rc == CUDA_SUCCESS) {
+                rc = closed;
+                if (err)
+                    *err = close_err;
+                close_err = NULL;
+            } else {
+                char what[64];
+                snprintf(what, sizeof what, "closing builder %zu, which join could not join", i);
+                cucap_i_note_failure(err, "cucap_builder_close", what, closed);
+            }
+        }
+        cucap_error_free(close_err);
+    }
+    if (root_out)
+        *root_out = root;
+    return rc;
+}
+
+/* ---------------------------------------------------------------- queries */
+
+CUstream cucap_builder_stream(const cucap_builder *b)
+{
+    return b ? b->stream : NULL;
+}
+
+cucap_builder_kind cucap_builder_get_kind(const cucap_builder *b)
+{
+    return b ? b->kind : CUCAP_BUILDER_PRIMARY;
+}
+
+cucap_builder_state cucap_builder_get_state(const cucap_builder *b)
+{
+    return b ? b->state : CUCAP_BUILDER_CLOSED;
+}
+
+CUresult cucap_builder_is_building(const cucap_builder *b, int *building, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_is_building";
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult rc;
+
+    if (!building)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: building is NULL", caller);
+    *building = 0;
+    if ((rc = check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCaptureInfo");
+    if (status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+        return cucap_i_fail(err, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                            "%s: the driver invalidated the capture; call cucap_builder_end to end it (it reports "
+                            "why)", caller);
+    *building = status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    return CUDA_SUCCESS;
+}
+
+/* open, has a graph, ENDED */
+static CUresult check_ended(const cucap_builder *b, const char *caller, cucap_error **err)
+{
+    CUresult rc;
+
+    if ((rc = check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (b->state == CUCAP_BUILDER_INVALIDATED)
+        return no_graph(caller, err);
+    if (b->state != CUCAP_BUILDER_ENDED)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the graph has not finished building (the builder "
+                            "is %s; end it first)", caller, state_names[b->state]);
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_builder_complete(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **out,
+                                cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_complete";
+    CUresult rc;
+
+    if (!out)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
+    *out = NULL;
+    if ((rc = check_ended(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    return cucap_i_hier_instantiate(b->h, opts, out, caller, err);
+}
+
+CUresult cucap_builder_graph(cucap_builder *b, cucap_graph **out, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_graph";
+    CUresult rc;
+
+    if (!out)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
+    *out = NULL;
+    if ((rc = check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (b->kind == CUCAP_BUILDER_FORKED)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: the graph is unavailable on forked builders; use the primary", caller);
+    if (b->state == CUCAP_BUILDER_CAPTURING)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: the graph is unavailable while the capture is in progress; end it first", caller);
+    if (b->state == CUCAP_BUILDER_INVALIDATED)
+        return no_graph(caller, err);
+    if (b->state == CUCAP_BUILDER_NOT_STARTED)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: there is no graph before begin", caller);
+    if (!(*out = cucap_i_hier_graph(b->h)))
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned int flags, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_dot_print";
+    CUresult rc;
+
+    if (!path)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: path is NULL", caller);
+    if ((rc = check_ended(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_drv.cuGraphDebugDotPrint(cucap_i_hier_root(b->h), path, flags)) != CUDA_SUCCESS)
+        return cucap_i_fail(err, rc, "%s: cuGraphDebugDotPrint could not write '%s': %s: %s", caller, path,
+                            cucap_i_result_label(rc), cucap_i_result_description(rc));
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_embed";
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUgraph capture_graph = NULL;
+    const CUgraphNode *deps = NULL;
+    size_t n = 0;
+    CUgraphNode node = NULL;
+    CUresult rc;
+
+    if ((rc = check_ended(child, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = check_open(parent, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (parent->state != CUCAP_BUILDER_CAPTURING)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the parent graph is not being built (it is %s)",
+                            caller, state_names[parent->state]);
+    rc = cucap_i_drv.cuStreamGetCaptureInfo(parent->stream, &status, NULL, &capture_graph, &deps, NULL, &n);
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCaptureInfo");
+    if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: the parent graph is not being built (the driver reports its capture %s)", caller,
+                            status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? "invalidated" : "over");
+    rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, capture_graph, deps, n, cucap_i_hier_root(child->h));
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed: %s: %s%s", caller, cucap_i_result_label(rc),
+                            cucap_i_result_description(rc),
+                            rc == CUDA_ERROR_NOT_SUPPORTED
+                                ? " (a graph with allocation, free or conditional nodes cannot be embedded)" : "");
+    rc = cucap_i_drv.cuStreamUpdateCaptureDependencies(parent->stream, &node, NULL, 1,
+                                                        CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+    if (rc != CUDA_SUCCESS) {
+        cucap_i_hier_capture_failed(parent->h, caller, rc);
+        return cucap_i_fail(err, rc, "%s: cuStreamUpdateCaptureDependencies failed: %s: %s; the child-graph node "
+                            "stays in the graph, with nothing captured after it depending on it", caller,
+                            cucap_i_result_label(rc), cucap_i_result_description(rc));
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- exec update */
+
+static const char *update_result_text(CUgraphExecUpdateResult r)
+{
+    switch (r) {
+    case CU_GRAPH_EXEC_UPDATE_ERROR: return "CU_GRAPH_EXEC_UPDATE_ERROR (an invalid value)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED (the topology changed)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED (a node's type changed)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED (a kernel's function changed)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED (parameters changed in a way that is not supported)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED: return "CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED (something about the node is not supported)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE: return "CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE (the function changed in an unsupported way)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED (node attributes changed)";
+    default: return "an unknown update result";
+    }
+}
+
+static const char *node_type_text(CUgraphNodeType t)
+{
+    static const char *const names[] = { "kernel", "memcpy", "memset", "host", "child graph", "empty", "event wait",
+                                         "event record", "semaphore signal", "semaphore wait", "allocation", "free",
+                                         "batch memory operation", "conditional" };
+    return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "unknown";
+}
+
+CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **err)
+{
+    static const char caller[] = "cucap_exec_update";
+    CUgraphExecUpdateResultInfo info;
+    CUgraphNodeType type;
+    CUresult rc;
+
+    if (!e)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
+    if ((rc = check_ended(source, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    memset(&info, 0, sizeof info);
+    rc = cucap_i_drv.cuGraphExecUpdate(cucap_exec_handle(e), cucap_i_hier_root(source->h), &info);
+    if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
+        if (info.errorNode && cucap_i_drv.cuGraphNodeGetType(info.errorNode, &type) == CUDA_SUCCESS)
+            return cucap_i_fail(err, rc, "%s: the executable graph cannot be updated from this graph: %s, at node "
+                                "%p (a %s node)", caller, update_result_text(info.result), (void *)info.errorNode,
+                                node_type_text(type));
+        return cucap_i_fail(err, rc, "%s: the executable graph cannot be updated from this graph: %s, at node %p",
+                            caller, update_result_text(info.result), (void *)info.errorNode);
+    }
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuGraphExecUpdate");
+    return CUDA_SUCCESS;
+}

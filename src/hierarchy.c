@@ -1,0 +1,347 @@
+/* Graph hierarchies and their references; executable graphs. */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "hierarchy.h"
+#include "internal.h"
+
+struct cucap_box {
+    CUgraph graph;                   /* NULL once retired */
+    struct cucap_box *parent;        /* NULL for the root */
+    struct cucap_box *next;          /* the hierarchy's list, parents before children */
+};
+
+struct cucap_hier {
+    atomic_int refs;
+    pthread_mutex_t lock;
+    struct cucap_box root;
+    int owned;                       /* the capture's end returned the root */
+    char first_failure_call[128];
+    CUresult first_failure_code;
+};
+
+struct cucap_graph {
+    atomic_int refs;
+    struct cucap_hier *h;
+};
+
+struct cucap_exec {
+    CUgraphExec exec;
+};
+
+struct cucap_hier *cucap_i_hier_new_capture(CUgraph root)
+{
+    struct cucap_hier *h = calloc(1, sizeof *h);
+
+    if (!h)
+        return NULL;
+    atomic_init(&h->refs, 1);
+    pthread_mutex_init(&h->lock, NULL);
+    h->root.graph = root;
+    return h;
+}
+
+void cucap_i_hier_ref(struct cucap_hier *h)
+{
+    atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+}
+
+void cucap_i_hier_unref(struct cucap_hier *h)
+{
+    CUresult rc;
+
+    if (!h || atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (h->owned && h->root.graph && (rc = cucap_i_drv.cuGraphDestroy(h->root.graph)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "cucap_graph_unref: cuGraphDestroy failed while destroying the last reference's graph: "
+                     "%s: %s", cucap_i_result_label(rc), cucap_i_result_description(rc));
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+}
+
+void cucap_i_hier_own(struct cucap_hier *h, CUgraph g)
+{
+    pthread_mutex_lock(&h->lock);
+    h->root.graph = g;
+    h->owned = 1;
+    pthread_mutex_unlock(&h->lock);
+}
+
+void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
+{
+    struct cucap_box *b;
+
+    pthread_mutex_lock(&h->lock);
+    box->graph = NULL;
+    /* parents come before children: one sweep retires every descendant */
+    for (b = h->root.next; b; b = b->next)
+        if (b->parent && !b->parent->graph)
+            b->graph = NULL;
+    pthread_mutex_unlock(&h->lock);
+}
+
+struct cucap_box *cucap_i_hier_root_box(struct cucap_hier *h)
+{
+    return &h->root;
+}
+
+CUgraph cucap_i_hier_root(struct cucap_hier *h)
+{
+    CUgraph g;
+
+    pthread_mutex_lock(&h->lock);
+    g = h->root.graph;
+    pthread_mutex_unlock(&h->lock);
+    return g;
+}
+
+/* ---------------------------------------------------------------- capture failures */
+
+int cucap_i_is_capture_error(CUresult code)
+{
+    return (code >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && code <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+}
+
+void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresult code)
+{
+    if (!h || !cucap_i_is_capture_error(code))
+        return;
+    pthread_mutex_lock(&h->lock);
+    if (!h->first_failure_call[0]) {
+        snprintf(h->first_failure_call, sizeof h->first_failure_call, "%s", call);
+        h->first_failure_code = code;
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
+void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
+{
+    char call[128];
+    CUresult code;
+
+    if (!h)
+        return;
+    pthread_mutex_lock(&h->lock);
+    snprintf(call, sizeof call, "%s", h->first_failure_call);
+    code = h->first_failure_code;
+    pthread_mutex_unlock(&h->lock);
+    if (call[0])
+        cucap_i_note_failure(err, call, "this capture ran (the first library call on it that failed)", code);
+}
+
+/* A few builders capture at a time: a short list is enough. */
+struct registration {
+    CUstream stream;
+    struct cucap_hier *h;
+    struct registration *next;
+};
+static struct registration *registrations;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void cucap_i_capture_register(CUstream s, struct cucap_hier *h)
+{
+    struct registration *r = malloc(sizeof *r);
+
+    if (!r)
+        return;   /* only the note of a later failure is lost */
+    r->stream = s;
+    r->h = h;
+    pthread_mutex_lock(&registry_lock);
+    r->next = registrations;
+    registrations = r;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void cucap_i_capture_unregister(CUstream s)
+{
+    struct registration **p, *gone = NULL;
+
+    pthread_mutex_lock(&registry_lock);
+    for (p = &registrations; *p; p = &(*p)->next)
+        if ((*p)->stream == s) {
+            gone = *p;
+            *p = gone->next;
+            break;
+        }
+    pthread_mutex_unlock(&registry_lock);
+    free(gone);
+}
+
+void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code)
+{
+    struct registration *r;
+
+    if (!cucap_i_is_capture_error(code))
+        return;
+    pthread_mutex_lock(&registry_lock);
+    for (r = registrations; r; r = r->next)
+        if (r->stream == s) {
+            cucap_i_hier_capture_failed(r->h, call, code);
+            break;
+        }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* ---------------------------------------------------------------- references */
+
+cucap_graph *cucap_i_hier_graph(struct cucap_hier *h)
+{
+    cucap_graph *g = malloc(sizeof *g);
+
+    if (!g)
+        return NULL;
+    atomic_init(&g->refs, 1);
+    g->h = h;
+    cucap_i_hier_ref(h);
+    return g;
+}
+
+cucap_graph *cucap_graph_ref(cucap_graph *g)
+{
+    if (g)
+        atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+    return g;
+}
+
+void cucap_graph_unref(cucap_graph *g)
+{
+    if (!g || atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    cucap_i_hier_unref(g->h);
+    free(g);
+}
+
+CUgraph cucap_graph_handle(const cucap_graph *g)
+{
+    return g ? cucap_i_hier_root(g->h) : NULL;
+}
+
+/* ---------------------------------------------------------------- instantiation */
+
+static const char *instantiate_result_text(CUgraphInstantiateResult r)
+{
+    switch (r) {
+    case CUDA_GRAPH_INSTANTIATE_ERROR: return "the driver gave no further details";
+    case CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE: return "the graph has an invalid structure, such as a cycle";
+    case CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED:
+        return "device launch was asked for a graph with a node type it does not support";
+    case CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED:
+        return "device launch was asked for a graph with nodes in several contexts";
+    case CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED:
+        return "a conditional handle was created on the graph but no conditional node uses it";
+    default: return NULL;
+    }
+}
+
+CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const cucap_complete_options *opts, cucap_exec **out,
+                                  const char *caller, cucap_error **err)
+{
+    CUDA_GRAPH_INSTANTIATE_PARAMS params;
+    CUgraph root = cucap_i_hier_root(h);
+    CUgraphExec exec = NULL;
+    cucap_exec *e;
+    CUresult rc;
+
+    if (!root)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: the capture was invalidated and the driver discarded its graph; there is no "
+                            "graph to instantiate", caller);
+    memset(&params, 0, sizeof params);
+    if (opts) {
+        if (opts->auto_free_on_launch)
+            params.flags |= CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+        if (opts->upload_stream) {
+            params.flags |= CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+            params.hUploadStream = opts->upload_stream;
+        }
+        if (opts->device_launch)
+            params.flags |= CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH;
+        if (opts->use_node_priority)
+            params.flags |= CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+    }
+    params.result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
+    rc = cucap_i_drv.cuGraphInstantiateWithParams(&exec, root, &params);
+    if (params.result_out != CUDA_GRAPH_INSTANTIATE_SUCCESS) {
+        const char *why = instantiate_result_text(params.result_out);
+        if (rc == CUDA_SUCCESS)
+            rc = CUDA_ERROR_UNKNOWN;   /* a failed result with a successful call: never seen */
+        if (exec)
+            cucap_i_drv.cuGraphExecDestroy(exec);
+        if (why)
+            return cucap_i_fail(err, rc, "%s: cuGraphInstantiateWithParams failed: %s: %s", caller,
+                                cucap_i_result_label(rc), why);
+        return cucap_i_fail(err, rc, "%s: cuGraphInstantiateWithParams failed: %s: unexpected instantiate "
+                            "result %d", caller, cucap_i_result_label(rc), (int)params.result_out);
+    }
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuGraphInstantiateWithParams");
+    if (!exec)
+        return cucap_i_fail(err, CUDA_ERROR_UNKNOWN, "%s: cuGraphInstantiateWithParams returned no executable graph",
+                            caller);
+    e = malloc(sizeof *e);
+    if (!e) {
+        cucap_i_drv.cuGraphExecDestroy(exec);
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    }
+    e->exec = exec;
+    *out = e;
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_graph_instantiate(cucap_graph *g, const cucap_complete_options *opts, cucap_exec **out,
+                                 cucap_error **err)
+{
+    if (!out)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "cucap_graph_instantiate: out is NULL");
+    *out = NULL;
+    if (!g)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "cucap_graph_instantiate: the graph is NULL");
+    return cucap_i_hier_instantiate(g->h, opts, out, "cucap_graph_instantiate", err);
+}
+
+/* ---------------------------------------------------------------- executable graphs */
+
+CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err)
+{
+    CUresult rc;
+
+    if (!e)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "cucap_exec_launch: the executable graph is NULL");
+    if ((rc = cucap_i_drv.cuGraphLaunch(e->exec, s)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, "cucap_exec_launch", "cuGraphLaunch");
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_exec_upload(cucap_exec *e, CUstream s, cucap_error **err)
+{
+    CUresult rc;
+
+    if (!e)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "cucap_exec_upload: the executable graph is NULL");
+    if ((rc = cucap_i_drv.cuGraphUpload(e->exec, s)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, "cucap_exec_upload", "cuGraphUpload");
+    return CUDA_SUCCESS;
+}
+
+CUgraphExec cucap_exec_handle(const cucap_exec *e)
+{
+    return e ? e->exec : NULL;
+}
+
+void cucap_exec_destroy(cucap_exec *e)
+{
+    CUresult rc;
+
+    if (!e)
+        return;
+    if ((rc = cucap_i_drv.cuGraphExecDestroy(e->exec)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "cucap_exec_destroy: cuGraphExecDestroy failed: %s: %s", cucap_i_result_label(rc),
+                     cucap_i_result_description(rc));
+    free(e);
+}

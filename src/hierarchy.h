@@ -1,0 +1,52 @@
+/* Graph hierarchies: one root CUgraph and the graphs the driver owns below
+ * it, reference-counted, destroyed once, never after being retired.
+ * Internal. */
+#ifndef CUCAPTURE_HIERARCHY_H
+#define CUCAPTURE_HIERARCHY_H
+
+#include <cuda.h>
+
+#include "cucapture.h"
+
+struct cucap_hier;
+struct cucap_box;
+
+/* A hierarchy whose root is the graph of a capture that just began: owned
+ * only once the capture's end returns it (cucap_i_hier_own).  One reference. */
+struct cucap_hier *cucap_i_hier_new_capture(CUgraph root);
+void cucap_i_hier_ref(struct cucap_hier *h);
+/* The last reference destroys the root graph when it is owned and live;
+ * a failure goes to the warning handler. */
+void cucap_i_hier_unref(struct cucap_hier *h);
+
+/* The capture ended with this graph: the hierarchy owns it now. */
+void cucap_i_hier_own(struct cucap_hier *h, CUgraph g);
+/* The driver discarded a graph: retire its box and every box below it, so
+ * nothing reads or destroys them again.  Does not allocate, report or call
+ * the driver. */
+void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box);
+struct cucap_box *cucap_i_hier_root_box(struct cucap_hier *h);
+CUgraph cucap_i_hier_root(struct cucap_hier *h);   /* NULL once retired */
+
+/* A new cucap_graph reference to the hierarchy, or NULL when out of memory. */
+cucap_graph *cucap_i_hier_graph(struct cucap_hier *h);
+
+/* Instantiate the root graph, for complete and cucap_graph_instantiate. */
+CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const cucap_complete_options *opts, cucap_exec **out,
+                                  const char *caller, cucap_error **err);
+
+/* The first library call that failed with a capture error while the
+ * hierarchy's capture ran, kept for the note of a later end. */
+void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresult code);
+void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err);
+
+/* Streams taking part in a capture, so that calls that only know a stream
+ * (cucap_pool_alloc, cucap_pool_free) can record their capture failures. */
+void cucap_i_capture_register(CUstream s, struct cucap_hier *h);
+void cucap_i_capture_unregister(CUstream s);
+void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code);
+
+/* Whether a code is one of the driver's capture errors. */
+int cucap_i_is_capture_error(CUresult code);
+
+#endif
