@@ -53,4 +53,12 @@ static inline void use_fault_driver_over(const char *driver)
         cr_assert_eq(unsetenv("CUDAFAULT_DRIVER"), 0);
 }
 
+static inline const char *last_injected(void)
+{
+    void *h = fault_handle();
+    const char *name = ((cudafault_last_injected_fn)dlsym(h, "cudafault_last_injected"))();
+    dlclose(h);
+    return name;
+}
+
 #endif

@@ -37,6 +37,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rule rules[MAX_RULES];
 static int rule_count;
 static long calls[ENTRY_COUNT], total_calls, injected;
+static int last_injected = -1;
 
 static int parse_rules(const char *text)
 {
@@ -84,6 +85,7 @@ static int parse_rules(const char *text)
     rule_count = count;
     memset(calls, 0, sizeof calls);
     total_calls = injected = 0;
+    last_injected = -1;
     return 0;
 }
 
@@ -110,6 +112,7 @@ static CUresult fault_check(int entry)
         if ((rules[i].entry == entry && rules[i].nth == nth) || (rules[i].entry == -1 && rules[i].nth == all)) {
             rc = rules[i].code;
             injected++;
+            last_injected = entry;
             break;
         }
     pthread_mutex_unlock(&lock);
@@ -181,6 +184,17 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 EXPORT int cudafault_set_rules(const char *text);
 EXPORT long cudafault_calls(const char *name);
 EXPORT long cudafault_injected(void);
+EXPORT const char *cudafault_last_injected(void);
+
+EXPORT const char *cudafault_last_injected(void)
+{
+    const char *name;
+
+    pthread_mutex_lock(&lock);
+    name = last_injected >= 0 ? entry_names[last_injected] : NULL;
+    pthread_mutex_unlock(&lock);
+    return name;
+}
 
 EXPORT int cudafault_set_rules(const char *text)
 {

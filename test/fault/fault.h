@@ -14,6 +14,7 @@
  *                                returns 0, or -1 for a malformed rule
  *   cudafault_calls(name)        calls of NAME so far ("*": of all)
  *   cudafault_injected()         how many calls were made to fail
+ *   cudafault_last_injected()    the entry point of the last one, or NULL
  */
 #ifndef CUDAFAULT_H
 #define CUDAFAULT_H
@@ -21,5 +22,6 @@
 typedef int (*cudafault_set_rules_fn)(const char *rules);
 typedef long (*cudafault_calls_fn)(const char *name);
 typedef long (*cudafault_injected_fn)(void);
+typedef const char *(*cudafault_last_injected_fn)(void);
 
 #endif

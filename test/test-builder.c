@@ -1,0 +1,628 @@
+/* The builder and hierarchy modules, on the simulated driver and on the
+ * GPU: the operation x state matrix, invalidated teardown in every mode,
+ * unjoined forks, join partial failure, a real fork/join graph with exec
+ * update, and fault injection over a whole cycle. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "internal.h"
+
+BACKEND_SUITES(builder, 120);
+FAULT_BACKEND_SUITES(builder, 300);
+
+/* ---------------------------------------------------------------- warnings */
+
+static int warnings;
+static CUresult last_warning;
+
+static void count_warning(const cucap_error *w, void *data)
+{
+    (void)data;
+    warnings++;
+    last_warning = cucap_error_code(w);
+}
+
+/* ---------------------------------------------------------------- making builders in each state */
+
+enum start { P_NOT_STARTED, P_CAPTURING, P_ENDED, P_INVALIDATED, P_CLOSED, F_CAPTURING, F_CLOSED, START_COUNT };
+static const char *const start_names[] = { "PRIMARY/NOT_STARTED", "PRIMARY/CAPTURING", "PRIMARY/ENDED",
+                                           "PRIMARY/INVALIDATED", "PRIMARY/CLOSED", "FORKED/CAPTURING",
+                                           "FORKED/CLOSED" };
+
+struct setup {
+    cucap_builder *b;        /* the builder in the wanted state */
+    cucap_builder *primary;  /* its primary when b is a fork */
+};
+
+static cucap_builder *new_builder(void)
+{
+    cucap_builder *b = NULL;
+    cucap_error *err = NULL;
+
+    cr_assert_eq(cucap_builder_create(0, &b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    return b;
+}
+
+static struct setup make(enum start s)
+{
+    struct setup x = { NULL, NULL };
+    cucap_builder *p = new_builder(), *f = NULL;
+
+    if (s == P_NOT_STARTED) {
+        x.b = p;
+        return x;
+    }
+    if (s == P_CLOSED) {
+        cr_assert_eq(cucap_builder_close(p, NULL), CUDA_SUCCESS);
+        x.b = p;
+        return x;
+    }
+    cr_assert_eq(cucap_builder_begin(p, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    if (s == P_ENDED)
+        cr_assert_eq(cucap_builder_end(p, NULL), CUDA_SUCCESS);
+    if (s == P_INVALIDATED) {
+        cr_assert_eq(D.cuStreamSynchronize(cucap_builder_stream(p)), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        cr_assert_eq(cucap_builder_end(p, NULL), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    }
+    if (s == F_CAPTURING || s == F_CLOSED) {
+        cr_assert_eq(cucap_builder_split(p, 2, &f, NULL), CUDA_SUCCESS);
+        if (s == F_CLOSED)
+            cr_assert_eq(cucap_builder_close(f, NULL), CUDA_SUCCESS);
+        x.b = f;
+        x.primary = p;
+        return x;
+    }
+    x.b = p;
+    return x;
+}
+
+static void unmake(struct setup x)
+{
+    cucap_builder_destroy(x.b);
+    cucap_builder_destroy(x.primary);
+}
+
+/* ---------------------------------------------------------------- the operation x state matrix */
+
+enum op { OP_BEGIN, OP_END, OP_SPLIT, OP_IS_BUILDING, OP_COMPLETE, OP_GRAPH, OP_DOT, OP_EMBED_PARENT,
+          OP_EMBED_CHILD, OP_CLOSE, OP_COUNT };
+static const char *const op_names[] = { "begin", "end", "split", "is_building", "complete", "graph", "dot_print",
+                                        "embed as parent", "embed as child", "close" };
+
+#define OK CUDA_SUCCESS
+#define IS CUDA_ERROR_ILLEGAL_STATE
+
+/* expected result and state afterwards, per start x op (contract and
+ * cuda-core-behaviour.md section 2.3) */
+static const struct { CUresult rc; cucap_builder_state after; } expect[START_COUNT][OP_COUNT] = {
+    [P_NOT_STARTED] = { { OK, CUCAP_BUILDER_CAPTURING }, { IS, CUCAP_BUILDER_NOT_STARTED },
+                        { IS, CUCAP_BUILDER_NOT_STARTED }, { OK, CUCAP_BUILDER_NOT_STARTED },
+                        { IS, CUCAP_BUILDER_NOT_STARTED }, { IS, CUCAP_BUILDER_NOT_STARTED },
+                        { IS, CUCAP_BUILDER_NOT_STARTED }, { IS, CUCAP_BUILDER_NOT_STARTED },
+                        { IS, CUCAP_BUILDER_NOT_STARTED }, { OK, CUCAP_BUILDER_CLOSED } },
+    [P_CAPTURING] = { { IS, CUCAP_BUILDER_CAPTURING }, { OK, CUCAP_BUILDER_ENDED }, { OK, CUCAP_BUILDER_CAPTURING },
+                      { OK, CUCAP_BUILDER_CAPTURING }, { IS, CUCAP_BUILDER_CAPTURING }, { IS, CUCAP_BUILDER_CAPTURING },
+                      { IS, CUCAP_BUILDER_CAPTURING }, { OK, CUCAP_BUILDER_CAPTURING }, { IS, CUCAP_BUILDER_CAPTURING },
+                      { OK, CUCAP_BUILDER_CLOSED } },
+    [P_ENDED] = { { IS, CUCAP_BUILDER_ENDED }, { IS, CUCAP_BUILDER_ENDED }, { IS, CUCAP_BUILDER_ENDED },
+                  { OK, CUCAP_BUILDER_ENDED }, { OK, CUCAP_BUILDER_ENDED }, { OK, CUCAP_BUILDER_ENDED },
+                  { OK, CUCAP_BUILDER_ENDED }, { IS, CUCAP_BUILDER_ENDED }, { OK, CUCAP_BUILDER_ENDED },
+                  { OK, CUCAP_BUILDER_CLOSED } },
+    [P_INVALIDATED] = { { IS, CUCAP_BUILDER_INVALIDATED }, { IS, CUCAP_BUILDER_INVALIDATED },
+                        { IS, CUCAP_BUILDER_INVALIDATED }, { OK, CUCAP_BUILDER_INVALIDATED },
+                        { IS, CUCAP_BUILDER_INVALIDATED }, { IS, CUCAP_BUILDER_INVALIDATED },
+                        { IS, CUCAP_BUILDER_INVALIDATED }, { IS, CUCAP_BUILDER_INVALIDATED },
+                        { IS, CUCAP_BUILDER_INVALIDATED }, { OK, CUCAP_BUILDER_CLOSED } },
+    [P_CLOSED] = { { IS, CUCAP_BUILDER_CLOSED }, { IS, CUCAP_BUILDER_CLOSED }, { IS, CUCAP_BUILDER_CLOSED },
+                   { IS, CUCAP_BUILDER_CLOSED }, { IS, CUCAP_BUILDER_CLOSED }, { IS, CUCAP_BUILDER_CLOSED },
+                   { IS, CUCAP_BUILDER_CLOSED }, { IS, CUCAP_BUILDER_CLOSED }, { IS, CUCAP_BUILDER_CLOSED },
+                   { OK, CUCAP_BUILDER_CLOSED } },
+    [F_CAPTURING] = { { IS, CUCAP_BUILDER_CAPTURING }, { IS, CUCAP_BUILDER_CAPTURING }, { OK, CUCAP_BUILDER_CAPTURING },
+                      { OK, CUCAP_BUILDER_CAPTURING }, { IS, CUCAP_BUILDER_CAPTURING }, { IS, CUCAP_BUILDER_CAPTURING },
+                      { IS, CUCAP_BUILDER_CAPTURING }, { OK, CUCAP_BUILDER_CAPTURING }, { IS, CUCAP_BUILDER_CAPTURING },
+                      { OK, CUCAP_BUILDER_CLOSED } },
+    [F_CLOSED] = { { IS, CUCAP_BUILDER_CLOSED }, { IS, CUCAP_BUILDER_CLOSED }, { IS, CUCAP_BUILDER_CLOSED },
+                   { IS, CUCAP_BUILDER_CLOSED }, { IS, CUCAP_BUILDER_CLOSED }, { IS, CUCAP_BUILDER_CLOSED },
+                   { IS, CUCAP_BUILDER_CLOSED }, { IS, CUCAP_BUILDER_CLOSED }, { IS, CUCAP_BUILDER_CLOSED },
+                   { OK, CUCAP_BUILDER_CLOSED } },
+};
+
+static CUresult apply(enum op op, cucap_builder *b, cucap_error **err)
+{
+    char path[64];
+    cucap_builder *other = NULL, *fork = NULL;
+    cucap_exec *exec = NULL;
+    cucap_graph *g = NULL;
+    int building;
+    CUresult rc;
+
+    switch (op) {
+    case OP_BEGIN: return cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, err);
+    case OP_END: return cucap_builder_end(b, err);
+    case OP_SPLIT:
+        rc = cucap_builder_split(b, 2, &fork, err);
+        if (rc == CUDA_SUCCESS) {
+            cr_assert_eq(cucap_builder_get_kind(fork), CUCAP_BUILDER_FORKED);
+            cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ b, fork }, 2, NULL, NULL), CUDA_SUCCESS);
+        } else {
+            cr_assert_null(fork, "a failed split hands out nothing");
+        }
+        cucap_builder_destroy(fork);
+        return rc;
+    case OP_IS_BUILDING: return cucap_builder_is_building(b, &building, err);
+    case OP_COMPLETE:
+        rc = cucap_builder_complete(b, NULL, &exec, err);
+        cr_assert((rc == CUDA_SUCCESS) == (exec != NULL));
+        cucap_exec_destroy(exec);
+        return rc;
+    case OP_GRAPH:
+        rc = cucap_builder_graph(b, &g, err);
+        cr_assert((rc == CUDA_SUCCESS) == (g != NULL));
+        cucap_graph_unref(g);
+        return rc;
+    case OP_DOT:
+        snprintf(path, sizeof path, "/tmp/cucapture-test-%d.dot", (int)getpid());
+        rc = cucap_builder_dot_print(b, path, 0, err);
+        if (rc == CUDA_SUCCESS)
+            cr_assert_eq(access(path, R_OK), 0, "dot_print wrote no file");
+        unlink(path);
+        return rc;
+    case OP_EMBED_PARENT: {
+        struct setup child = make(P_ENDED);
+        rc = cucap_builder_embed(b, child.b, err);
+        unmake(child);
+        return rc;
+    }
+    case OP_EMBED_CHILD:
+        other = new_builder();
+        cr_assert_eq(cucap_builder_begin(other, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+        rc = cucap_builder_embed(other, b, err);
+        cr_assert_eq(cucap_builder_end(other, NULL), CUDA_SUCCESS);
+        cucap_builder_destroy(other);
+        return rc;
+    case OP_CLOSE: return cucap_builder_close(b, err);
+    default: return CUDA_ERROR_UNKNOWN;
+    }
+}
+
+BACKEND_TEST(builder, operation_by_state_matrix)
+{
+    int s, op;
+
+    for (s = 0; s < START_COUNT; s++)
+        for (op = 0; op < OP_COUNT; op++) {
+            struct setup x = make((enum start)s);
+            cucap_error *err = NULL;
+            CUresult rc = apply((enum op)op, x.b, &err);
+            cr_assert_eq(rc, expect[s][op].rc, "%s on %s: %s (%s)", op_names[op], start_names[s],
+                         cucap_i_result_label(rc), cucap_error_message(err));
+            cr_assert_eq(cucap_error_code(err), rc, "%s on %s: the error object disagrees", op_names[op],
+                         start_names[s]);
+            if (rc != CUDA_SUCCESS)
+                cr_assert_eq(strncmp(cucap_error_message(err), "cucap_", 6), 0, "%s", cucap_error_message(err));
+            cr_assert_eq(cucap_builder_get_state(x.b), expect[s][op].after, "%s on %s left state %d", op_names[op],
+                         start_names[s], cucap_builder_get_state(x.b));
+            cucap_error_free(err);
+            unmake(x);
+        }
+}
+
+BACKEND_TEST(builder, bad_arguments)
+{
+    cucap_builder *b = new_builder(), *out = (cucap_builder *)&b, *forks[2];
+    cucap_error *err = NULL;
+    int building;
+
+    cr_assert_eq(cucap_builder_create(0, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_create(77, &out, &err), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_null(out);
+    cr_assert_not_null(strstr(cucap_error_message(err), "device ordinal 77"));
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_eq(cucap_builder_create_on_stream(NULL, &out, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_create_on_stream(CU_STREAM_LEGACY, &out, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_begin(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_begin(b, (CUstreamCaptureMode)7, &err), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_not_null(strstr(cucap_error_message(err), "not a capture mode"));
+    cucap_error_free(err);
+    cr_assert_eq(cucap_builder_get_state(b), CUCAP_BUILDER_NOT_STARTED, "a bad mode begins nothing");
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 1, forks, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_split(b, 2, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_join(NULL, 2, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_join(&b, 1, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ b, NULL }, 2, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ b, b }, 2, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_get_state(b), CUCAP_BUILDER_CAPTURING, "rejected joins touch nothing");
+    cr_assert_eq(cucap_builder_is_building(b, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_is_building(b, &building, NULL), CUDA_SUCCESS);
+    cr_assert_eq(building, 1);
+    cr_assert_eq(cucap_builder_dot_print(b, NULL, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_complete(b, NULL, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_graph(b, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_close(NULL, NULL), CUDA_SUCCESS);
+    cucap_builder_destroy(NULL);
+    cr_assert_null(cucap_builder_stream(NULL));
+    cr_assert_eq(cucap_builder_get_state(NULL), CUCAP_BUILDER_CLOSED);
+    cr_assert_eq(cucap_builder_close(b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_close(b, NULL), CUDA_SUCCESS, "a second close does nothing");
+    cr_assert_null(cucap_builder_stream(b));
+    cucap_builder_destroy(b);
+}
+
+/* ---------------------------------------------------------------- invalidated teardown */
+
+#define ROUNDS 200
+
+static void invalidate_then_destroy(CUstreamCaptureMode mode)
+{
+    int i;
+
+    cucap_set_warning_handler(count_warning, NULL);
+    for (i = 0; i < ROUNDS; i++) {
+        cucap_builder *b = new_builder();
+        int before = warnings;
+        cr_assert_eq(cucap_builder_begin(b, mode, NULL), CUDA_SUCCESS);
+        cr_assert_eq(D.cuStreamSynchronize(cucap_builder_stream(b)), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        cucap_builder_destroy(b);   /* no end: destroy ends it, and must not destroy the discarded graph */
+        cr_assert_eq(warnings, before + 1, "round %d: the failed end was not reported", i);
+        cr_assert_eq(last_warning, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    }
+    cucap_set_warning_handler(NULL, NULL);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live("graph"), 0);
+        cr_assert_eq(sim_live("stream"), 0);
+    }
+}
+
+static void invalidate_end_close_destroy(CUstreamCaptureMode mode)
+{
+    int i;
+
+    cucap_set_warning_handler(count_warning, NULL);
+    for (i = 0; i < ROUNDS; i++) {
+        cucap_builder *b = new_builder();
+        cucap_error *err = NULL;
+        cr_assert_eq(cucap_builder_begin(b, mode, NULL), CUDA_SUCCESS);
+        cr_assert_eq(D.cuStreamSynchronize(cucap_builder_stream(b)), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        cr_assert_eq(cucap_builder_end(b, &err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        cr_assert_eq(cucap_builder_get_state(b), CUCAP_BUILDER_INVALIDATED);
+        cucap_error_free(err);
+        cr_assert_eq(cucap_builder_close(b, NULL), CUDA_SUCCESS);
+        cucap_builder_destroy(b);
+    }
+    cr_assert_eq(warnings, 0, "nothing is left to report after end reported it");
+    cucap_set_warning_handler(NULL, NULL);
+    if (on_simulator())
+        cr_assert_eq(sim_live("graph"), 0);
+}
+
+BACKEND_TEST(builder, invalidate_then_destroy_global) { invalidate_then_destroy(CU_STREAM_CAPTURE_MODE_GLOBAL); }
+BACKEND_TEST(builder, invalidate_then_destroy_thread_local) { invalidate_then_destroy(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL); }
+BACKEND_TEST(builder, invalidate_then_destroy_relaxed) { invalidate_then_destroy(CU_STREAM_CAPTURE_MODE_RELAXED); }
+BACKEND_TEST(builder, invalidate_end_close_destroy_global) { invalidate_end_close_destroy(CU_STREAM_CAPTURE_MODE_GLOBAL); }
+BACKEND_TEST(builder, invalidate_end_close_destroy_thread_local) { invalidate_end_close_destroy(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL); }
+BACKEND_TEST(builder, invalidate_end_close_destroy_relaxed) { invalidate_end_close_destroy(CU_STREAM_CAPTURE_MODE_RELAXED); }
+
+BACKEND_TEST(builder, invalidated_end_names_the_library_call_that_failed)
+{
+    cucap_builder *b = new_builder();
+    cucap_pool *pool = NULL;
+    cucap_error *err = NULL;
+    CUdeviceptr d = 0;
+
+    cr_assert_eq(cucap_device_pool(0, &pool, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(cucap_builder_stream(b)), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cucap_pool_alloc(pool, 64, cucap_builder_stream(b), &d, NULL), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cr_assert_eq(cucap_error_note_count(err), 1);
+    cr_assert_not_null(strstr(cucap_error_note(err, 0), "cucap_pool_alloc (cuMemAllocFromPoolAsync) failed"), "%s",
+                       cucap_error_note(err, 0));
+    cucap_error_free(err);
+    cucap_builder_destroy(b);
+}
+
+/* ---------------------------------------------------------------- forks */
+
+static void unjoined(int destroy_fork_first)
+{
+    cucap_builder *b = new_builder(), *f = NULL;
+    cucap_error *err = NULL;
+    CUdeviceptr d;
+
+    cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 2, &f, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d, 3, 64, cucap_builder_stream(f)), CUDA_SUCCESS);
+    if (destroy_fork_first)
+        cucap_builder_destroy(f);
+    else
+        cr_assert_eq(cucap_builder_close(f, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+    cr_assert_eq(cucap_builder_get_state(b), CUCAP_BUILDER_INVALIDATED);
+    cucap_error_free(err);
+    cr_assert_eq(cucap_builder_close(b, NULL), CUDA_SUCCESS);
+    cucap_builder_destroy(b);
+    if (!destroy_fork_first)
+        cucap_builder_destroy(f);
+    cr_assert_eq(D.cuMemFree(d), CUDA_SUCCESS);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live("graph"), 0);
+        cr_assert_eq(sim_live("stream"), 0);
+    }
+}
+
+BACKEND_TEST(builder, unjoined_fork_fork_destroyed_first) { unjoined(1); }
+BACKEND_TEST(builder, unjoined_fork_root_destroyed_first) { unjoined(0); }
+
+BACKEND_TEST(builder, forked_end_is_refused_and_the_capture_stays_active)
+{
+    cucap_builder *b = new_builder(), *f = NULL;
+    cucap_error *err = NULL;
+    int building = 0;
+
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 2, &f, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(f, &err), CUDA_ERROR_ILLEGAL_STATE);
+    cr_assert_not_null(strstr(cucap_error_message(err), "cucap_builder_join"));
+    cucap_error_free(err);
+    cr_assert_eq(cucap_builder_is_building(b, &building, NULL), CUDA_SUCCESS);
+    cr_assert_eq(building, 1);
+    cr_assert_eq(cucap_builder_is_building(f, &building, NULL), CUDA_SUCCESS);
+    cr_assert_eq(building, 1);
+    cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ f, b }, 2, NULL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
+    cucap_builder_destroy(f);
+    cucap_builder_destroy(b);
+}
+
+BACKEND_TEST(builder, join_with_primaries_of_other_captures)
+{
+    cucap_builder *root = new_builder(), *bad1 = new_builder(), *bad2 = new_builder(), *f = NULL, *got = NULL;
+    cucap_error *err = NULL;
+    CUresult rc;
+
+    cr_assert_eq(cucap_builder_begin(root, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(bad1, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(bad2, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(root, 2, &f, NULL), CUDA_SUCCESS);
+    rc = cucap_builder_join((cucap_builder *const[]){ root, bad1, bad2, f }, 4, &got, &err);
+    cr_assert_eq(rc, CUDA_ERROR_STREAM_CAPTURE_MERGE, "%s", cucap_error_message(err));
+    cr_assert_eq(got, root);
+    cr_assert_eq(cucap_builder_get_state(bad1), CUCAP_BUILDER_CLOSED);
+    cr_assert_eq(cucap_builder_get_state(bad2), CUCAP_BUILDER_CLOSED);
+    cr_assert_eq(cucap_builder_get_state(f), CUCAP_BUILDER_CLOSED);
+    cr_assert_eq(cucap_builder_get_state(root), CUCAP_BUILDER_CAPTURING, "join never ends the root");
+    cr_assert_eq(cucap_error_note_count(err), 1, "bad1's failed close is a note");
+    cr_assert_not_null(strstr(cucap_error_note(err, 0), "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"), "%s",
+                       cucap_error_note(err, 0));
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_eq(cucap_builder_end(root, &err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cr_assert_eq(cucap_error_note_count(err), 1);
+    cr_assert_not_null(strstr(cucap_error_note(err, 0), "cucap_builder_join"), "%s", cucap_error_note(err, 0));
+    cucap_error_free(err);
+    cucap_builder_destroy(f);
+    cucap_builder_destroy(bad2);
+    cucap_builder_destroy(root);
+    cucap_builder_destroy(bad1);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live("graph"), 0);
+        cr_assert_eq(sim_live("stream"), 0);
+    }
+}
+
+/* ---------------------------------------------------------------- a real graph */
+
+#define SPLIT 4
+#define SPAN 256
+
+static cucap_builder *capture_four_ways(CUdeviceptr d, unsigned char base)
+{
+    cucap_builder *b = new_builder(), *forks[SPLIT - 1], *all[SPLIT], *root = NULL;
+    cucap_error *err = NULL;
+    int i;
+
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, SPLIT, forks, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    all[0] = b;
+    for (i = 0; i < SPLIT - 1; i++)
+        all[i + 1] = forks[i];
+    for (i = 0; i < SPLIT; i++)
+        cr_assert_eq(D.cuMemsetD8Async(d + (CUdeviceptr)i * SPAN, (unsigned char)(base + i), SPAN,
+                                       cucap_builder_stream(all[i])), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_join(all, SPLIT, &root, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(root, b);
+    for (i = 0; i < SPLIT - 1; i++) {
+        cr_assert_eq(cucap_builder_get_state(forks[i]), CUCAP_BUILDER_CLOSED);
+        cucap_builder_destroy(forks[i]);
+    }
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    return b;
+}
+
+static void check_spans(CUdeviceptr d, unsigned char base)
+{
+    unsigned char host[SPLIT * SPAN];
+    int i;
+
+    cr_assert_eq(D.cuMemcpyDtoH(host, d, sizeof host), CUDA_SUCCESS);
+    for (i = 0; i < SPLIT * SPAN; i++)
+        cr_assert_eq(host[i], (unsigned char)(base + i / SPAN), "byte %d is %#x", i, host[i]);
+}
+
+BACKEND_TEST(builder, fork_join_graph_runs_and_updates)
+{
+    CUdeviceptr d;
+    cucap_builder *first, *second, *other;
+    cucap_exec *exec = NULL;
+    cucap_graph *g = NULL;
+    cucap_error *err = NULL;
+    CUstream s = new_stream();
+
+    cr_assert_eq(D.cuMemAlloc(&d, SPLIT * SPAN), CUDA_SUCCESS);
+    first = capture_four_ways(d, 0x10);
+    cr_assert_eq(cucap_builder_complete(first, NULL, &exec, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_exec_launch(exec, s, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    check_spans(d, 0x10);
+
+    second = capture_four_ways(d, 0x50);
+    cr_assert_eq(cucap_exec_update(exec, second, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_exec_launch(exec, s, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    check_spans(d, 0x50);
+
+    /* another topology: the update is refused and says why */
+    other = new_builder();
+    cr_assert_eq(cucap_builder_begin(other, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d, 1, 16, cucap_builder_stream(other)), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(other, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_exec_update(exec, other, &err), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    cr_assert_not_null(strstr(cucap_error_message(err), "CU_GRAPH_EXEC_UPDATE_ERROR"), "%s", cucap_error_message(err));
+    cr_assert_not_null(strstr(cucap_error_message(err), "node"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+
+    /* the graph outlives its builder */
+    cr_assert_eq(cucap_builder_graph(first, &g, NULL), CUDA_SUCCESS);
+    cucap_builder_destroy(first);
+    cr_assert_not_null(cucap_graph_handle(g));
+    cr_assert_eq(cucap_graph_ref(g), g);
+    cucap_graph_unref(g);
+    cucap_exec_destroy(exec);
+    exec = NULL;
+    cr_assert_eq(cucap_graph_instantiate(g, NULL, &exec, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_exec_upload(exec, s, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_exec_launch(exec, s, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    check_spans(d, 0x10);
+    cucap_exec_destroy(exec);
+    cucap_graph_unref(g);
+    cucap_builder_destroy(second);
+    cucap_builder_destroy(other);
+    cr_assert_eq(D.cuMemFree(d), CUDA_SUCCESS);
+    D.cuStreamDestroy(s);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live("graph"), 0);
+        cr_assert_eq(sim_live("exec"), 0);
+    }
+}
+
+BACKEND_TEST(builder, embed_and_builder_on_a_borrowed_stream)
+{
+    CUstream s = new_stream();
+    cucap_builder *parent = NULL, *child = new_builder();
+    cucap_exec *exec = NULL;
+    CUdeviceptr d;
+    unsigned char host[32];
+
+    cr_assert_eq(D.cuMemAlloc(&d, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(child, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d, 0x77, sizeof host, cucap_builder_stream(child)), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(child, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_create_on_stream(s, &parent, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_stream(parent), s);
+    cr_assert_eq(cucap_builder_begin(parent, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_embed(parent, child, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(parent, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_complete(parent, NULL, &exec, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_exec_launch(exec, s, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemcpyDtoH(host, d, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(host[7], 0x77);
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(parent);
+    cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS, "the borrowed stream is still the caller's");
+    cucap_builder_destroy(child);
+    D.cuMemFree(d);
+}
+
+/* ---------------------------------------------------------------- fault injection over a whole cycle */
+
+static CUresult cycle(CUdeviceptr d)
+{
+    cucap_builder *b = NULL, *forks[2] = { NULL, NULL }, *all[3];
+    cucap_exec *exec = NULL;
+    CUstream s;
+    CUresult rc;
+    int i;
+
+    if ((rc = cucap_builder_create(0, &b, NULL)) != CUDA_SUCCESS)
+        return rc;
+    s = cucap_builder_stream(b);
+    if ((rc = cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL)) != CUDA_SUCCESS)
+        goto out;
+    if ((rc = cucap_builder_split(b, 3, forks, NULL)) == CUDA_SUCCESS) {
+        all[0] = b;
+        all[1] = forks[0];
+        all[2] = forks[1];
+        for (i = 0; i < 3 && rc == CUDA_SUCCESS; i++)
+            rc = D.cuMemsetD8Async(d + (CUdeviceptr)i * 16, (unsigned char)i, 16, cucap_builder_stream(all[i]));
+        if (rc == CUDA_SUCCESS)
+            rc = cucap_builder_join(all, 3, NULL, NULL);
+    }
+    {
+        CUresult end = cucap_builder_end(b, NULL);
+        if (rc == CUDA_SUCCESS)
+            rc = end;
+    }
+    if (rc == CUDA_SUCCESS && (rc = cucap_builder_complete(b, NULL, &exec, NULL)) == CUDA_SUCCESS &&
+        (rc = cucap_exec_launch(exec, s, NULL)) == CUDA_SUCCESS)
+        rc = D.cuStreamSynchronize(s);
+out:
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(forks[0]);
+    cucap_builder_destroy(forks[1]);
+    cucap_builder_destroy(b);
+    return rc;
+}
+
+static int is_cleanup(const char *call)
+{
+    return call && (strstr(call, "Destroy") || !strcmp(call, "cuDevicePrimaryCtxRelease"));
+}
+
+FAULT_BACKEND_TEST(builder, every_driver_call_of_a_cycle_fails_in_turn)
+{
+    CUdeviceptr d;
+    long total, i;
+
+    cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_SUCCESS);
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(cycle(d), CUDA_SUCCESS);
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(cycle(d), CUDA_SUCCESS);
+    total = calls("*");
+    cr_assert_geq(total, 20, "the cycle made %ld driver calls", total);
+    cucap_set_warning_handler(count_warning, NULL);
+    for (i = 1; i <= total; i++) {
+        char rule[64];
+        const char *failed;
+        int before = warnings;
+        long streams = on_simulator() ? sim_live("stream") : 0, graphs = on_simulator() ? sim_live("graph") : 0;
+        CUresult rc;
+
+        snprintf(rule, sizeof rule, "*:%ld:CUDA_ERROR_ECC_UNCORRECTABLE", i);
+        cr_assert_eq(set_rules(rule), 0);
+        rc = cycle(d);
+        failed = last_injected();
+        cr_assert_eq(injected(), 1, "call %ld", i);
+        cr_assert(rc != CUDA_SUCCESS || warnings > before,
+                  "call %ld (%s) failed and nobody heard: no error, no warning", i, failed);
+        if (on_simulator() && !is_cleanup(failed)) {
+            cr_assert_eq(sim_live("stream"), streams, "call %ld (%s) leaked a stream", i, failed);
+            cr_assert_eq(sim_live("graph"), graphs, "call %ld (%s) leaked a graph", i, failed);
+            cr_assert_eq(sim_live("exec"), 0, "call %ld (%s) leaked an exec", i, failed);
+        }
+        if (thread_mode() != CU_STREAM_CAPTURE_MODE_GLOBAL)
+            set_thread_mode(CU_STREAM_CAPTURE_MODE_GLOBAL);
+    }
+    cucap_set_warning_handler(NULL, NULL);
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(cycle(d), CUDA_SUCCESS, "the library works again once the driver does");
+    D.cuMemFree(d);
+}
