@@ -1,6 +1,7 @@
 /* Graph builders: the capture state machine, split and join. */
 #include "config.h"
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,12 @@ struct cucap_builder {
     int owns_stream;
     struct ctx_hold *ctx;
     struct cucap_hier *h;            /* from begin (forks: their parent's) */
+    /* BODY only: the body graph of a conditional node in the parent's
+     * hierarchy, which the body's standalone capture is attached to */
+    struct cucap_hier *parent_h;
+    struct cucap_box *body_box;
+    struct cucap_body_record *record;
+    int record_failed;               /* the last capture failed or could not be attached */
 };
 
 #if CUDA_VERSION >= 12050
@@ -181,6 +188,14 @@ CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_e
 
 /* ---------------------------------------------------------------- begin and end */
 
+/* A body whose capture failed, or could not be attached, may capture again:
+ * its body graph was never touched. */
+static int body_may_begin_again(const cucap_builder *b)
+{
+    return b->kind == CUCAP_BUILDER_BODY &&
+           (b->state == CUCAP_BUILDER_INVALIDATED || (b->state == CUCAP_BUILDER_ENDED && b->record_failed));
+}
+
 CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_begin";
@@ -194,10 +209,14 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
     if (b->kind == CUCAP_BUILDER_FORKED || b->state == CUCAP_BUILDER_CAPTURING)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is already building%s", caller,
                             b->kind == CUCAP_BUILDER_FORKED ? " (a forked builder captures from its split on)" : "");
-    if (b->state != CUCAP_BUILDER_NOT_STARTED)
+    if (b->state != CUCAP_BUILDER_NOT_STARTED && !body_may_begin_again(b))
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: cannot resume building after the capture ended (the builder is %s); create a "
                             "new builder", caller, state_names[b->state]);
+    if (b->kind == CUCAP_BUILDER_BODY && !cucap_i_box_graph(b->parent_h, b->body_box))
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: the parent's capture was invalidated and the driver discarded its graph, this "
+                            "body's graph with it", caller);
     if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
         mode != CU_STREAM_CAPTURE_MODE_RELAXED)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
@@ -221,10 +240,33 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
             cucap_i_note_failure(err, "cuStreamEndCapture", "ending the capture just begun", undo);
         return rc;
     }
+    if (b->kind == CUCAP_BUILDER_BODY) {
+        cucap_i_hier_unref(b->h);   /* a failed earlier capture of this body */
+        cucap_i_hier_mark_body_capture(h);
+        cucap_i_hier_set_body(b->parent_h, b->record, CUCAP_BODY_CAPTURING);
+    }
     b->h = h;
     b->state = CUCAP_BUILDER_CAPTURING;
     cucap_i_capture_register(b->stream, h);
     return CUDA_SUCCESS;
+}
+
+/* A body's capture ended with graph g: add it to the node's body graph as a
+ * child-graph node (the driver clones it).  Capturing straight into the
+ * body graph instead crashes the driver when that capture is invalidated. */
+static CUresult attach_body(cucap_builder *b, CUgraph g)
+{
+    CUgraph body = cucap_i_box_graph(b->parent_h, b->body_box);
+    CUgraphNode node;
+    CUresult rc;
+
+    if (!body)
+        rc = CUDA_ERROR_ILLEGAL_STATE;   /* the parent's graph was discarded */
+    else
+        rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, body, NULL, 0, g);
+    b->record_failed = rc != CUDA_SUCCESS;
+    cucap_i_hier_set_body(b->parent_h, b->record, rc == CUDA_SUCCESS ? CUCAP_BODY_ATTACHED : CUCAP_BODY_FAILED);
+    return rc;
 }
 
 /* End the capture and settle who owns its graph.  Returns the driver's
@@ -241,6 +283,8 @@ static CUresult end_capture(cucap_builder *b)
     if (g) {
         cucap_i_hier_own(b->h, g);
         b->state = CUCAP_BUILDER_ENDED;
+        if (b->kind == CUCAP_BUILDER_BODY)
+            rc = attach_body(b, g);
     } else {
         /* a failed end that left the capture running (never caused by the
          * library itself): nothing was discarded yet */
@@ -251,6 +295,10 @@ static CUresult end_capture(cucap_builder *b)
         /* no graph: the driver discarded it, nothing may destroy it */
         cucap_i_hier_retire(b->h, cucap_i_hier_root_box(b->h));
         b->state = CUCAP_BUILDER_INVALIDATED;
+        if (b->kind == CUCAP_BUILDER_BODY) {
+            b->record_failed = 1;
+            cucap_i_hier_set_body(b->parent_h, b->record, CUCAP_BODY_FAILED);
+        }
         if (rc == CUDA_SUCCESS)
             rc = CUDA_ERROR_UNKNOWN;   /* success without a graph: never seen */
     }
@@ -260,6 +308,10 @@ static CUresult end_capture(cucap_builder *b)
 
 static CUresult end_failed(cucap_builder *b, CUresult rc, const char *caller, const char *doing, cucap_error **err)
 {
+    if (b->state == CUCAP_BUILDER_ENDED && b->record_failed)
+        return cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed while attaching the captured body to its "
+                            "conditional node: %s: %s; the body is marked failed", caller, cucap_i_result_label(rc),
+                            cucap_i_result_description(rc));
     cucap_i_fail(err, rc, "%s: cuStreamEndCapture failed while %s: %s: %s%s", caller, doing,
                  cucap_i_result_label(rc), cucap_i_result_description(rc),
                  b->state == CUCAP_BUILDER_INVALIDATED ? "; the driver discarded the graph" : "");
@@ -306,8 +358,10 @@ static void release(cucap_builder *b, const char *caller)
                          cucap_i_result_label(rc), cucap_i_result_description(rc));
     }
     cucap_i_hier_unref(b->h);
+    cucap_i_hier_unref(b->parent_h);
     ctx_hold_release(b->ctx);
     b->h = NULL;
+    b->parent_h = NULL;
     b->ctx = NULL;
     b->stream = NULL;
     b->state = CUCAP_BUILDER_CLOSED;
@@ -564,7 +618,10 @@ CUresult cucap_builder_complete(cucap_builder *b, const cucap_complete_options *
     *out = NULL;
     if ((rc = check_ended(b, caller, err)) != CUDA_SUCCESS)
         return rc;
-    return cucap_i_hier_instantiate(b->h, opts, out, caller, err);
+    if (b->kind == CUCAP_BUILDER_BODY)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: a conditional body is completed with its parent, not alone", caller);
+    return cucap_i_hier_instantiate(b->h, NULL, opts, out, caller, err);
 }
 
 CUresult cucap_builder_graph(cucap_builder *b, cucap_graph **out, cucap_error **err)
@@ -580,6 +637,13 @@ CUresult cucap_builder_graph(cucap_builder *b, cucap_graph **out, cucap_error **
     if (b->kind == CUCAP_BUILDER_FORKED)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: the graph is unavailable on forked builders; use the primary", caller);
+    if (b->kind == CUCAP_BUILDER_BODY &&
+        (b->state == CUCAP_BUILDER_NOT_STARTED || b->state == CUCAP_BUILDER_ENDED)) {
+        /* the node's body graph, which lives in the parent's hierarchy */
+        if (!(*out = cucap_i_hier_graph(b->parent_h, b->body_box)))
+            return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+        return CUDA_SUCCESS;
+    }
     if (b->state == CUCAP_BUILDER_CAPTURING)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: the graph is unavailable while the capture is in progress; end it first", caller);
@@ -587,7 +651,7 @@ CUresult cucap_builder_graph(cucap_builder *b, cucap_graph **out, cucap_error **
         return no_graph(caller, err);
     if (b->state == CUCAP_BUILDER_NOT_STARTED)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: there is no graph before begin", caller);
-    if (!(*out = cucap_i_hier_graph(b->h)))
+    if (!(*out = cucap_i_hier_graph(b->h, NULL)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     return CUDA_SUCCESS;
 }
@@ -646,6 +710,191 @@ CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_
                             cucap_i_result_label(rc), cucap_i_result_description(rc));
     }
     return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- conditional nodes */
+
+#define IF_ELSE_SWITCH_FLOOR 12080    /* IF with two bodies and SWITCH: CUDA 12.8 drivers */
+
+/* The checks every conditional call shares; fills the capture point. */
+static CUresult conditional_prologue(cucap_builder *b, int driver_floor, const char *caller, CUgraph *graph,
+                                     const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n,
+                                     cucap_error **err)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult rc;
+
+    if ((rc = check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (cucap_driver_version() < driver_floor)
+        return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
+                            "%s: driver version %d does not support this conditional node (it needs CUDA %d.%d)",
+                            caller, cucap_driver_version(), driver_floor / 1000, driver_floor % 1000 / 10);
+    if (cucap_i_hier_is_body_capture(b->h))
+        return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
+                            "%s: conditional nodes cannot be nested inside a conditional body: a body is captured "
+                            "standalone and attached as a child graph, and the driver refuses child graphs that "
+                            "hold conditional nodes (CUDA_ERROR_NOT_SUPPORTED, measured on CUDA 13.0)", caller);
+    if (b->state != CUCAP_BUILDER_CAPTURING)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: cannot add conditional work when not actively capturing (the builder is %s)", caller,
+                            state_names[b->state]);
+    rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, graph, deps, edges, n);
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCaptureInfo");
+    if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: cannot add conditional work when not actively capturing (the driver reports the "
+                            "capture %s; call cucap_builder_end)", caller,
+                            status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? "invalidated" : "over");
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_builder_create_condition(cucap_builder *b, unsigned int default_value, int assign_default,
+                                        CUgraphConditionalHandle *out, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_create_condition";
+    CUgraph graph = NULL;
+    CUresult rc;
+
+    if (!out)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
+    *out = 0;
+    if ((rc = conditional_prologue(b, 12030, caller, &graph, NULL, NULL, NULL, err)) != CUDA_SUCCESS)
+        return rc;
+    rc = cucap_i_drv.cuGraphConditionalHandleCreate(out, graph, b->ctx->ctx, assign_default ? default_value : 0,
+                                                    assign_default ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0);
+    if (rc != CUDA_SUCCESS) {
+        cucap_i_hier_capture_failed(b->h, caller, rc);
+        return cucap_i_fail_driver(err, rc, caller, "cuGraphConditionalHandleCreate");
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Add a conditional node at b's capture point and hand out one BODY
+ * builder per body graph. */
+static CUresult add_conditional(cucap_builder *b, CUgraphConditionalHandle c, CUgraphConditionalNodeType type,
+                                unsigned int size, int driver_floor, const char *caller, const char *node_name,
+                                cucap_builder **bodies, cucap_error **err)
+{
+    CUgraph graph = NULL;
+    const CUgraphNode *deps = NULL;
+    const CUgraphEdgeData *edges = NULL;
+    size_t n = 0;
+    CUgraphNodeParams params;
+    CUgraphNode node = NULL;
+    unsigned int i, made;
+    CUresult rc;
+
+    for (i = 0; i < size; i++)
+        bodies[i] = NULL;
+    if ((rc = conditional_prologue(b, driver_floor, caller, &graph, &deps, &edges, &n, err)) != CUDA_SUCCESS)
+        return rc;
+    /* everything that can fail comes before the node, which cannot be removed */
+    for (made = 0; made < size; made++) {
+        CUstream s = NULL;
+        if ((rc = stream_in(b->ctx->ctx, &s, caller, err)) != CUDA_SUCCESS)
+            break;
+        if (!(bodies[made] = builder_new(CUCAP_BUILDER_BODY, CUCAP_BUILDER_NOT_STARTED, s, 1, b->ctx))) {
+            cucap_i_drv.cuStreamDestroy(s);
+            rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+            break;
+        }
+        if (!(bodies[made]->record = cucap_i_hier_add_body(b->h, node_name, made))) {
+            rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+            made++;
+            break;
+        }
+    }
+    if (rc == CUDA_SUCCESS) {
+        memset(&params, 0, sizeof params);
+        params.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+        params.conditional.handle = c;
+        params.conditional.type = type;
+        params.conditional.size = size;
+        params.conditional.ctx = b->ctx->ctx;
+        rc = cucap_i_drv.cuGraphAddNode(&node, graph, deps, edges, n, &params);
+        if (rc != CUDA_SUCCESS) {
+            cucap_i_fail_driver(err, rc, caller, "cuGraphAddNode");
+        } else if ((rc = cucap_i_drv.cuStreamUpdateCaptureDependencies(b->stream, &node, NULL, 1,
+                                                                        CU_STREAM_SET_CAPTURE_DEPENDENCIES)) !=
+                   CUDA_SUCCESS) {
+            cucap_i_fail(err, rc, "%s: cuStreamUpdateCaptureDependencies failed: %s: %s; the conditional node "
+                         "stays in the graph, with nothing captured after it depending on it", caller,
+                         cucap_i_result_label(rc), cucap_i_result_description(rc));
+        }
+        if (rc != CUDA_SUCCESS)
+            cucap_i_hier_capture_failed(b->h, caller, rc);
+    }
+    for (i = 0; rc == CUDA_SUCCESS && i < size; i++) {
+        cucap_builder *body = bodies[i];
+        body->body_box = cucap_i_hier_add_child(b->h, cucap_i_hier_root_box(b->h), params.conditional.phGraph_out[i]);
+        if (!body->body_box)
+            rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+        body->parent_h = b->h;
+        cucap_i_hier_ref(b->h);
+    }
+    if (rc != CUDA_SUCCESS) {
+        for (i = 0; i < size; i++) {
+            if (bodies[i] && bodies[i]->record)
+                cucap_i_hier_set_body(b->h, bodies[i]->record, CUCAP_BODY_EMPTY);
+            cucap_builder_destroy(bodies[i]);
+            bodies[i] = NULL;
+        }
+        return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_builder_if(cucap_builder *b, CUgraphConditionalHandle c, cucap_builder **then_body, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_if";
+
+    if (!then_body)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: then_body is NULL", caller);
+    return add_conditional(b, c, CU_GRAPH_COND_TYPE_IF, 1, 12030, caller, "the IF node added by cucap_builder_if",
+                           then_body, err);
+}
+
+CUresult cucap_builder_if_else(cucap_builder *b, CUgraphConditionalHandle c, cucap_builder **then_body,
+                               cucap_builder **else_body, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_if_else";
+    cucap_builder *bodies[2];
+    CUresult rc;
+
+    if (!then_body || !else_body)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: then_body or else_body is NULL", caller);
+    *then_body = *else_body = NULL;
+    rc = add_conditional(b, c, CU_GRAPH_COND_TYPE_IF, 2, IF_ELSE_SWITCH_FLOOR, caller,
+                         "the IF-ELSE node added by cucap_builder_if_else", bodies, err);
+    if (rc == CUDA_SUCCESS) {
+        *then_body = bodies[0];
+        *else_body = bodies[1];
+    }
+    return rc;
+}
+
+CUresult cucap_builder_while(cucap_builder *b, CUgraphConditionalHandle c, cucap_builder **body, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_while";
+
+    if (!body)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: body is NULL", caller);
+    return add_conditional(b, c, CU_GRAPH_COND_TYPE_WHILE, 1, 12030, caller,
+                           "the WHILE node added by cucap_builder_while", body, err);
+}
+
+CUresult cucap_builder_switch(cucap_builder *b, CUgraphConditionalHandle c, size_t count, cucap_builder **bodies,
+                              cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_switch";
+
+    if (!bodies || count == 0 || count > UINT_MAX)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: %s", caller,
+                            !bodies ? "bodies is NULL" : "a switch needs at least one body");
+    return add_conditional(b, c, CU_GRAPH_COND_TYPE_SWITCH, (unsigned int)count, IF_ELSE_SWITCH_FLOOR, caller,
+                           "the SWITCH node added by cucap_builder_switch", bodies, err);
 }
 
 /* ---------------------------------------------------------------- exec update */

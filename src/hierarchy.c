@@ -17,18 +17,29 @@ struct cucap_box {
     struct cucap_box *next;          /* the hierarchy's list, parents before children */
 };
 
+/* A conditional body of a node in this hierarchy, captured standalone. */
+struct cucap_body_record {
+    char node[96];                   /* "the IF node added by cucap_builder_if" */
+    unsigned int index;
+    enum cucap_body_status status;
+    struct cucap_body_record *next;
+};
+
 struct cucap_hier {
     atomic_int refs;
     pthread_mutex_t lock;
     struct cucap_box root;
     int owned;                       /* the capture's end returned the root */
+    int body_capture;                /* the standalone capture of a conditional body */
     char first_failure_call[128];
     CUresult first_failure_code;
+    struct cucap_body_record *bodies;
 };
 
 struct cucap_graph {
     atomic_int refs;
     struct cucap_hier *h;
+    struct cucap_box *box;
 };
 
 struct cucap_exec {
@@ -61,6 +72,16 @@ void cucap_i_hier_unref(struct cucap_hier *h)
     if (h->owned && h->root.graph && (rc = cucap_i_drv.cuGraphDestroy(h->root.graph)) != CUDA_SUCCESS)
         cucap_i_warn(rc, "cucap_graph_unref: cuGraphDestroy failed while destroying the last reference's graph: "
                      "%s: %s", cucap_i_result_label(rc), cucap_i_result_description(rc));
+    while (h->root.next) {   /* the driver destroyed the graphs below the root with it */
+        struct cucap_box *b = h->root.next;
+        h->root.next = b->next;
+        free(b);
+    }
+    while (h->bodies) {
+        struct cucap_body_record *r = h->bodies;
+        h->bodies = r->next;
+        free(r);
+    }
     pthread_mutex_destroy(&h->lock);
     free(h);
 }
@@ -89,6 +110,94 @@ void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
 struct cucap_box *cucap_i_hier_root_box(struct cucap_hier *h)
 {
     return &h->root;
+}
+
+struct cucap_box *cucap_i_hier_add_child(struct cucap_hier *h, struct cucap_box *parent, CUgraph graph)
+{
+    struct cucap_box *box = calloc(1, sizeof *box), **tail;
+
+    if (!box)
+        return NULL;
+    box->graph = graph;
+    box->parent = parent;
+    pthread_mutex_lock(&h->lock);
+    for (tail = &h->root.next; *tail; tail = &(*tail)->next)
+        ;
+    *tail = box;   /* after its parent, which is already listed */
+    pthread_mutex_unlock(&h->lock);
+    return box;
+}
+
+CUgraph cucap_i_box_graph(struct cucap_hier *h, const struct cucap_box *box)
+{
+    CUgraph g;
+
+    pthread_mutex_lock(&h->lock);
+    g = box->graph;
+    pthread_mutex_unlock(&h->lock);
+    return g;
+}
+
+void cucap_i_hier_mark_body_capture(struct cucap_hier *h)
+{
+    h->body_capture = 1;
+}
+
+int cucap_i_hier_is_body_capture(const struct cucap_hier *h)
+{
+    return h && h->body_capture;
+}
+
+struct cucap_body_record *cucap_i_hier_add_body(struct cucap_hier *h, const char *node, unsigned int index)
+{
+    struct cucap_body_record *r = calloc(1, sizeof *r);
+
+    if (!r)
+        return NULL;
+    snprintf(r->node, sizeof r->node, "%s", node);
+    r->index = index;
+    r->status = CUCAP_BODY_EMPTY;
+    pthread_mutex_lock(&h->lock);
+    r->next = h->bodies;
+    h->bodies = r;
+    pthread_mutex_unlock(&h->lock);
+    return r;
+}
+
+void cucap_i_hier_set_body(struct cucap_hier *h, struct cucap_body_record *r, enum cucap_body_status status)
+{
+    pthread_mutex_lock(&h->lock);
+    r->status = status;
+    pthread_mutex_unlock(&h->lock);
+}
+
+/* Refuse to instantiate while a body failed or is still capturing: the
+ * driver would run the body graph empty or half-built. */
+static CUresult check_bodies(struct cucap_hier *h, const char *caller, cucap_error **err)
+{
+    const struct cucap_body_record *r;
+    char node[96];
+    unsigned int index = 0;
+    enum cucap_body_status status = CUCAP_BODY_EMPTY;
+
+    pthread_mutex_lock(&h->lock);
+    for (r = h->bodies; r; r = r->next)
+        if (r->status == CUCAP_BODY_FAILED || r->status == CUCAP_BODY_CAPTURING) {
+            snprintf(node, sizeof node, "%s", r->node);
+            index = r->index;
+            status = r->status;
+            if (status == CUCAP_BODY_FAILED)
+                break;
+        }
+    pthread_mutex_unlock(&h->lock);
+    if (status == CUCAP_BODY_FAILED)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: body %u of %s was invalidated (its capture failed); capture that body again "
+                            "before completing", caller, index, node);
+    if (status == CUCAP_BODY_CAPTURING)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: body %u of %s is still capturing; end it before completing", caller, index, node);
+    return CUDA_SUCCESS;
 }
 
 CUgraph cucap_i_hier_root(struct cucap_hier *h)
@@ -190,7 +299,7 @@ void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code)
 
 /* ---------------------------------------------------------------- references */
 
-cucap_graph *cucap_i_hier_graph(struct cucap_hier *h)
+cucap_graph *cucap_i_hier_graph(struct cucap_hier *h, struct cucap_box *box)
 {
     cucap_graph *g = malloc(sizeof *g);
 
@@ -198,6 +307,7 @@ cucap_graph *cucap_i_hier_graph(struct cucap_hier *h)
         return NULL;
     atomic_init(&g->refs, 1);
     g->h = h;
+    g->box = box ? box : &h->root;
     cucap_i_hier_ref(h);
     return g;
 }
@@ -219,7 +329,7 @@ void cucap_graph_unref(cucap_graph *g)
 
 CUgraph cucap_graph_handle(const cucap_graph *g)
 {
-    return g ? cucap_i_hier_root(g->h) : NULL;
+    return g ? cucap_i_box_graph(g->h, g->box) : NULL;
 }
 
 /* ---------------------------------------------------------------- instantiation */
@@ -239,11 +349,12 @@ static const char *instantiate_result_text(CUgraphInstantiateResult r)
     }
 }
 
-CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const cucap_complete_options *opts, cucap_exec **out,
-                                  const char *caller, cucap_error **err)
+CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *box,
+                                  const cucap_complete_options *opts, cucap_exec **out, const char *caller,
+                                  cucap_error **err)
 {
     CUDA_GRAPH_INSTANTIATE_PARAMS params;
-    CUgraph root = cucap_i_hier_root(h);
+    CUgraph root = cucap_i_box_graph(h, box ? box : &h->root);
     CUgraphExec exec = NULL;
     cucap_exec *e;
     CUresult rc;
@@ -252,6 +363,8 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const cucap_complete_opt
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: the capture was invalidated and the driver discarded its graph; there is no "
                             "graph to instantiate", caller);
+    if ((rc = check_bodies(h, caller, err)) != CUDA_SUCCESS)
+        return rc;
     memset(&params, 0, sizeof params);
     if (opts) {
         if (opts->auto_free_on_launch)
@@ -302,7 +415,7 @@ CUresult cucap_graph_instantiate(cucap_graph *g, const cucap_complete_options *o
     *out = NULL;
     if (!g)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "cucap_graph_instantiate: the graph is NULL");
-    return cucap_i_hier_instantiate(g->h, opts, out, "cucap_graph_instantiate", err);
+    return cucap_i_hier_instantiate(g->h, g->box, opts, out, "cucap_graph_instantiate", err);
 }
 
 /* ---------------------------------------------------------------- executable graphs */

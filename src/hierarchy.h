@@ -28,12 +28,31 @@ void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box);
 struct cucap_box *cucap_i_hier_root_box(struct cucap_hier *h);
 CUgraph cucap_i_hier_root(struct cucap_hier *h);   /* NULL once retired */
 
-/* A new cucap_graph reference to the hierarchy, or NULL when out of memory. */
-cucap_graph *cucap_i_hier_graph(struct cucap_hier *h);
+/* A box for a graph the driver owns below parent (a conditional body). */
+struct cucap_box *cucap_i_hier_add_child(struct cucap_hier *h, struct cucap_box *parent, CUgraph graph);
+CUgraph cucap_i_box_graph(struct cucap_hier *h, const struct cucap_box *box);   /* NULL once retired */
 
-/* Instantiate the root graph, for complete and cucap_graph_instantiate. */
-CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const cucap_complete_options *opts, cucap_exec **out,
-                                  const char *caller, cucap_error **err);
+/* A new cucap_graph reference to the hierarchy, pointing at box (NULL: the
+ * root), or NULL when out of memory. */
+cucap_graph *cucap_i_hier_graph(struct cucap_hier *h, struct cucap_box *box);
+
+/* Conditional bodies of nodes in this hierarchy: instantiation is refused
+ * while one of them failed or is still capturing. */
+enum cucap_body_status { CUCAP_BODY_EMPTY, CUCAP_BODY_CAPTURING, CUCAP_BODY_ATTACHED, CUCAP_BODY_FAILED };
+struct cucap_body_record;
+struct cucap_body_record *cucap_i_hier_add_body(struct cucap_hier *h, const char *node, unsigned int index);
+void cucap_i_hier_set_body(struct cucap_hier *h, struct cucap_body_record *r, enum cucap_body_status status);
+
+/* The hierarchy of a body's own standalone capture: no conditional node
+ * may be captured into it (a child graph cannot hold one). */
+void cucap_i_hier_mark_body_capture(struct cucap_hier *h);
+int cucap_i_hier_is_body_capture(const struct cucap_hier *h);
+
+/* Instantiate a graph of the hierarchy (box NULL: the root), for complete
+ * and cucap_graph_instantiate. */
+CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *box,
+                                  const cucap_complete_options *opts, cucap_exec **out, const char *caller,
+                                  cucap_error **err);
 
 /* The first library call that failed with a capture error while the
  * hierarchy's capture ran, kept for the note of a later end. */

@@ -7,6 +7,9 @@
  *   - FORKED, from cucap_builder_split(): a stream that joined the capture;
  *     it is ended by cucap_builder_join(), never by cucap_builder_end().
  *
+ *   - BODY, from the conditional calls: the body of a conditional node,
+ *     captured standalone and attached to the node's body graph at end.
+ *
  * States: NOT_STARTED --begin--> CAPTURING --end--> ENDED (the driver
  * returned a graph) or INVALIDATED (it returned none: it discarded the
  * graph, and the builder will never destroy it); any --close--> CLOSED.
@@ -181,6 +184,57 @@ CUCAP_API CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, u
  * conditional nodes cannot be embedded (CUDA_ERROR_NOT_SUPPORTED).
  */
 CUCAP_API CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_error **err);
+
+/**
+ * \brief       Create a conditional handle on the graph b is capturing into
+ *
+ * \param       default_value   Applied at every launch when assign_default is set.
+ * \param       assign_default  0: no default (the value is set by device code).
+ *
+ * \return      CUDA_ERROR_ILLEGAL_STATE unless the driver reports b's capture
+ *              ACTIVE; CUDA_ERROR_NOT_SUPPORTED inside a conditional body
+ *              (see cucap_builder_if()).
+ */
+CUCAP_API CUresult cucap_builder_create_condition(cucap_builder *b, unsigned int default_value, int assign_default,
+                                                  CUgraphConditionalHandle *out, cucap_error **err);
+
+/**
+ * \brief       Add an IF node where b captures; its body runs when c is non-zero
+ *
+ * The node's body is handed out as a BODY builder (NOT_STARTED, with a
+ * stream of its own) that the caller begins, captures into, ends, and
+ * destroys.  A body is captured standalone and attached to the node's body
+ * graph as a child graph at end, so an invalidated body capture never
+ * crashes the process: its end returns the driver's error, and the
+ * parent's complete refuses (CUDA_ERROR_ILLEGAL_STATE, naming the body)
+ * until that body is captured again successfully.  b keeps capturing after
+ * the node.
+ *
+ * Conditional nodes cannot be nested inside a body: the driver refuses
+ * child graphs that hold them (CUDA_ERROR_NOT_SUPPORTED).
+ */
+CUCAP_API CUresult cucap_builder_if(cucap_builder *b, CUgraphConditionalHandle c, cucap_builder **then_body,
+                                    cucap_error **err);
+
+/**
+ * \brief       Add an IF node with two bodies: then_body runs when c is
+ *              non-zero, else_body when it is zero (CUDA 12.8 drivers)
+ */
+CUCAP_API CUresult cucap_builder_if_else(cucap_builder *b, CUgraphConditionalHandle c, cucap_builder **then_body,
+                                         cucap_builder **else_body, cucap_error **err);
+
+/**
+ * \brief       Add a WHILE node: its body repeats while c is non-zero
+ */
+CUCAP_API CUresult cucap_builder_while(cucap_builder *b, CUgraphConditionalHandle c, cucap_builder **body,
+                                       cucap_error **err);
+
+/**
+ * \brief       Add a SWITCH node with count bodies: body n runs when c is n,
+ *              none when c >= count (CUDA 12.8 drivers)
+ */
+CUCAP_API CUresult cucap_builder_switch(cucap_builder *b, CUgraphConditionalHandle c, size_t count,
+                                        cucap_builder **bodies, cucap_error **err);
 
 #ifdef __cplusplus
 }
