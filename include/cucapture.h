@@ -61,6 +61,22 @@ CUCAP_API const char *cucap_version_string(void);
  */
 CUCAP_API int cucap_driver_version(void);
 
+/**
+ * \brief       An entry point of the loaded driver, for programs that do not
+ *              link against libcuda themselves
+ *
+ * Loads the driver like cucap_init() if needed and resolves symbol with
+ * cuGetProcAddress at the CUDA version of the headers the library was built
+ * against.  Cast the result to the matching PFN_<name>_v<version> type of
+ * <cudaTypedefs.h>, for example
+ *     PFN_cuMemsetD8Async_v3020 memset_async =
+ *         (PFN_cuMemsetD8Async_v3020)cucap_driver_entry_point("cuMemsetD8Async");
+ *
+ * \return      The function, or NULL when the driver cannot be loaded or
+ *              does not have it.
+ */
+CUCAP_API void *cucap_driver_entry_point(const char *symbol);
+
 #ifdef __cplusplus
 }
 #endif

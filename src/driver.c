@@ -25,6 +25,7 @@ static struct {
 } load_result;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static PFN_cuGetProcAddress_v12000 loaded_get_proc;
 static atomic_int driver_loaded;   /* 1 once the table is filled */
 static atomic_int driver_version;
 
@@ -103,6 +104,7 @@ static void load_driver(void)
 #include "driver-entries.h"
 #undef CUCAP_DRIVER_ENTRY
 
+    loaded_get_proc = get_proc;
     /* The handle stays open for the life of the process: resolved entry
      * points and driver threads must outlive every library call. */
     atomic_store_explicit(&driver_loaded, 1, memory_order_release);
@@ -138,6 +140,19 @@ const char *cucap_version_string(void)
 int cucap_driver_version(void)
 {
     return atomic_load_explicit(&driver_version, memory_order_relaxed);
+}
+
+void *cucap_driver_entry_point(const char *symbol)
+{
+    CUdriverProcAddressQueryResult found;
+    void *fn = NULL;
+
+    if (!symbol || cucap_i_driver("cucap_driver_entry_point", NULL) != CUDA_SUCCESS)
+        return NULL;
+    if (loaded_get_proc(symbol, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
+        found != CU_GET_PROC_ADDRESS_SUCCESS)
+        return NULL;
+    return fn;
 }
 
 const char *cucap_i_driver_error_name(CUresult code)

@@ -1,0 +1,339 @@
+/* cucapture selftest: the capture scenarios users hit, run on this
+ * machine's driver, one PASS or FAIL line each. */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/tool.h"
+
+static char reason[512];
+static CUcontext ctx;
+
+static const char *fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static const char *fail(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof reason, fmt, ap);
+    va_end(ap);
+    return reason;
+}
+
+static const char *failed_call(const char *what, cucap_error *err)
+{
+    fail("%s: %s", what, cucap_error_message(err));
+    cucap_error_free(err);
+    return reason;
+}
+
+static CUstreamCaptureStatus status_of(CUstream s)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    D.cuStreamGetCaptureInfo(s, &st, NULL, NULL, NULL, NULL, NULL);
+    return st;
+}
+
+/* ---------------------------------------------------------------- pool setup under capture */
+
+static const char *pool_calls(void)
+{
+    cucap_pool *def = NULL, *dev = NULL, *own = NULL;
+    cucap_error *err = NULL;
+
+    if (cucap_pool_open_default(0, &def, &err) != CUDA_SUCCESS)
+        return failed_call("cucap_pool_open_default", err);
+    cucap_pool_close(def, NULL);
+    if (cucap_device_pool(0, &dev, &err) != CUDA_SUCCESS)
+        return failed_call("cucap_device_pool", err);
+    if (cucap_pool_create(0, NULL, &own, &err) != CUDA_SUCCESS)
+        return failed_call("cucap_pool_create", err);
+    if (cucap_pool_close(own, &err) != CUDA_SUCCESS)
+        return failed_call("cucap_pool_close", err);
+    return NULL;
+}
+
+static const char *pool_same_thread(CUstreamCaptureMode mode)
+{
+    cucap_builder *b = NULL;
+    const char *why;
+    cucap_error *err = NULL;
+
+    if (cucap_builder_create(0, &b, &err) != CUDA_SUCCESS)
+        return failed_call("cucap_builder_create", err);
+    cucap_builder_begin(b, mode, NULL);
+    why = pool_calls();
+    if (!why && status_of(cucap_builder_stream(b)) != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        why = fail("the capture was disturbed");
+    if (!why && cucap_builder_end(b, &err) != CUDA_SUCCESS)
+        why = failed_call("cucap_builder_end", err);
+    cucap_builder_destroy(b);
+    return why;
+}
+
+struct other {
+    CUstreamCaptureMode mode;
+    CUstream s;
+    pthread_barrier_t begun, done;
+    CUresult end;
+};
+
+static void *capture_elsewhere(void *p)
+{
+    struct other *o = p;
+    CUgraph g = NULL;
+
+    D.cuCtxSetCurrent(ctx);
+    D.cuStreamBeginCapture(o->s, o->mode);
+    pthread_barrier_wait(&o->begun);
+    pthread_barrier_wait(&o->done);
+    o->end = D.cuStreamEndCapture(o->s, &g);
+    if (g)
+        D.cuGraphDestroy(g);
+    return NULL;
+}
+
+static const char *pool_other_thread(CUstreamCaptureMode mode)
+{
+    struct other o;
+    pthread_t t;
+    const char *why;
+
+    memset(&o, 0, sizeof o);
+    o.mode = mode;
+    if (D.cuStreamCreate(&o.s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+        return fail("cuStreamCreate failed");
+    pthread_barrier_init(&o.begun, NULL, 2);
+    pthread_barrier_init(&o.done, NULL, 2);
+    pthread_create(&t, NULL, capture_elsewhere, &o);
+    pthread_barrier_wait(&o.begun);
+    why = pool_calls();
+    if (!why && status_of(o.s) != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        why = fail("the other thread's capture was disturbed");
+    pthread_barrier_wait(&o.done);
+    pthread_join(t, NULL);
+    if (!why && o.end != CUDA_SUCCESS)
+        why = fail("the other thread's capture ended with %s", cucap_i_result_label(o.end));
+    pthread_barrier_destroy(&o.begun);
+    pthread_barrier_destroy(&o.done);
+    D.cuStreamDestroy(o.s);
+    return why;
+}
+
+static const char *pool_global_same(void) { return pool_same_thread(CU_STREAM_CAPTURE_MODE_GLOBAL); }
+static const char *pool_thread_local_same(void) { return pool_same_thread(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL); }
+static const char *pool_relaxed_same(void) { return pool_same_thread(CU_STREAM_CAPTURE_MODE_RELAXED); }
+static const char *pool_global_other(void) { return pool_other_thread(CU_STREAM_CAPTURE_MODE_GLOBAL); }
+static const char *pool_thread_local_other(void) { return pool_other_thread(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL); }
+static const char *pool_relaxed_other(void) { return pool_other_thread(CU_STREAM_CAPTURE_MODE_RELAXED); }
+
+/* ---------------------------------------------------------------- builders */
+
+static int warnings;
+static void count_warning(const cucap_error *w, void *data)
+{
+    (void)w;
+    (void)data;
+    warnings++;
+}
+
+static const char *invalidated_teardown(void)
+{
+    int round;
+
+    warnings = 0;
+    cucap_set_warning_handler(count_warning, NULL);
+    for (round = 0; round < 50; round++) {
+        cucap_builder *b = NULL;
+        if (cucap_builder_create(0, &b, NULL) != CUDA_SUCCESS)
+            break;
+        cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
+        D.cuStreamSynchronize(cucap_builder_stream(b));   /* invalidates the capture */
+        cucap_builder_destroy(b);                          /* must not destroy the discarded graph */
+    }
+    cucap_set_warning_handler(NULL, NULL);
+    return warnings == 50 ? NULL : fail("%d of 50 invalidated teardowns were reported", warnings);
+}
+
+static const char *unjoined_fork(void)
+{
+    cucap_builder *b = NULL, *f = NULL;
+    CUdeviceptr d;
+    CUresult rc;
+    const char *why = NULL;
+
+    if (D.cuMemAlloc(&d, 64) != CUDA_SUCCESS || cucap_builder_create(0, &b, NULL) != CUDA_SUCCESS)
+        return fail("setup failed");
+    cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
+    cucap_builder_split(b, 2, &f, NULL);
+    D.cuMemsetD8Async(d, 1, 64, cucap_builder_stream(f));
+    cucap_builder_destroy(f);
+    rc = cucap_builder_end(b, NULL);
+    if (rc != CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
+        why = fail("end returned %s, not CUDA_ERROR_STREAM_CAPTURE_UNJOINED", cucap_i_result_label(rc));
+    else if (cucap_builder_get_state(b) != CUCAP_BUILDER_INVALIDATED)
+        why = fail("the builder is not INVALIDATED");
+    cucap_builder_destroy(b);
+    D.cuMemFree(d);
+    return why;
+}
+
+static const char *failed_join(void)
+{
+    cucap_builder *root = NULL, *bad1 = NULL, *bad2 = NULL, *f = NULL;
+    CUresult rc;
+    const char *why = NULL;
+
+    cucap_builder_create(0, &root, NULL);
+    cucap_builder_create(0, &bad1, NULL);
+    cucap_builder_create(0, &bad2, NULL);
+    cucap_builder_begin(root, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
+    cucap_builder_begin(bad1, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
+    cucap_builder_begin(bad2, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
+    cucap_builder_split(root, 2, &f, NULL);
+    rc = cucap_builder_join((cucap_builder *const[]){ root, bad1, bad2, f }, 4, NULL, NULL);
+    if (rc != CUDA_ERROR_STREAM_CAPTURE_MERGE)
+        why = fail("join returned %s, not CUDA_ERROR_STREAM_CAPTURE_MERGE", cucap_i_result_label(rc));
+    else if (cucap_builder_get_state(bad1) != CUCAP_BUILDER_CLOSED || cucap_builder_get_state(bad2) != CUCAP_BUILDER_CLOSED ||
+             cucap_builder_get_state(f) != CUCAP_BUILDER_CLOSED)
+        why = fail("join left a builder open");
+    cucap_builder_destroy(f);
+    cucap_builder_destroy(bad2);
+    cucap_builder_destroy(bad1);
+    cucap_builder_destroy(root);
+    return why;
+}
+
+static const char *conditional_body(void)
+{
+    cucap_builder *p = NULL, *body = NULL;
+    CUgraphConditionalHandle h;
+    cucap_exec *exec = NULL;
+    CUdeviceptr d;
+    unsigned char host[16];
+    CUresult rc;
+    const char *why = NULL;
+
+    if (D.cuMemAlloc(&d, sizeof host) != CUDA_SUCCESS || cucap_builder_create(0, &p, NULL) != CUDA_SUCCESS)
+        return fail("setup failed");
+    D.cuMemsetD8(d, 0, sizeof host);
+    cucap_builder_begin(p, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
+    if ((rc = cucap_builder_create_condition(p, 1, 1, &h, NULL)) != CUDA_SUCCESS ||
+        (rc = cucap_builder_if(p, h, &body, NULL)) != CUDA_SUCCESS) {
+        why = fail("adding the IF node failed: %s", cucap_i_result_label(rc));
+        goto out;
+    }
+    cucap_builder_begin(body, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
+    D.cuStreamSynchronize(cucap_builder_stream(body));   /* invalidates the body capture */
+    if ((rc = cucap_builder_end(body, NULL)) != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) {
+        why = fail("the body's end returned %s", cucap_i_result_label(rc));
+        goto out;
+    }
+    cucap_builder_end(p, NULL);
+    if ((rc = cucap_builder_complete(p, NULL, &exec, NULL)) != CUDA_ERROR_ILLEGAL_STATE) {
+        why = fail("complete with a failed body returned %s", cucap_i_result_label(rc));
+        goto out;
+    }
+    cucap_builder_begin(body, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
+    D.cuMemsetD8Async(d, 0x42, sizeof host, cucap_builder_stream(body));
+    if (cucap_builder_end(body, NULL) != CUDA_SUCCESS || cucap_builder_complete(p, NULL, &exec, NULL) != CUDA_SUCCESS ||
+        cucap_exec_launch(exec, cucap_builder_stream(body), NULL) != CUDA_SUCCESS) {
+        why = fail("the re-captured body did not complete and launch");
+        goto out;
+    }
+    D.cuStreamSynchronize(cucap_builder_stream(body));
+    D.cuMemcpyDtoH(host, d, sizeof host);
+    if (host[0] != 0x42)
+        why = fail("the body did not run (byte %#x)", host[0]);
+out:
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(body);
+    cucap_builder_destroy(p);
+    D.cuMemFree(d);
+    return why;
+}
+
+static const char *fork_join_graph(void)
+{
+    enum { K = 4, SPAN = 256 };
+    cucap_builder *b = NULL, *forks[K - 1], *all[K];
+    cucap_exec *exec = NULL;
+    cucap_error *err = NULL;
+    unsigned char host[K * SPAN];
+    CUdeviceptr d;
+    const char *why = NULL;
+    int i;
+
+    if (D.cuMemAlloc(&d, sizeof host) != CUDA_SUCCESS || cucap_builder_create(0, &b, &err) != CUDA_SUCCESS)
+        return fail("setup failed");
+    if (cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, &err) != CUDA_SUCCESS ||
+        cucap_builder_split(b, K, forks, &err) != CUDA_SUCCESS) {
+        why = failed_call("begin/split", err);
+        goto out;
+    }
+    all[0] = b;
+    for (i = 1; i < K; i++)
+        all[i] = forks[i - 1];
+    for (i = 0; i < K; i++)
+        D.cuMemsetD8Async(d + (CUdeviceptr)i * SPAN, (unsigned char)(0x10 + i), SPAN, cucap_builder_stream(all[i]));
+    if (cucap_builder_join(all, K, NULL, &err) != CUDA_SUCCESS || cucap_builder_end(b, &err) != CUDA_SUCCESS ||
+        cucap_builder_complete(b, NULL, &exec, &err) != CUDA_SUCCESS ||
+        cucap_exec_launch(exec, cucap_builder_stream(b), &err) != CUDA_SUCCESS) {
+        why = failed_call("join/end/complete/launch", err);
+    } else {
+        D.cuStreamSynchronize(cucap_builder_stream(b));
+        D.cuMemcpyDtoH(host, d, sizeof host);
+        for (i = 0; i < K * SPAN && !why; i++)
+            if (host[i] != (unsigned char)(0x10 + i / SPAN))
+                why = fail("byte %d is %#x, not %#x", i, host[i], 0x10 + i / SPAN);
+    }
+    for (i = 0; i < K - 1; i++)
+        cucap_builder_destroy(forks[i]);
+out:
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(b);
+    D.cuMemFree(d);
+    return why;
+}
+
+static const struct {
+    const char *name;
+    const char *(*run)(void);
+} scenarios[] = {
+    { "pool setup under a global capture of this thread", pool_global_same },
+    { "pool setup under a thread_local capture of this thread", pool_thread_local_same },
+    { "pool setup under a relaxed capture of this thread", pool_relaxed_same },
+    { "pool setup under a global capture of another thread", pool_global_other },
+    { "pool setup under a thread_local capture of another thread", pool_thread_local_other },
+    { "pool setup under a relaxed capture of another thread", pool_relaxed_other },
+    { "invalidated capture torn down without end (50 rounds)", invalidated_teardown },
+    { "unjoined fork reported by end", unjoined_fork },
+    { "failed join closes every builder", failed_join },
+    { "conditional body invalidated, refused, captured again, run", conditional_body },
+    { "fork/join graph of 4 branches runs with the right results", fork_join_graph },
+};
+
+int tool_selftest(void)
+{
+    size_t i, failed = 0, n = sizeof scenarios / sizeof scenarios[0];
+
+    if (tool_open_device("selftest", &ctx) != 0)
+        return 2;
+    for (i = 0; i < n; i++) {
+        const char *why = scenarios[i].run();
+        if (why) {
+            failed++;
+            printf("FAIL %s: %s\n", scenarios[i].name, why);
+        } else {
+            printf("PASS %s\n", scenarios[i].name);
+        }
+        fflush(stdout);
+    }
+    printf("%zu passed, %zu failed\n", n - failed, failed);
+    tool_close_device(ctx);
+    return failed ? 1 : 0;
+}
