@@ -27,6 +27,7 @@ struct cucap_builder {
     int owns_stream;
     struct ctx_hold *ctx;
     struct cucap_hier *h;            /* from begin (forks: their parent's) */
+    int cached_stream;               /* the stream comes from the stream cache */
     /* BODY only: the body graph of a conditional node in the parent's
      * hierarchy, which the body's standalone capture is attached to */
     struct cucap_hier *parent_h;
@@ -109,6 +110,65 @@ static CUresult stream_in(CUcontext ctx, CUstream *s, const char *caller, cucap_
     return cucap_i_fail_driver(err, left, caller, "restoring the thread's context (cuCtxSetCurrent)");
 }
 
+/* Streams and events of forks, bodies and joins: reused through the cache
+ * in a primary context the builders retain, made and destroyed otherwise. */
+static CUresult take_stream(struct ctx_hold *c, CUstream *s)
+{
+    return c->retained ? cucap_i_cache_take_stream(c->ctx, c->dev, s) : stream_in(c->ctx, s, "", NULL);
+}
+
+static void give_stream(struct ctx_hold *c, CUstream s)
+{
+    if (c->retained)
+        cucap_i_cache_give_stream(c->ctx, c->dev, s);
+    else
+        cucap_i_drv.cuStreamDestroy(s);
+}
+
+static CUresult take_event(struct ctx_hold *c, CUevent *e)
+{
+    CUcontext saved = NULL;
+    CUresult rc, left;
+
+    if (c->retained)
+        return cucap_i_cache_take_event(c->ctx, c->dev, e);
+    if ((rc = cucap_i_ctx_enter(c->ctx, &saved)) != CUDA_SUCCESS)
+        return rc;
+    rc = cucap_i_drv.cuEventCreate(e, CU_EVENT_DISABLE_TIMING);
+    left = cucap_i_ctx_leave(c->ctx, saved);
+    if (rc == CUDA_SUCCESS && left != CUDA_SUCCESS) {
+        cucap_i_drv.cuEventDestroy(*e);
+        rc = left;
+    }
+    return rc;
+}
+
+static void give_event(struct ctx_hold *c, CUevent e)
+{
+    if (c->retained)
+        cucap_i_cache_give_event(c->ctx, c->dev, e);
+    else
+        cucap_i_drv.cuEventDestroy(e);
+}
+
+#if CUDA_VERSION >= 13000
+#  define CTX_GET_DEVICE(ctx, dev) cucap_i_drv.cuCtxGetDevice((dev), (ctx))
+#else
+#  define CTX_GET_DEVICE(ctx, dev) context_device((ctx), (dev))
+/* before CUDA 13 cuCtxGetDevice reads the current context only */
+static CUresult context_device(CUcontext ctx, CUdevice *dev)
+{
+    CUcontext saved = NULL;
+    CUresult rc = cucap_i_ctx_enter(ctx, &saved), left;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = cucap_i_drv.cuCtxGetDevice(dev);
+    left = cucap_i_ctx_leave(ctx, saved);
+    return rc != CUDA_SUCCESS ? rc : left;
+}
+#endif
+
 /* ---------------------------------------------------------------- creation */
 
 CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **err)
@@ -161,6 +221,7 @@ CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **e
 CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_create_on_stream";
+    struct cucap_relaxed_scope scope;
     struct ctx_hold *hold;
     CUresult rc;
 
@@ -179,8 +240,21 @@ CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_e
         free(hold);
         return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCtx");
     }
+    /* a device's primary context is retained like cucap_builder_create's,
+     * which lets forks reuse cached streams; another context is the
+     * caller's to keep alive */
+    if (CTX_GET_DEVICE(hold->ctx, &hold->dev) == CUDA_SUCCESS &&
+        cucap_i_relaxed_enter(&scope, caller, NULL) == CUDA_SUCCESS) {
+        CUcontext primary = NULL;
+        CUresult retain = cucap_i_drv.cuDevicePrimaryCtxRetain(&primary, hold->dev);
+        if (cucap_i_relaxed_leave(&scope, retain, caller, NULL) == CUDA_SUCCESS && primary == hold->ctx)
+            hold->retained = 1;
+        else if (retain == CUDA_SUCCESS)
+            cucap_i_drv.cuDevicePrimaryCtxRelease(hold->dev);
+    }
     if (!(*out = builder_new(CUCAP_BUILDER_PRIMARY, CUCAP_BUILDER_NOT_STARTED, s, 0, hold))) {
-        free(hold);
+        atomic_init(&hold->refs, 1);
+        ctx_hold_release(hold);
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     }
     return CUDA_SUCCESS;
@@ -280,18 +354,19 @@ static CUresult end_capture(cucap_builder *b)
     if (b->state != CUCAP_BUILDER_CAPTURING || b->kind == CUCAP_BUILDER_FORKED)
         return CUDA_SUCCESS;
     rc = cucap_i_drv.cuStreamEndCapture(b->stream, &g);
+    if (g || rc != CUDA_SUCCESS) {
+        if (!g && rc != CUDA_SUCCESS &&
+            cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
+            status != CU_STREAM_CAPTURE_STATUS_NONE)
+            return rc;   /* a failed end that left the capture running (never caused by the library) */
+        cucap_i_hier_capture_over(b->h);   /* every stream of the capture is out of it */
+    }
     if (g) {
         cucap_i_hier_own(b->h, g);
         b->state = CUCAP_BUILDER_ENDED;
         if (b->kind == CUCAP_BUILDER_BODY)
             rc = attach_body(b, g);
     } else {
-        /* a failed end that left the capture running (never caused by the
-         * library itself): nothing was discarded yet */
-        if (rc != CUDA_SUCCESS &&
-            cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
-            status != CU_STREAM_CAPTURE_STATUS_NONE)
-            return rc;
         /* no graph: the driver discarded it, nothing may destroy it */
         cucap_i_hier_retire(b->h, cucap_i_hier_root_box(b->h));
         b->state = CUCAP_BUILDER_INVALIDATED;
@@ -346,7 +421,15 @@ static void release(cucap_builder *b, const char *caller)
     CUresult rc;
 
     cucap_i_capture_unregister(b->stream);
-    if (b->owns_stream) {
+    if (b->cached_stream) {
+        /* a stream still in a capture waits for the capture's end */
+        if (cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
+            status == CU_STREAM_CAPTURE_STATUS_NONE)
+            give_stream(b->ctx, b->stream);
+        else if (!b->ctx->retained || !b->h ||
+                 cucap_i_hier_defer_stream(b->h, b->ctx->ctx, b->ctx->dev, b->stream) != 0)
+            cucap_i_drv.cuStreamDestroy(b->stream);
+    } else if (b->owns_stream) {
         /* an origin stream whose capture could not be ended is left alone */
         if (b->kind != CUCAP_BUILDER_FORKED && b->state == CUCAP_BUILDER_CAPTURING &&
             cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
@@ -401,14 +484,11 @@ void cucap_builder_destroy(cucap_builder *b)
 /* `to` waits on everything captured on `from` so far. */
 static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *caller, cucap_error **err)
 {
-    CUcontext saved = NULL;
     CUevent ev = NULL;
-    CUresult rc, undo;
+    CUresult rc;
     const char *call = "cuEventCreate";
 
-    if ((rc = cucap_i_ctx_enter(from->ctx->ctx, &saved)) != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "making the stream's context current (cuCtxSetCurrent)");
-    rc = cucap_i_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    rc = take_event(from->ctx, &ev);
     if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuEventRecord(ev, from->stream)) != CUDA_SUCCESS)
         call = "cuEventRecord";
     if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuStreamWaitEvent(to->stream, ev, 0)) != CUDA_SUCCESS)
@@ -418,26 +498,15 @@ static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *call
         cucap_i_hier_capture_failed(to->h, caller, rc);
         cucap_i_hier_capture_failed(from->h, caller, rc);
     }
-    if (ev && (undo = cucap_i_drv.cuEventDestroy(ev)) != CUDA_SUCCESS) {
-        if (rc != CUDA_SUCCESS)
-            cucap_i_note_failure(err, "cuEventDestroy", "destroying the join event", undo);
-        else
-            cucap_i_warn(undo, "%s: cuEventDestroy failed while destroying the join event: %s: %s", caller,
-                         cucap_i_result_label(undo), cucap_i_result_description(undo));
-    }
-    if ((undo = cucap_i_ctx_leave(from->ctx->ctx, saved)) != CUDA_SUCCESS) {
-        if (rc != CUDA_SUCCESS)
-            cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", undo);
-        else
-            rc = cucap_i_fail_driver(err, undo, caller, "restoring the thread's context (cuCtxSetCurrent)");
-    }
+    if (ev)
+        give_event(from->ctx, ev);   /* recording it again later is fine */
     return rc;
 }
 
 CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_split";
-    cucap_builder anchor;
+    CUevent ev = NULL;
     size_t made = 0, i;
     CUresult rc;
 
@@ -454,27 +523,39 @@ CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **for
                             state_names[b->state]);
     for (i = 0; i < count - 1; i++)
         forks[i] = NULL;
+    /* one event where b stands; every new stream waits on it and so joins the capture there */
+    if ((rc = take_event(b->ctx, &ev)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
+    if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
+        cucap_i_hier_capture_failed(b->h, caller, rc);
+        give_event(b->ctx, ev);
+        return cucap_i_fail_driver(err, rc, caller, "cuEventRecord");
+    }
     for (made = 0; made < count - 1; made++) {
         cucap_builder *f;
         CUstream s = NULL;
-        if ((rc = stream_in(b->ctx->ctx, &s, caller, err)) != CUDA_SUCCESS)
+        if ((rc = take_stream(b->ctx, &s)) != CUDA_SUCCESS) {
+            cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
             break;
-        /* the new stream joins the capture where b stands */
-        memset(&anchor, 0, sizeof anchor);
-        anchor.stream = s;
-        anchor.h = b->h;
-        if ((rc = wait_on(&anchor, b, caller, err)) != CUDA_SUCCESS ||
-            !(f = builder_new(CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, s, 1, b->ctx))) {
-            if (rc == CUDA_SUCCESS)
-                rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+        }
+        if ((rc = cucap_i_drv.cuStreamWaitEvent(s, ev, 0)) != CUDA_SUCCESS) {
+            cucap_i_hier_capture_failed(b->h, caller, rc);
+            cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
+            cucap_i_drv.cuStreamDestroy(s);   /* it may have joined nothing, or the capture: destroying is legal */
+            break;
+        }
+        if (!(f = builder_new(CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, s, 1, b->ctx))) {
+            rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
             cucap_i_drv.cuStreamDestroy(s);
             break;
         }
+        f->cached_stream = 1;
         f->h = b->h;
         cucap_i_hier_ref(b->h);
         cucap_i_capture_register(s, b->h);
         forks[made] = f;
     }
+    give_event(b->ctx, ev);
     if (rc != CUDA_SUCCESS) {
         /* a failed split hands out nothing: forks that did no work join
          * nothing, and their streams can go */
@@ -793,13 +874,16 @@ static CUresult add_conditional(cucap_builder *b, CUgraphConditionalHandle c, CU
     /* everything that can fail comes before the node, which cannot be removed */
     for (made = 0; made < size; made++) {
         CUstream s = NULL;
-        if ((rc = stream_in(b->ctx->ctx, &s, caller, err)) != CUDA_SUCCESS)
+        if ((rc = take_stream(b->ctx, &s)) != CUDA_SUCCESS) {
+            cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
             break;
+        }
         if (!(bodies[made] = builder_new(CUCAP_BUILDER_BODY, CUCAP_BUILDER_NOT_STARTED, s, 1, b->ctx))) {
-            cucap_i_drv.cuStreamDestroy(s);
+            give_stream(b->ctx, s);
             rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
             break;
         }
+        bodies[made]->cached_stream = 1;
         if (!(bodies[made]->record = cucap_i_hier_add_body(b->h, node_name, made))) {
             rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
             made++;

@@ -9,6 +9,12 @@
 #  define CUCAP_PFN_cuStreamGetCtx PFN_cuStreamGetCtx_v9020
 #endif
 
+#if CUDA_VERSION >= 13000
+#  define CUCAP_PFN_cuCtxGetDevice PFN_cuCtxGetDevice_v13000
+#else
+#  define CUCAP_PFN_cuCtxGetDevice PFN_cuCtxGetDevice_v2000
+#endif
+
 /* errors and initialisation */
 CUCAP_DRIVER_ENTRY(cuGetErrorName, PFN_cuGetErrorName_v6000)
 CUCAP_DRIVER_ENTRY(cuGetErrorString, PFN_cuGetErrorString_v6000)
@@ -23,6 +29,7 @@ CUCAP_DRIVER_ENTRY(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain_v7000)
 CUCAP_DRIVER_ENTRY(cuDevicePrimaryCtxRelease, PFN_cuDevicePrimaryCtxRelease_v11000)
 CUCAP_DRIVER_ENTRY(cuCtxGetCurrent, PFN_cuCtxGetCurrent_v4000)
 CUCAP_DRIVER_ENTRY(cuCtxSetCurrent, PFN_cuCtxSetCurrent_v4000)
+CUCAP_DRIVER_ENTRY(cuCtxGetDevice, CUCAP_PFN_cuCtxGetDevice)
 /* streams and events */
 CUCAP_DRIVER_ENTRY(cuStreamCreate, PFN_cuStreamCreate_v2000)
 CUCAP_DRIVER_ENTRY(cuStreamDestroy, PFN_cuStreamDestroy_v4000)

@@ -25,8 +25,18 @@ struct cucap_body_record {
     struct cucap_body_record *next;
 };
 
+/* A fork stream released while its capture still ran: it goes back to the
+ * stream cache once the capture is over. */
+struct deferred_stream {
+    CUcontext ctx;
+    CUdevice dev;
+    CUstream stream;
+    struct deferred_stream *next;
+};
+
 struct cucap_hier {
     atomic_int refs;
+    struct deferred_stream *deferred;
     pthread_mutex_t lock;
     struct cucap_box root;
     int owned;                       /* the capture's end returned the root */
@@ -82,6 +92,12 @@ void cucap_i_hier_unref(struct cucap_hier *h)
         h->bodies = r->next;
         free(r);
     }
+    while (h->deferred) {   /* a capture that never ended: destroying a fork stream is legal */
+        struct deferred_stream *d = h->deferred;
+        h->deferred = d->next;
+        cucap_i_drv.cuStreamDestroy(d->stream);
+        free(d);
+    }
     pthread_mutex_destroy(&h->lock);
     free(h);
 }
@@ -105,6 +121,38 @@ void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
         if (b->parent && !b->parent->graph)
             b->graph = NULL;
     pthread_mutex_unlock(&h->lock);
+}
+
+int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s)
+{
+    struct deferred_stream *d = malloc(sizeof *d);
+
+    if (!d)
+        return -1;
+    d->ctx = ctx;
+    d->dev = dev;
+    d->stream = s;
+    pthread_mutex_lock(&h->lock);
+    d->next = h->deferred;
+    h->deferred = d;
+    pthread_mutex_unlock(&h->lock);
+    return 0;
+}
+
+void cucap_i_hier_capture_over(struct cucap_hier *h)
+{
+    struct deferred_stream *d;
+
+    pthread_mutex_lock(&h->lock);
+    d = h->deferred;
+    h->deferred = NULL;
+    pthread_mutex_unlock(&h->lock);
+    while (d) {
+        struct deferred_stream *next = d->next;
+        cucap_i_cache_give_stream(d->ctx, d->dev, d->stream);
+        free(d);
+        d = next;
+    }
 }
 
 struct cucap_box *cucap_i_hier_root_box(struct cucap_hier *h)

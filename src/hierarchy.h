@@ -59,6 +59,11 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
 void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresult code);
 void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err);
 
+/* Fork streams released during the capture wait here until it is over
+ * (cucap_i_hier_capture_over), then go back to the stream cache. */
+int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s);
+void cucap_i_hier_capture_over(struct cucap_hier *h);
+
 /* Streams taking part in a capture, so that calls that only know a stream
  * (cucap_pool_alloc, cucap_pool_free) can record their capture failures. */
 void cucap_i_capture_register(CUstream s, struct cucap_hier *h);

@@ -67,6 +67,16 @@ CUresult cucap_i_relaxed_leave(struct cucap_relaxed_scope *scope, CUresult work,
 CUresult cucap_i_ctx_enter(CUcontext ctx, CUcontext *saved);
 CUresult cucap_i_ctx_leave(CUcontext ctx, CUcontext saved);
 
+/* stream-cache.c: non-blocking streams and timing-free events of device
+ * dev's primary context ctx, reused.  A stream given back must not be part
+ * of a capture.  Only for primary contexts. */
+CUresult cucap_i_cache_take_stream(CUcontext ctx, CUdevice dev, CUstream *out);
+void cucap_i_cache_give_stream(CUcontext ctx, CUdevice dev, CUstream s);
+CUresult cucap_i_cache_take_event(CUcontext ctx, CUdevice dev, CUevent *out);
+void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e);
+/* Destroy everything cached (for leak checks). */
+void cucap_i_cache_drain(void);
+
 /* A driver call failed: "<caller>: <call> failed: NAME: description". */
 CUresult cucap_i_fail_driver(cucap_error **err, CUresult rc, const char *caller, const char *call);
 

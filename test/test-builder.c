@@ -273,8 +273,8 @@ static void invalidate_then_destroy(CUstreamCaptureMode mode)
     }
     cucap_set_warning_handler(NULL, NULL);
     if (on_simulator()) {
-        cr_assert_eq(sim_live("graph"), 0);
-        cr_assert_eq(sim_live("stream"), 0);
+        cr_assert_eq(sim_live_settled("graph"), 0);
+        cr_assert_eq(sim_live_settled("stream"), 0);
     }
 }
 
@@ -297,7 +297,7 @@ static void invalidate_end_close_destroy(CUstreamCaptureMode mode)
     cr_assert_eq(warnings, 0, "nothing is left to report after end reported it");
     cucap_set_warning_handler(NULL, NULL);
     if (on_simulator())
-        cr_assert_eq(sim_live("graph"), 0);
+        cr_assert_eq(sim_live_settled("graph"), 0);
 }
 
 BACKEND_TEST(builder, invalidate_then_destroy_global) { invalidate_then_destroy(CU_STREAM_CAPTURE_MODE_GLOBAL); }
@@ -351,8 +351,8 @@ static void unjoined(int destroy_fork_first)
         cucap_builder_destroy(f);
     cr_assert_eq(D.cuMemFree(d), CUDA_SUCCESS);
     if (on_simulator()) {
-        cr_assert_eq(sim_live("graph"), 0);
-        cr_assert_eq(sim_live("stream"), 0);
+        cr_assert_eq(sim_live_settled("graph"), 0);
+        cr_assert_eq(sim_live_settled("stream"), 0);
     }
 }
 
@@ -411,8 +411,8 @@ BACKEND_TEST(builder, join_with_primaries_of_other_captures)
     cucap_builder_destroy(root);
     cucap_builder_destroy(bad1);
     if (on_simulator()) {
-        cr_assert_eq(sim_live("graph"), 0);
-        cr_assert_eq(sim_live("stream"), 0);
+        cr_assert_eq(sim_live_settled("graph"), 0);
+        cr_assert_eq(sim_live_settled("stream"), 0);
     }
 }
 
@@ -507,8 +507,8 @@ BACKEND_TEST(builder, fork_join_graph_runs_and_updates)
     cr_assert_eq(D.cuMemFree(d), CUDA_SUCCESS);
     D.cuStreamDestroy(s);
     if (on_simulator()) {
-        cr_assert_eq(sim_live("graph"), 0);
-        cr_assert_eq(sim_live("exec"), 0);
+        cr_assert_eq(sim_live_settled("graph"), 0);
+        cr_assert_eq(sim_live_settled("exec"), 0);
     }
 }
 
@@ -603,7 +603,7 @@ FAULT_BACKEND_TEST(builder, every_driver_call_of_a_cycle_fails_in_turn)
         char rule[64];
         const char *failed;
         int before = warnings;
-        long streams = on_simulator() ? sim_live("stream") : 0, graphs = on_simulator() ? sim_live("graph") : 0;
+        long streams = on_simulator() ? sim_live_settled("stream") : 0, graphs = on_simulator() ? sim_live_settled("graph") : 0;
         CUresult rc;
 
         snprintf(rule, sizeof rule, "*:%ld:CUDA_ERROR_ECC_UNCORRECTABLE", i);
@@ -611,12 +611,15 @@ FAULT_BACKEND_TEST(builder, every_driver_call_of_a_cycle_fails_in_turn)
         rc = cycle(d);
         failed = last_injected();
         cr_assert_eq(injected(), 1, "call %ld", i);
-        cr_assert(rc != CUDA_SUCCESS || warnings > before,
+        /* a failed status query while a fork's stream is released is fully
+         * recovered from (the stream waits for the capture's end), so it
+         * needs no report; every other failure is returned or warned about */
+        cr_assert(rc != CUDA_SUCCESS || warnings > before || (failed && !strcmp(failed, "cuStreamGetCaptureInfo")),
                   "call %ld (%s) failed and nobody heard: no error, no warning", i, failed);
         if (on_simulator() && !is_cleanup(failed)) {
-            cr_assert_eq(sim_live("stream"), streams, "call %ld (%s) leaked a stream", i, failed);
-            cr_assert_eq(sim_live("graph"), graphs, "call %ld (%s) leaked a graph", i, failed);
-            cr_assert_eq(sim_live("exec"), 0, "call %ld (%s) leaked an exec", i, failed);
+            cr_assert_eq(sim_live_settled("stream"), streams, "call %ld (%s) leaked a stream", i, failed);
+            cr_assert_eq(sim_live_settled("graph"), graphs, "call %ld (%s) leaked a graph", i, failed);
+            cr_assert_eq(sim_live_settled("exec"), 0, "call %ld (%s) leaked an exec", i, failed);
         }
         if (thread_mode() != CU_STREAM_CAPTURE_MODE_GLOBAL)
             set_thread_mode(CU_STREAM_CAPTURE_MODE_GLOBAL);

@@ -352,7 +352,7 @@ BACKEND_TEST(cond, teardown_in_every_order)
         done(&f);
     }
     if (on_simulator()) {
-        cr_assert_eq(sim_live("graph"), 0);
-        cr_assert_eq(sim_live("stream"), 0);
+        cr_assert_eq(sim_live_settled("graph"), 0);
+        cr_assert_eq(sim_live_settled("stream"), 0);
     }
 }

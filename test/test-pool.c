@@ -484,7 +484,7 @@ FAULT_BACKEND_TEST(pool, restore_failure_after_create_destroys_the_new_pool)
     cucap_error_free(err);
     repair_thread_mode(CU_STREAM_CAPTURE_MODE_GLOBAL);
     if (on_simulator())
-        cr_assert_eq(sim_live("pool"), 0);
+        cr_assert_eq(sim_live_settled("pool"), 0);
 }
 
 FAULT_BACKEND_TEST(pool, switch_failure_is_the_error)

@@ -12,6 +12,11 @@ FAULT_WRAP(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain_v7000, (CUcont
 FAULT_WRAP(cuDevicePrimaryCtxRelease, PFN_cuDevicePrimaryCtxRelease_v11000, (CUdevice_v1 dev), (dev))
 FAULT_WRAP(cuCtxGetCurrent, PFN_cuCtxGetCurrent_v4000, (CUcontext *pctx), (pctx))
 FAULT_WRAP(cuCtxSetCurrent, PFN_cuCtxSetCurrent_v4000, (CUcontext ctx), (ctx))
+#if CUDA_VERSION >= 13000
+FAULT_WRAP(cuCtxGetDevice, CUCAP_PFN_cuCtxGetDevice, (CUdevice *device, CUcontext ctx), (device, ctx))
+#else
+FAULT_WRAP(cuCtxGetDevice, CUCAP_PFN_cuCtxGetDevice, (CUdevice_v1 *device), (device))
+#endif
 FAULT_WRAP(cuStreamCreate, PFN_cuStreamCreate_v2000, (CUstream *phStream, unsigned int Flags), (phStream, Flags))
 FAULT_WRAP(cuStreamDestroy, PFN_cuStreamDestroy_v4000, (CUstream hStream), (hStream))
 FAULT_WRAP(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000, (CUstream hStream), (hStream))

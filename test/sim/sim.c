@@ -257,6 +257,30 @@ static CUresult sim_cuCtxSetCurrent(CUcontext c)
     return CUDA_SUCCESS;
 }
 
+static CUresult ctx_device(CUcontext c, CUdevice *dev)
+{
+    struct sim_ctx *x = c ? (struct sim_ctx *)c : current_ctx;
+
+    if (!dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_is_initialised())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!x || !sim_ctx_valid((CUcontext)x))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = x->device;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuCtxGetDevice(CUdevice *dev)
+{
+    return ctx_device(NULL, dev);
+}
+
+static CUresult sim_cuCtxGetDevice_v2(CUdevice *dev, CUcontext c)
+{
+    return ctx_device(c, dev);
+}
+
 /* ---------------------------------------------------------------- errors */
 
 /* The symbolic names come from the library's own table (src/error-names.c). */
@@ -295,6 +319,8 @@ const struct sim_entry sim_core_entries[] = {
     SIM_ENTRY(cuDevicePrimaryCtxRelease, 11000),
     SIM_ENTRY(cuCtxGetCurrent, 4000),
     SIM_ENTRY(cuCtxSetCurrent, 4000),
+    SIM_ENTRY(cuCtxGetDevice, 2000),
+    { "cuCtxGetDevice", 13000, (void *)sim_cuCtxGetDevice_v2 },
 };
 const size_t sim_core_entry_count = sizeof sim_core_entries / sizeof sim_core_entries[0];
 
