@@ -28,6 +28,7 @@ struct cucap_builder {
     struct ctx_hold *ctx;
     struct cucap_hier *h;            /* from begin (forks: their parent's) */
     int cached_stream;               /* the stream comes from the stream cache */
+    struct cucap_registration *registration;   /* the stream's entry in the capture registry */
     /* BODY only: the body graph of a conditional node in the parent's
      * hierarchy, which the body's standalone capture is attached to */
     struct cucap_hier *parent_h;
@@ -321,7 +322,7 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
     }
     b->h = h;
     b->state = CUCAP_BUILDER_CAPTURING;
-    cucap_i_capture_register(b->stream, h);
+    b->registration = cucap_i_capture_register(b->stream, h);
     return CUDA_SUCCESS;
 }
 
@@ -377,7 +378,8 @@ static CUresult end_capture(cucap_builder *b)
         if (rc == CUDA_SUCCESS)
             rc = CUDA_ERROR_UNKNOWN;   /* success without a graph: never seen */
     }
-    cucap_i_capture_unregister(b->stream);
+    cucap_i_capture_unregister(b->registration);
+    b->registration = NULL;
     return rc;
 }
 
@@ -420,14 +422,14 @@ static void release(cucap_builder *b, const char *caller)
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult rc;
 
-    cucap_i_capture_unregister(b->stream);
+    cucap_i_capture_unregister(b->registration);
+    b->registration = NULL;
     if (b->cached_stream) {
-        /* a stream still in a capture waits for the capture's end */
-        if (cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
-            status == CU_STREAM_CAPTURE_STATUS_NONE)
+        /* a stream still in a capture waits for the capture's end; without
+         * a capture of its own to wait for, it is out of every capture */
+        if (!b->h || (b->kind != CUCAP_BUILDER_FORKED && b->state != CUCAP_BUILDER_CAPTURING))
             give_stream(b->ctx, b->stream);
-        else if (!b->ctx->retained || !b->h ||
-                 cucap_i_hier_defer_stream(b->h, b->ctx->ctx, b->ctx->dev, b->stream) != 0)
+        else if (!b->ctx->retained || cucap_i_hier_defer_stream(b->h, b->ctx->ctx, b->ctx->dev, b->stream) != 0)
             cucap_i_drv.cuStreamDestroy(b->stream);
     } else if (b->owns_stream) {
         /* an origin stream whose capture could not be ended is left alone */
@@ -552,7 +554,7 @@ CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **for
         f->cached_stream = 1;
         f->h = b->h;
         cucap_i_hier_ref(b->h);
-        cucap_i_capture_register(s, b->h);
+        f->registration = cucap_i_capture_register(s, b->h);
         forks[made] = f;
     }
     give_event(b->ctx, ev);

@@ -41,6 +41,7 @@ struct cucap_hier {
     struct cucap_box root;
     int owned;                       /* the capture's end returned the root */
     int body_capture;                /* the standalone capture of a conditional body */
+    int capture_over;                /* its capture ended: no stream of it captures any more */
     char first_failure_call[128];
     CUresult first_failure_code;
     struct cucap_body_record *bodies;
@@ -133,9 +134,16 @@ int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev,
     d->dev = dev;
     d->stream = s;
     pthread_mutex_lock(&h->lock);
-    d->next = h->deferred;
-    h->deferred = d;
+    if (!h->capture_over) {
+        d->next = h->deferred;
+        h->deferred = d;
+        d = NULL;
+    }
     pthread_mutex_unlock(&h->lock);
+    if (d) {   /* the capture is over already */
+        cucap_i_cache_give_stream(ctx, dev, s);
+        free(d);
+    }
     return 0;
 }
 
@@ -146,6 +154,7 @@ void cucap_i_hier_capture_over(struct cucap_hier *h)
     pthread_mutex_lock(&h->lock);
     d = h->deferred;
     h->deferred = NULL;
+    h->capture_over = 1;
     pthread_mutex_unlock(&h->lock);
     while (d) {
         struct deferred_stream *next = d->next;
@@ -292,47 +301,51 @@ void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
         cucap_i_note_failure(err, call, "this capture ran (the first library call on it that failed)", code);
 }
 
-/* A few builders capture at a time: a short list is enough. */
-struct registration {
+/* The streams taking part in captures, each entry owned by its builder. */
+struct cucap_registration {
     CUstream stream;
     struct cucap_hier *h;
-    struct registration *next;
+    struct cucap_registration *prev, *next;
 };
-static struct registration *registrations;
+static struct cucap_registration *registrations;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void cucap_i_capture_register(CUstream s, struct cucap_hier *h)
+struct cucap_registration *cucap_i_capture_register(CUstream s, struct cucap_hier *h)
 {
-    struct registration *r = malloc(sizeof *r);
+    struct cucap_registration *r = malloc(sizeof *r);
 
     if (!r)
-        return;   /* only the note of a later failure is lost */
+        return NULL;   /* only the note of a later failure is lost */
     r->stream = s;
     r->h = h;
+    r->prev = NULL;
     pthread_mutex_lock(&registry_lock);
     r->next = registrations;
+    if (registrations)
+        registrations->prev = r;
     registrations = r;
     pthread_mutex_unlock(&registry_lock);
+    return r;
 }
 
-void cucap_i_capture_unregister(CUstream s)
+void cucap_i_capture_unregister(struct cucap_registration *r)
 {
-    struct registration **p, *gone = NULL;
-
+    if (!r)
+        return;
     pthread_mutex_lock(&registry_lock);
-    for (p = &registrations; *p; p = &(*p)->next)
-        if ((*p)->stream == s) {
-            gone = *p;
-            *p = gone->next;
-            break;
-        }
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        registrations = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
     pthread_mutex_unlock(&registry_lock);
-    free(gone);
+    free(r);
 }
 
 void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code)
 {
-    struct registration *r;
+    struct cucap_registration *r;
 
     if (!cucap_i_is_capture_error(code))
         return;

@@ -59,15 +59,17 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
 void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresult code);
 void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err);
 
-/* Fork streams released during the capture wait here until it is over
- * (cucap_i_hier_capture_over), then go back to the stream cache. */
+/* A fork stream released while the hierarchy's capture runs waits here
+ * until it is over (cucap_i_hier_capture_over), then goes back to the
+ * stream cache; after the end it goes back at once. */
 int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s);
 void cucap_i_hier_capture_over(struct cucap_hier *h);
 
 /* Streams taking part in a capture, so that calls that only know a stream
  * (cucap_pool_alloc, cucap_pool_free) can record their capture failures. */
-void cucap_i_capture_register(CUstream s, struct cucap_hier *h);
-void cucap_i_capture_unregister(CUstream s);
+struct cucap_registration;
+struct cucap_registration *cucap_i_capture_register(CUstream s, struct cucap_hier *h);   /* NULL: not registered */
+void cucap_i_capture_unregister(struct cucap_registration *r);                       /* NULL is fine */
 void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code);
 
 /* Whether a code is one of the driver's capture errors. */
