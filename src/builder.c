@@ -459,6 +459,10 @@ static CUresult close_as(cucap_builder *b, const char *caller, const char *doing
     if (!b || b->state == CUCAP_BUILDER_CLOSED)
         return CUDA_SUCCESS;
     rc = end_capture(b);
+    /* an end that failed and left the capture running: the builder is
+     * going away, so try once more before its stream is abandoned */
+    if (rc != CUDA_SUCCESS && b->state == CUCAP_BUILDER_CAPTURING && b->kind != CUCAP_BUILDER_FORKED)
+        (void)end_capture(b);
     if (rc != CUDA_SUCCESS)
         end_failed(b, rc, caller, doing, err);
     release(b, caller);

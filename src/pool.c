@@ -292,22 +292,29 @@ CUresult cucap_pool_close(cucap_pool *p, cucap_error **err)
 {
     static const char caller[] = "cucap_pool_close";
     struct cucap_relaxed_scope scope;
-    CUresult rc, release;
+    CUresult rc, entered, release;
 
     if (!p || p->kind == POOL_DEVICE)
         return CUDA_SUCCESS;
-    rc = cucap_i_relaxed_enter(&scope, caller, err);
-    if (rc == CUDA_SUCCESS) {
-        if (p->kind == POOL_OWNED && (rc = cucap_i_drv.cuMemPoolDestroy(p->handle)) != CUDA_SUCCESS)
-            cucap_i_fail_driver(err, rc, caller, "cuMemPoolDestroy");
-        release = cucap_i_drv.cuDevicePrimaryCtxRelease(p->device);
-        if (release != CUDA_SUCCESS && rc != CUDA_SUCCESS)
-            cucap_i_note_failure(err, "cuDevicePrimaryCtxRelease", "releasing the device's primary context",
-                                 release);
-        else if (release != CUDA_SUCCESS && release != CUDA_ERROR_DEINITIALIZED)
-            rc = cucap_i_fail_driver(err, release, caller, "cuDevicePrimaryCtxRelease");
-        rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
+    /* the object goes whatever happens: when the thread cannot be switched
+     * to relaxed mode, the pool is destroyed in the thread's own mode,
+     * which a running capture may refuse */
+    entered = rc = cucap_i_relaxed_enter(&scope, caller, err);
+    if (p->kind == POOL_OWNED) {
+        CUresult destroyed = cucap_i_drv.cuMemPoolDestroy(p->handle);
+        if (destroyed != CUDA_SUCCESS && rc == CUDA_SUCCESS)
+            rc = cucap_i_fail_driver(err, destroyed, caller, "cuMemPoolDestroy");
+        else if (destroyed != CUDA_SUCCESS)
+            cucap_i_note_failure(err, "cuMemPoolDestroy", "destroying the pool in the thread's own capture mode; "
+                                 "the pool is lost", destroyed);
     }
+    release = cucap_i_drv.cuDevicePrimaryCtxRelease(p->device);
+    if (release != CUDA_SUCCESS && rc != CUDA_SUCCESS)
+        cucap_i_note_failure(err, "cuDevicePrimaryCtxRelease", "releasing the device's primary context", release);
+    else if (release != CUDA_SUCCESS && release != CUDA_ERROR_DEINITIALIZED)
+        rc = cucap_i_fail_driver(err, release, caller, "cuDevicePrimaryCtxRelease");
+    if (entered == CUDA_SUCCESS)
+        rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
     pool_free_object(p);
     return rc;
 }

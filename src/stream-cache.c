@@ -27,7 +27,8 @@ static struct cache *cache_of(CUcontext ctx, CUdevice dev)
 {
     struct cucap_relaxed_scope scope;
     CUcontext retained = NULL;
-    CUresult rc;
+    cucap_error *err = NULL;
+    CUresult rc, left;
     int i, free_slot = -1;
 
     for (i = 0; i < CACHED_CONTEXTS; i++) {
@@ -37,9 +38,11 @@ static struct cache *cache_of(CUcontext ctx, CUdevice dev)
             free_slot = i;
     }
     if (free_slot < 0 || cucap_i_relaxed_enter(&scope, "cucap_builder_split", NULL) != CUDA_SUCCESS)
-        return NULL;
+        return NULL;   /* nothing changed: no cache, fresh streams */
     rc = cucap_i_drv.cuDevicePrimaryCtxRetain(&retained, dev);
-    if (cucap_i_relaxed_leave(&scope, rc, "cucap_builder_split", NULL) != CUDA_SUCCESS || retained != ctx) {
+    if ((left = cucap_i_relaxed_leave(&scope, rc, "cucap_builder_split", &err)) != CUDA_SUCCESS)
+        cucap_i_warn_error(err);   /* no caller to return it to: a failed restore must still be heard */
+    if (left != CUDA_SUCCESS || retained != ctx) {
         if (rc == CUDA_SUCCESS)
             cucap_i_drv.cuDevicePrimaryCtxRelease(dev);
         return NULL;

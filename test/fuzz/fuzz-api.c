@@ -1,0 +1,583 @@
+/* The stateful API fuzzer's interpreter.  Each input decodes into calls of
+ * the public API over a few live builders, pools, graphs, executable
+ * graphs and conditional handles, direct driver calls a user makes on
+ * builder streams (memsets, synchronizing a capturing stream, waiting
+ * across streams), and armed driver faults.  It runs on the simulated
+ * driver under the fault-injecting layer, whose loud crash paths turn a
+ * graph destroyed twice into a finding.  After every step:
+ *   - a call returned CUDA_SUCCESS with no error object, or a failure with
+ *     an error object of the same code and a message naming the function;
+ *   - builder states moved only along the contract's transitions;
+ *   - the thread's capture mode is what it was before the call;
+ * and at the end, destroying everything in an order the input chooses
+ * leaves no live driver object in the simulator. */
+#include "config.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cucapture.h"
+#include "driver.h"
+#include "fault/fault.h"
+#include "fuzz/fuzz.h"
+#include "internal.h"
+#include "sim/sim.h"
+
+#define D cucap_i_drv
+#define BUILDERS 8
+#define POOLS 3
+#define GRAPHS 3
+#define EXECS 3
+#define HANDLES 3
+#define PTRS 8
+
+#define CHECK(cond, ...)                                                                  \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "fuzz: invariant broken at step %d: ", step);                 \
+            fprintf(stderr, __VA_ARGS__);                                                 \
+            fputc('\n', stderr);                                                          \
+            abort();                                                                      \
+        }                                                                                 \
+    } while (0)
+
+static cudasim_live_fn sim_live;
+static cudafault_set_rules_fn set_rules;
+static cudafault_last_injected_fn last_injected;
+static cudafault_injected_fn injected;
+static CUcontext ctx;
+static int step;
+
+struct ptr {
+    CUdeviceptr p;
+    int pool;
+};
+
+static struct state {
+    cucap_builder *b[BUILDERS];
+    cucap_builder_state seen[BUILDERS];
+    cucap_pool *pool[POOLS];
+    cucap_graph *g[GRAPHS];
+    cucap_exec *e[EXECS];
+    CUgraphConditionalHandle h[HANDLES];
+    struct ptr ptr[PTRS];
+    CUdeviceptr buffer;
+    CUstream spare;
+    int fault_in_release;            /* a destroy-like call failed: leaks are the driver's */
+    long baseline[6];                /* live objects before the input (earlier inputs may have lost some
+                                        to failed destroys) */
+} st;
+
+static const char *const kinds[6] = { "stream", "event", "graph", "exec", "pool", "allocation" };
+
+int fuzz_setup(void)
+{
+    const char *sim = getenv("CUCAPTURE_TEST_SIM"), *fault = getenv("CUCAPTURE_TEST_FAULT");
+    void *hs, *hf;
+
+    if (!sim || !fault) {
+        fprintf(stderr, "fuzz: set CUCAPTURE_TEST_SIM and CUCAPTURE_TEST_FAULT (make check does)\n");
+        return -1;
+    }
+    setenv("CUCAPTURE_DRIVER", fault, 1);
+    setenv("CUDAFAULT_DRIVER", sim, 1);
+    if (cucap_init(NULL) != CUDA_SUCCESS)
+        return -1;
+    hs = dlopen(sim, RTLD_NOW | RTLD_NOLOAD);
+    hf = dlopen(fault, RTLD_NOW | RTLD_NOLOAD);
+    if (!hs || !hf)
+        return -1;
+    sim_live = (cudasim_live_fn)dlsym(hs, "cudasim_live");
+    set_rules = (cudafault_set_rules_fn)dlsym(hf, "cudafault_set_rules");
+    last_injected = (cudafault_last_injected_fn)dlsym(hf, "cudafault_last_injected");
+    injected = (cudafault_injected_fn)dlsym(hf, "cudafault_injected");
+    if (!sim_live || !set_rules || !last_injected || !injected)
+        return -1;
+    if (D.cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS || D.cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+        return -1;
+    cucap_set_warning_handler(NULL, NULL);
+    return 0;
+}
+
+static int step_reported;   /* this step returned an error or warned */
+
+static void quiet(const cucap_error *w, void *data)
+{
+    (void)w;
+    (void)data;
+    step_reported = 1;
+}
+
+/* ---------------------------------------------------------------- input */
+
+struct input {
+    const uint8_t *p;
+    size_t left;
+};
+
+static unsigned next(struct input *in)
+{
+    if (!in->left)
+        return 0;
+    in->left--;
+    return *in->p++;
+}
+
+/* ---------------------------------------------------------------- invariants */
+
+/* The thread's mode, read by exchanging twice; an injected fault on the
+ * checker's own exchange fires once, so it is simply retried. */
+static CUstreamCaptureMode thread_mode(void)
+{
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED, back;
+    int tries;
+
+    for (tries = 0; tries < 3 && D.cuThreadExchangeStreamCaptureMode(&m) != CUDA_SUCCESS; tries++)
+        m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    back = m;
+    for (tries = 0; tries < 3 && D.cuThreadExchangeStreamCaptureMode(&back) != CUDA_SUCCESS; tries++)
+        back = m;
+    return m;
+}
+
+static void note_fault(void)
+{
+    const char *name = last_injected();
+
+    /* a failed destroy, release or end leaves its object to the driver */
+    if (name && (strstr(name, "Destroy") || strstr(name, "Release") || strstr(name, "Free") ||
+                 !strcmp(name, "cuStreamEndCapture") || !strcmp(name, "cuStreamGetCaptureInfo")))
+        st.fault_in_release = 1;
+}
+
+
+/* After a library call: the error convention. */
+static void checked(CUresult rc, cucap_error *err, const char *what)
+{
+    CHECK((rc == CUDA_SUCCESS) == (err == NULL), "%s returned %d with%s an error object", what, rc,
+          err ? "" : "out");
+    if (err) {
+        CHECK(cucap_error_code(err) == rc, "%s returned %d but its error says %d", what, rc, cucap_error_code(err));
+        CHECK(strncmp(cucap_error_message(err), "cucap_", 6) == 0, "%s: message '%s' does not name the function",
+              what, cucap_error_message(err));
+        step_reported = 1;
+    }
+    cucap_error_free(err);
+    note_fault();
+}
+
+/* After every step: the thread's capture mode is still GLOBAL, unless a
+ * restore failed (a fault in cuThreadExchangeStreamCaptureMode), and then
+ * the step reported it. */
+static void check_thread_mode(void)
+{
+    CUstreamCaptureMode mode = thread_mode();   /* through the fault layer too: read what failed after it */
+    const char *name = last_injected();
+
+    if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL)
+        return;
+    CHECK(name && !strcmp(name, "cuThreadExchangeStreamCaptureMode"),
+          "the thread's capture mode changed (last injected fault: %s)", name ? name : "none");
+    CHECK(step_reported, "a failed capture-mode restore was neither returned nor warned about");
+    set_rules("");
+    mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    D.cuThreadExchangeStreamCaptureMode(&mode);
+}
+
+static int allowed(cucap_builder_kind kind, cucap_builder_state from, cucap_builder_state to)
+{
+    if (from == to)
+        return 1;
+    switch (from) {
+    case CUCAP_BUILDER_NOT_STARTED: return to == CUCAP_BUILDER_CAPTURING || to == CUCAP_BUILDER_CLOSED;
+    case CUCAP_BUILDER_CAPTURING:
+        return kind == CUCAP_BUILDER_FORKED ? to == CUCAP_BUILDER_CLOSED : to != CUCAP_BUILDER_NOT_STARTED;
+    case CUCAP_BUILDER_ENDED:
+    case CUCAP_BUILDER_INVALIDATED:
+        /* a body whose capture failed may capture again */
+        return to == CUCAP_BUILDER_CLOSED || (kind == CUCAP_BUILDER_BODY && to == CUCAP_BUILDER_CAPTURING);
+    default: return 0;
+    }
+}
+
+static void check_states(void)
+{
+    int i;
+
+    for (i = 0; i < BUILDERS; i++) {
+        cucap_builder_state now;
+        if (!st.b[i])
+            continue;
+        now = cucap_builder_get_state(st.b[i]);
+        CHECK(allowed(cucap_builder_get_kind(st.b[i]), st.seen[i], now), "builder %d moved from state %d to %d", i,
+              st.seen[i], now);
+        st.seen[i] = now;
+    }
+}
+
+/* ---------------------------------------------------------------- slots */
+
+static int free_builder_slot(void)
+{
+    int i;
+    for (i = 0; i < BUILDERS; i++)
+        if (!st.b[i])
+            return i;
+    return -1;
+}
+
+static void adopt(cucap_builder *b)
+{
+    int i = free_builder_slot();
+
+    if (i < 0) {
+        cucap_builder_destroy(b);
+        return;
+    }
+    st.b[i] = b;
+    st.seen[i] = cucap_builder_get_state(b);
+}
+
+static cucap_builder *pick(struct input *in)
+{
+    return st.b[next(in) % BUILDERS];
+}
+
+static CUstream stream_of(struct input *in)
+{
+    cucap_builder *b = pick(in);
+    CUstream s = b ? cucap_builder_stream(b) : NULL;
+    return s ? s : st.spare;
+}
+
+static const CUresult fault_codes[] = {
+    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, CUDA_ERROR_STREAM_CAPTURE_MERGE,
+    CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_ILLEGAL_STATE, CUDA_ERROR_UNKNOWN,
+};
+
+/* ---------------------------------------------------------------- one step */
+
+static void run_step(struct input *in)
+{
+    unsigned op = next(in) % 28, a = next(in), c = next(in);
+    cucap_error *err = NULL;
+
+    step_reported = 0;
+    if (getenv("FUZZ_TRACE"))
+        fprintf(stderr, "step %d: op %u a %u c %u (last fault %s, live pools %ld)\n", step, op, a, c,
+                last_injected() ? last_injected() : "-", sim_live("pool"));
+    cucap_builder *b = st.b[a % BUILDERS];
+    CUresult rc;
+    int i;
+
+    switch (op) {
+    case 0: {
+        cucap_builder *nb = NULL;
+        rc = cucap_builder_create(0, &nb, &err);
+        checked(rc, err, "cucap_builder_create");
+        if (nb)
+            adopt(nb);
+        break;
+    }
+    case 1: {
+        static const CUstreamCaptureMode modes[4] = { CU_STREAM_CAPTURE_MODE_GLOBAL,
+                                                      CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                                      CU_STREAM_CAPTURE_MODE_RELAXED, (CUstreamCaptureMode)7 };
+        rc = cucap_builder_begin(b, modes[c % 4], &err);
+        checked(rc, err, "cucap_builder_begin");
+        break;
+    }
+    case 2:
+        rc = cucap_builder_end(b, &err);
+
+        checked(rc, err, "cucap_builder_end");
+        break;
+    case 3: {
+        cucap_builder *forks[4] = { NULL, NULL, NULL, NULL };
+        size_t count = 1 + c % 4;
+        rc = cucap_builder_split(b, count, forks, &err);
+        checked(rc, err, "cucap_builder_split");
+        for (i = 0; i < 4; i++) {
+            CHECK(rc == CUDA_SUCCESS || !forks[i], "a failed split handed out a fork");
+            if (forks[i])
+                adopt(forks[i]);
+        }
+        break;
+    }
+    case 4: {
+        cucap_builder *list[4], *root = NULL;
+        size_t n = 0;
+        int k;
+        for (k = 0; k < 4; k++) {
+            cucap_builder *x = st.b[(a + (unsigned)k * (c | 1)) % BUILDERS];
+            size_t j;
+            for (j = 0; j < n && list[j] != x; j++)
+                ;
+            if (x && j == n)
+                list[n++] = x;
+        }
+        rc = cucap_builder_join(n ? list : NULL, n, &root, &err);
+        checked(rc, err, "cucap_builder_join");
+        if (rc != CUDA_ERROR_INVALID_VALUE && rc != CUDA_ERROR_ILLEGAL_STATE)
+            for (size_t j = 0; j < n; j++)
+                CHECK(list[j] == root || cucap_builder_get_state(list[j]) == CUCAP_BUILDER_CLOSED,
+                      "join left builder %zu of %zu open", j, n);
+        break;
+    }
+    case 5:
+        rc = cucap_builder_close(b, &err);
+
+        checked(rc, err, "cucap_builder_close");
+        break;
+    case 6:
+        if (b) {
+            cucap_builder_destroy(b);
+            st.b[a % BUILDERS] = NULL;
+            note_fault();
+        }
+        break;
+    case 7:
+        D.cuMemsetD8Async(st.buffer + (c % 16) * 64, (unsigned char)c, 64, stream_of(in));
+        note_fault();
+        break;
+    case 8:
+        D.cuStreamSynchronize(stream_of(in));
+        note_fault();
+        break;
+    case 9: {
+        CUevent ev;
+        if (D.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+            D.cuEventRecord(ev, stream_of(in));
+            D.cuStreamWaitEvent(stream_of(in), ev, 0);
+            if (D.cuEventDestroy(ev) != CUDA_SUCCESS)
+                st.fault_in_release = 1;
+        }
+        note_fault();
+        break;
+    }
+    case 10: {
+        int building = 0;
+        rc = cucap_builder_is_building(b, &building, &err);
+
+        checked(rc, err, "cucap_builder_is_building");
+        break;
+    }
+    case 11: {
+        cucap_exec **slot = &st.e[c % EXECS];
+        if (*slot)
+            break;
+        rc = cucap_builder_complete(b, NULL, slot, &err);
+
+        checked(rc, err, "cucap_builder_complete");
+        break;
+    }
+    case 12: {
+        cucap_graph **slot = &st.g[c % GRAPHS];
+        if (*slot)
+            break;
+        rc = cucap_builder_graph(b, slot, &err);
+
+        checked(rc, err, "cucap_builder_graph");
+        break;
+    }
+    case 13:
+        cucap_graph_unref(st.g[c % GRAPHS]);
+        st.g[c % GRAPHS] = NULL;
+        note_fault();
+        break;
+    case 14: {
+        cucap_exec **slot = &st.e[a % EXECS];
+        if (*slot || !st.g[c % GRAPHS])
+            break;
+        rc = cucap_graph_instantiate(st.g[c % GRAPHS], NULL, slot, &err);
+
+        checked(rc, err, "cucap_graph_instantiate");
+        break;
+    }
+    case 15:
+        if (st.e[c % EXECS]) {
+            rc = cucap_exec_launch(st.e[c % EXECS], stream_of(in), &err);
+            checked(rc, err, "cucap_exec_launch");
+        }
+        break;
+    case 16:
+        cucap_exec_destroy(st.e[c % EXECS]);
+        st.e[c % EXECS] = NULL;
+        note_fault();
+        break;
+    case 17:
+        if (st.e[c % EXECS]) {
+            rc = cucap_exec_update(st.e[c % EXECS], b, &err);
+            checked(rc, err, "cucap_exec_update");
+        }
+        break;
+    case 18:
+        rc = cucap_builder_create_condition(b, c & 1, (c >> 1) & 1, &st.h[c % HANDLES], &err);
+
+        checked(rc, err, "cucap_builder_create_condition");
+        break;
+    case 19: {
+        cucap_builder *bodies[3] = { NULL, NULL, NULL };
+        CUgraphConditionalHandle h = st.h[a % HANDLES];
+        switch (c % 4) {
+        case 0: rc = cucap_builder_if(b, h, &bodies[0], &err); break;
+        case 1: rc = cucap_builder_if_else(b, h, &bodies[0], &bodies[1], &err); break;
+        case 2: rc = cucap_builder_while(b, h, &bodies[0], &err); break;
+        default: rc = cucap_builder_switch(b, h, 3, bodies, &err); break;
+        }
+        checked(rc, err, "a conditional call");
+        for (i = 0; i < 3; i++)
+            if (bodies[i])
+                adopt(bodies[i]);
+        break;
+    }
+    case 20: {
+        cucap_pool **slot = &st.pool[c % POOLS];
+        if (*slot)
+            break;
+        if (a % 3 == 0)
+            rc = cucap_device_pool(0, slot, &err);
+        else if (a % 3 == 1)
+            rc = cucap_pool_open_default(0, slot, &err);
+        else
+            rc = cucap_pool_create(0, NULL, slot, &err);
+        checked(rc, err, "a pool constructor");
+        break;
+    }
+    case 21: {
+        struct ptr *slot = &st.ptr[a % PTRS];
+        if (slot->p || !st.pool[c % POOLS])
+            break;
+        rc = cucap_pool_alloc(st.pool[c % POOLS], 64 + c, stream_of(in), &slot->p, &err);
+        checked(rc, err, "cucap_pool_alloc");
+        slot->pool = (int)(c % POOLS);
+        break;
+    }
+    case 22: {
+        struct ptr *slot = &st.ptr[a % PTRS];
+        if (!slot->p || !st.pool[slot->pool])
+            break;
+        rc = cucap_pool_free(st.pool[slot->pool], slot->p, stream_of(in), &err);
+        checked(rc, err, "cucap_pool_free");
+        if (rc == CUDA_SUCCESS)
+            slot->p = 0;
+        break;
+    }
+    case 23:
+        if (st.pool[c % POOLS]) {
+            int j;
+            for (j = 0; j < PTRS; j++)   /* a pool's pointers cannot be freed through it any more */
+                if (st.ptr[j].p && st.ptr[j].pool == (int)(c % POOLS))
+                    st.ptr[j].pool = -1;
+            rc = cucap_pool_close(st.pool[c % POOLS], &err);
+
+            checked(rc, err, "cucap_pool_close");
+            st.pool[c % POOLS] = NULL;
+        }
+        break;
+    case 24: {
+        char rule[64];
+        snprintf(rule, sizeof rule, "*:%u:%d", 1 + c % 12, (int)fault_codes[a % (sizeof fault_codes / sizeof fault_codes[0])]);
+        set_rules(rule);
+        break;
+    }
+    case 25:
+        rc = cucap_builder_embed(b, st.b[c % BUILDERS], &err);
+
+        checked(rc, err, "cucap_builder_embed");
+        break;
+    case 26:
+        rc = cucap_builder_dot_print(b, "/dev/null", 0, &err);
+
+        checked(rc, err, "cucap_builder_dot_print");
+        break;
+    default:
+        set_rules("");
+        break;
+    }
+    check_states();
+    check_thread_mode();
+}
+
+/* ---------------------------------------------------------------- teardown */
+
+static void teardown(struct input *in)
+{
+    unsigned order = next(in);
+    int i, k;
+    long n;
+
+    set_rules("");
+    D.cuStreamSynchronize(st.spare);
+    /* builders in an order the input picks */
+    for (k = 0; k < BUILDERS; k++) {
+        i = (int)((order + (unsigned)k * 3) % BUILDERS);
+        cucap_builder_destroy(st.b[i]);
+        st.b[i] = NULL;
+    }
+    for (i = 0; i < EXECS; i++) {
+        cucap_exec_destroy(st.e[i]);
+        st.e[i] = NULL;
+    }
+    for (i = 0; i < GRAPHS; i++) {
+        cucap_graph_unref(st.g[i]);
+        st.g[i] = NULL;
+    }
+    for (i = 0; i < PTRS; i++) {
+        if (st.ptr[i].p) {
+            CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+            D.cuThreadExchangeStreamCaptureMode(&m);
+            D.cuMemFree(st.ptr[i].p);   /* whatever pool it came from, or none any more */
+            D.cuThreadExchangeStreamCaptureMode(&m);
+        }
+        st.ptr[i].p = 0;
+    }
+    for (i = 0; i < POOLS; i++) {
+        cucap_pool_close(st.pool[i], NULL);
+        st.pool[i] = NULL;
+    }
+    D.cuStreamDestroy(st.spare);
+    {
+        CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+        D.cuThreadExchangeStreamCaptureMode(&m);
+        D.cuMemFree(st.buffer);
+        D.cuThreadExchangeStreamCaptureMode(&m);
+    }
+    cucap_i_cache_drain();
+    if (!st.fault_in_release)
+        for (i = 0; i < 6; i++) {
+            n = sim_live(kinds[i]) - st.baseline[i];
+            CHECK(n == 0, "%ld more live %s(s) after everything was destroyed than before the input", n, kinds[i]);
+        }
+}
+
+void fuzz_one(const uint8_t *data, size_t size)
+{
+    struct input in = { data, size };
+
+    int i;
+
+    memset(&st, 0, sizeof st);
+    set_rules("");
+    cucap_set_warning_handler(quiet, NULL);
+    cucap_i_cache_drain();
+    for (i = 0; i < 6; i++)
+        st.baseline[i] = sim_live(kinds[i]);
+    {
+        /* relaxed: a capture that an earlier input's faults left running must not refuse these */
+        CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+        D.cuThreadExchangeStreamCaptureMode(&m);
+        if (D.cuMemAlloc(&st.buffer, 16 * 64) != CUDA_SUCCESS ||
+            D.cuStreamCreate(&st.spare, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+            fprintf(stderr, "fuzz: setting up an input failed\n");
+            abort();
+        }
+        D.cuThreadExchangeStreamCaptureMode(&m);
+    }
+    for (step = 0; in.left > 1 && step < 64; step++)
+        run_step(&in);
+    teardown(&in);
+    cucap_set_warning_handler(NULL, NULL);
+}
