@@ -146,9 +146,12 @@ static void note_fault(void)
 {
     const char *name = last_injected();
 
-    /* a failed destroy, release or end leaves its object to the driver */
+    /* a failed destroy, release or end leaves its object to the driver, and
+     * so does a destroy that ran in a capture-refusing mode because the
+     * switch to relaxed mode failed */
     if (name && (strstr(name, "Destroy") || strstr(name, "Release") || strstr(name, "Free") ||
-                 !strcmp(name, "cuStreamEndCapture") || !strcmp(name, "cuStreamGetCaptureInfo")))
+                 !strcmp(name, "cuStreamEndCapture") || !strcmp(name, "cuStreamGetCaptureInfo") ||
+                 !strcmp(name, "cuThreadExchangeStreamCaptureMode")))
         st.fault_in_release = 1;
 }
 
@@ -266,8 +269,8 @@ static void run_step(struct input *in)
 
     step_reported = 0;
     if (getenv("FUZZ_TRACE"))
-        fprintf(stderr, "step %d: op %u a %u c %u (last fault %s, live pools %ld)\n", step, op, a, c,
-                last_injected() ? last_injected() : "-", sim_live("pool"));
+        fprintf(stderr, "step %d: op %u a %u c %u (last fault %s, live pools %ld, allocations %ld)\n", step, op, a, c,
+                last_injected() ? last_injected() : "-", sim_live("pool"), sim_live("allocation"));
     cucap_builder *b = st.b[a % BUILDERS];
     CUresult rc;
     int i;
@@ -457,12 +460,21 @@ static void run_step(struct input *in)
     }
     case 22: {
         struct ptr *slot = &st.ptr[a % PTRS];
-        if (!slot->p || !st.pool[slot->pool])
+        if (!slot->p || slot->pool < 0 || !st.pool[slot->pool])
             break;
-        rc = cucap_pool_free(st.pool[slot->pool], slot->p, stream_of(in), &err);
-        checked(rc, err, "cucap_pool_free");
-        if (rc == CUDA_SUCCESS)
-            slot->p = 0;
+        {
+            CUstream s = stream_of(in);
+            CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+            D.cuStreamGetCaptureInfo(s, &status, NULL, NULL, NULL, NULL, NULL);
+            rc = cucap_pool_free(st.pool[slot->pool], slot->p, s, &err);
+            checked(rc, err, "cucap_pool_free");
+            /* a free captured into a graph happens only if the graph runs:
+             * the teardown frees what is still there */
+            if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE)
+                slot->p = 0;
+            else if (rc == CUDA_SUCCESS)
+                slot->pool = -1;
+        }
         break;
     }
     case 23:
