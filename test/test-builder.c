@@ -629,3 +629,49 @@ FAULT_BACKEND_TEST(builder, every_driver_call_of_a_cycle_fails_in_turn)
     cr_assert_eq(cycle(d), CUDA_SUCCESS, "the library works again once the driver does");
     D.cuMemFree(d);
 }
+
+/* ---------------------------------------------------------------- found by the API fuzzer */
+
+/* The stream cache switched to relaxed mode to retain its context and
+ * dropped a failed restore silently, leaving the thread relaxed. */
+FAULT_BACKEND_TEST(builder, a_failed_restore_in_the_stream_cache_is_reported)
+{
+    cucap_builder *b = new_builder(), *f = NULL;
+
+    cucap_i_cache_drain();   /* the next split makes the cache, in relaxed mode */
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    warnings = 0;
+    cucap_set_warning_handler(count_warning, NULL);
+    cr_assert_eq(set_rules("cuThreadExchangeStreamCaptureMode:2:CUDA_ERROR_UNKNOWN"), 0);
+    cr_assert_eq(cucap_builder_split(b, 2, &f, NULL), CUDA_SUCCESS, "the split itself works with fresh streams");
+    cr_assert_eq(warnings, 1, "the failed restore must reach the warning handler");
+    cr_assert_eq(last_warning, CUDA_ERROR_UNKNOWN);
+    cucap_set_warning_handler(NULL, NULL);
+    cr_assert_eq(set_rules(""), 0);
+    set_thread_mode(CU_STREAM_CAPTURE_MODE_GLOBAL);   /* the failed restore left it relaxed */
+    cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ b, f }, 2, NULL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
+    cucap_builder_destroy(f);
+    cucap_builder_destroy(b);
+}
+
+/* A failed end that left the capture running stranded the capture and its
+ * stream when the builder was closed; close now tries the end once more. */
+FAULT_BACKEND_TEST(builder, close_retries_an_end_that_left_the_capture_running)
+{
+    cucap_builder *b = new_builder();
+    cucap_error *err = NULL;
+
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(set_rules("cuStreamEndCapture:1:CUDA_ERROR_UNKNOWN"), 0);
+    cr_assert_eq(cucap_builder_close(b, &err), CUDA_ERROR_UNKNOWN);
+    cucap_error_free(err);
+    cr_assert_eq(cucap_builder_get_state(b), CUCAP_BUILDER_CLOSED);
+    cr_assert_eq(calls("cuStreamEndCapture"), 2, "the end is tried once more");
+    cr_assert_eq(calls("cuStreamDestroy"), 1, "the stream is released, not stranded");
+    cucap_builder_destroy(b);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("stream"), 0);
+        cr_assert_eq(sim_live_settled("graph"), 0);
+    }
+}

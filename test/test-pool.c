@@ -547,3 +547,22 @@ FAULT_BACKEND_TEST(pool, every_driver_call_of_open_default_fails_in_turn)
             set_thread_mode(CU_STREAM_CAPTURE_MODE_GLOBAL);   /* the restore was the failed call */
     }
 }
+
+/* Found by the API fuzzer: closing an owned pool when the switch to relaxed
+ * mode failed freed the object but never destroyed the driver's pool. */
+FAULT_BACKEND_TEST(pool, close_destroys_the_pool_even_when_the_relaxed_switch_fails)
+{
+    cucap_pool *p = NULL;
+    cucap_error *err = NULL;
+
+    cr_assert_eq(cucap_pool_create(0, NULL, &p, NULL), CUDA_SUCCESS);
+    cr_assert_eq(set_rules("cuThreadExchangeStreamCaptureMode:1:CUDA_ERROR_UNKNOWN"), 0);
+    cr_assert_eq(cucap_pool_close(p, &err), CUDA_ERROR_UNKNOWN);
+    cr_assert_not_null(strstr(cucap_error_message(err), "switching the thread to relaxed"), "%s",
+                       cucap_error_message(err));
+    cr_assert_eq(calls("cuMemPoolDestroy"), 1, "the pool must be destroyed all the same");
+    cucap_error_free(err);
+    cr_assert_eq(thread_mode(), CU_STREAM_CAPTURE_MODE_GLOBAL);
+    if (on_simulator())
+        cr_assert_eq(sim_live_settled("pool"), 0);
+}

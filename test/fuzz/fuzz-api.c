@@ -269,8 +269,8 @@ static void run_step(struct input *in)
 
     step_reported = 0;
     if (getenv("FUZZ_TRACE"))
-        fprintf(stderr, "step %d: op %u a %u c %u (last fault %s, live pools %ld, allocations %ld)\n", step, op, a, c,
-                last_injected() ? last_injected() : "-", sim_live("pool"), sim_live("allocation"));
+        fprintf(stderr, "step %d: op %u a %u c %u (last fault %s, pools %ld, allocations %ld, streams %ld)\n", step, op, a, c,
+                last_injected() ? last_injected() : "-", sim_live("pool"), sim_live("allocation"), sim_live("stream"));
     cucap_builder *b = st.b[a % BUILDERS];
     CUresult rc;
     int i;
@@ -509,6 +509,7 @@ static void run_step(struct input *in)
         set_rules("");
         break;
     }
+    note_fault();   /* whatever the step's calls were, a fault in a release counts */
     check_states();
     check_thread_mode();
 }
@@ -526,6 +527,9 @@ static void teardown(struct input *in)
     /* builders in an order the input picks */
     for (k = 0; k < BUILDERS; k++) {
         i = (int)((order + (unsigned)k * 3) % BUILDERS);
+        if (getenv("FUZZ_TRACE") && st.b[i])
+            fprintf(stderr, "teardown: builder %d kind %d state %d, streams %ld\n", i,
+                    cucap_builder_get_kind(st.b[i]), cucap_builder_get_state(st.b[i]), sim_live("stream"));
         cucap_builder_destroy(st.b[i]);
         st.b[i] = NULL;
     }
