@@ -37,6 +37,19 @@ struct sim_exec {
 
 /* ---------------------------------------------------------------- graphs */
 
+/* CUDASIM_RECYCLE=1 (long fuzzing campaigns): graphs destroyed by their
+ * owner are freed instead of kept, so memory stays flat; a second destroy
+ * is then a use after free, which AddressSanitizer reports.  Graphs the
+ * driver discarded are always kept, to catch a destroy of them. */
+static int recycling(void)
+{
+    static int recycle = -1;
+
+    if (recycle < 0)
+        recycle = getenv("CUDASIM_RECYCLE") != NULL;
+    return recycle;
+}
+
 struct sim_graph *sim_graph_new(void)
 {
     struct sim_graph *g = calloc(1, sizeof *g);
@@ -49,10 +62,25 @@ struct sim_graph *sim_graph_new(void)
     }
     g->magic = SIM_GRAPH_MAGIC;
     g->state = SIM_GRAPH_LIVE;
+    if (recycling()) {
+        free(r);
+        sim_track(g);
+        return g;
+    }
     r->graph = g;
     r->next = all_graphs;
     all_graphs = r;
     return g;
+}
+
+/* After a release: free the structure when recycling and nothing refers to it. */
+static void recycle(struct sim_graph *g)
+{
+    if (recycling() && g->state == SIM_GRAPH_DESTROYED && g->exec_count == 0) {
+        sim_untrack(g);
+        g->magic = 0;
+        free(g);
+    }
 }
 
 /* Graph structures are never freed (only their nodes), so a handle the
@@ -157,13 +185,17 @@ static void release(struct sim_graph *g, enum sim_graph_state state)
 
     for (i = 0; i < g->node_count; i++) {
         struct sim_node *n = g->nodes[i];
-        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child.graph)
+        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child.graph) {
             release(n->u.child.graph, state);
+            recycle(n->u.child.graph);
+        }
         if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
             for (k = 0; k < n->u.cond.size; k++) {
                 struct sim_graph *body = (struct sim_graph *)n->u.cond.bodies[k];
-                if (body->state == SIM_GRAPH_LIVE)
+                if (body->state == SIM_GRAPH_LIVE) {
                     release(body, state);
+                    recycle(body);
+                }
             }
             free(n->u.cond.bodies);
             if (n->u.cond.handle && n->u.cond.handle <= handle_count &&
@@ -268,6 +300,7 @@ static CUresult sim_cuGraphDestroy(CUgraph h)
     }
     check_no_dead_body(g, "cuGraphDestroy");
     release(g, SIM_GRAPH_DESTROYED);
+    recycle(g);
     sim_unlock();
     return CUDA_SUCCESS;
 }
@@ -698,6 +731,7 @@ static CUresult sim_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph hg,
     for (i = 0; i < handle_count; i++)
         e->values[i + 1] = handles[i].default_value;
     sim_live_add(SIM_EXEC, 1);
+    sim_track(e);
     params->result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
     *out = (CUgraphExec)e;
 done:
@@ -719,10 +753,14 @@ static CUresult sim_cuGraphExecDestroy(CUgraphExec h)
     e = exec_of(h);
     if (e) {
         release(e->snapshot, SIM_GRAPH_DESTROYED);
+        recycle(e->snapshot);
         /* the allocations captured into the source live until its last exec goes */
-        if (--e->source->exec_count == 0 && e->source->state != SIM_GRAPH_LIVE)
+        if (--e->source->exec_count == 0 && e->source->state != SIM_GRAPH_LIVE) {
             sim_memory_release_owned_by(e->source);
+            recycle(e->source);
+        }
         e->magic = 0;
+        sim_untrack(e);
         free(e->values);
         free(e);
         sim_live_add(SIM_EXEC, -1);
@@ -882,6 +920,7 @@ static CUresult sim_cuGraphExecUpdate(CUgraphExec h, CUgraph hg, CUgraphExecUpda
         goto done;
     }
     release(snap, SIM_GRAPH_DESTROYED);
+    recycle(snap);
     e->snapshot = fresh;
 done:
     sim_unlock();

@@ -187,6 +187,7 @@ static CUresult sim_cuMemPoolCreate(CUmemoryPool *out, const CUmemPoolProps *pro
     pool->device = props->location.id;
     pool->reuse_follow_event = pool->reuse_opportunistic = pool->reuse_internal = 1;
     sim_live_add(SIM_POOL, 1);
+    sim_track(pool);
     *out = (CUmemoryPool)pool;
     return CUDA_SUCCESS;
 }
@@ -209,6 +210,7 @@ static CUresult sim_cuMemPoolDestroy(CUmemoryPool p)
         if (a->pool == pool)
             a->pool = NULL;          /* outstanding allocations outlive the pool */
     pool->magic = 0;
+    sim_untrack(pool);
     free(pool);
     sim_live_add(SIM_POOL, -1);
     sim_unlock();

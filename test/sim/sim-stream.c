@@ -473,6 +473,7 @@ static CUresult sim_cuStreamCreate(CUstream *out, unsigned int flags)
     st->ctx = sim_current_ctx();
     st->flags = flags;
     sim_live_add(SIM_STREAM, 1);
+    sim_track(st);
     *out = (CUstream)st;
     return CUDA_SUCCESS;
 }
@@ -494,6 +495,7 @@ static CUresult sim_cuStreamDestroy(CUstream s)
             st->cap->members[st->member].stream = NULL;   /* its work still has to be joined */
     }
     st->magic = 0;
+    sim_untrack(st);
     free(st->edge_data);
     free(st);
     sim_live_add(SIM_STREAM, -1);
@@ -582,6 +584,7 @@ static CUresult sim_cuEventCreate(CUevent *out, unsigned int flags)
     ev->magic = SIM_EVENT_MAGIC;
     ev->ctx = sim_current_ctx();
     sim_live_add(SIM_EVENT, 1);
+    sim_track(ev);
     *out = (CUevent)ev;
     return CUDA_SUCCESS;
 }
@@ -594,6 +597,7 @@ static CUresult sim_cuEventDestroy(CUevent e)
     ev = event_of(e);
     if (ev) {
         ev->magic = 0;
+        sim_untrack(ev);
         free(ev->deps);
         free(ev);
         sim_live_add(SIM_EVENT, -1);
