@@ -62,6 +62,7 @@ static struct state {
     cucap_graph *g[GRAPHS];
     cucap_exec *e[EXECS];
     CUgraphConditionalHandle h[HANDLES];
+    unsigned int h_value[HANDLES];   /* the default each launch applies: a WHILE needs 0 to end */
     struct ptr ptr[PTRS];
     CUdeviceptr buffer;
     CUstream spare;
@@ -418,6 +419,7 @@ static void run_step(struct input *in)
         break;
     case 18:
         rc = cucap_builder_create_condition(b, c & 1, (c >> 1) & 1, &st.h[c % HANDLES], &err);
+        st.h_value[c % HANDLES] = (c & 1) && ((c >> 1) & 1);
 
         checked(rc, err, "cucap_builder_create_condition");
         break;
@@ -427,7 +429,14 @@ static void run_step(struct input *in)
         switch (c % 4) {
         case 0: rc = cucap_builder_if(b, h, &bodies[0], &err); break;
         case 1: rc = cucap_builder_if_else(b, h, &bodies[0], &bodies[1], &err); break;
-        case 2: rc = cucap_builder_while(b, h, &bodies[0], &err); break;
+        case 2:
+            /* a WHILE whose condition stays 1 never ends, on any device */
+            if (st.h_value[a % HANDLES]) {
+                rc = CUDA_SUCCESS;
+                break;
+            }
+            rc = cucap_builder_while(b, h, &bodies[0], &err);
+            break;
         default: rc = cucap_builder_switch(b, h, 3, bodies, &err); break;
         }
         checked(rc, err, "a conditional call");
