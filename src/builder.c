@@ -178,20 +178,13 @@ CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **e
     struct cucap_relaxed_scope scope;
     struct ctx_hold *hold;
     CUstream s = NULL;
-    int count = 0;
     CUresult rc;
 
     if (!out)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
     *out = NULL;
-    if ((rc = cucap_i_driver(caller, err)) != CUDA_SUCCESS)
+    if ((rc = cucap_i_check_device(dev, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = cucap_i_drv.cuDeviceGetCount(&count)) != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "cuDeviceGetCount");
-    if (dev < 0 || dev >= count)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
-                            "%s: device ordinal %d is out of range (the driver reports %d device%s)", caller,
-                            (int)dev, count, count == 1 ? "" : "s");
     if (!(hold = calloc(1, sizeof *hold)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     hold->dev = dev;

@@ -127,6 +127,22 @@ CUresult cucap_i_driver(const char *caller, cucap_error **err)
     return cucap_i_fail(err, load_result.code, "%s: %s", caller, load_result.message);
 }
 
+CUresult cucap_i_check_device(CUdevice dev, const char *caller, cucap_error **err)
+{
+    int count = 0;
+    CUresult rc;
+
+    if ((rc = cucap_i_driver(caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_drv.cuDeviceGetCount(&count)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuDeviceGetCount");
+    if (dev < 0 || dev >= count)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
+                            "%s: device ordinal %d is out of range (the driver reports %d device%s)", caller,
+                            (int)dev, count, count == 1 ? "" : "s");
+    return CUDA_SUCCESS;
+}
+
 CUresult cucap_init(cucap_error **err)
 {
     return cucap_i_driver("cucap_init", err);

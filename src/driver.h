@@ -22,6 +22,10 @@ extern struct cucap_driver cucap_i_drv;
  * not NULL) receives an error whose message starts with `caller`. */
 CUresult cucap_i_driver(const char *caller, cucap_error **err);
 
+/* Load the driver and check that dev names a device (INVALID_VALUE with a
+ * message starting with `caller` otherwise). */
+CUresult cucap_i_check_device(CUdevice dev, const char *caller, cucap_error **err);
+
 /* The driver's own name and description of a code, NULL when no driver is
  * loaded or it does not know the code. */
 const char *cucap_i_driver_error_name(CUresult code);

@@ -29,20 +29,17 @@ struct cucap_pool {
 static _Atomic(cucap_pool *) device_pools[CUCAP_MAX_DEVICES];
 static pthread_mutex_t device_pools_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The device must exist and have memory pools; retains its primary context. */
+/* The device must exist and have memory pools. */
 static CUresult check_device(CUdevice dev, const char *caller, cucap_error **err)
 {
-    int count = 0, supported = 0;
+    int supported = 0;
     CUresult rc;
 
-    if ((rc = cucap_i_driver(caller, err)) != CUDA_SUCCESS)
+    if ((rc = cucap_i_check_device(dev, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = cucap_i_drv.cuDeviceGetCount(&count)) != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "cuDeviceGetCount");
-    if (dev < 0 || dev >= count || dev >= CUCAP_MAX_DEVICES)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
-                            "%s: device ordinal %d is out of range (the driver reports %d device%s)", caller,
-                            (int)dev, count, count == 1 ? "" : "s");
+    if (dev >= CUCAP_MAX_DEVICES)
+        return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: device %d: at most %d devices are supported", caller,
+                            (int)dev, CUCAP_MAX_DEVICES);
     rc = cucap_i_drv.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev);
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED)");

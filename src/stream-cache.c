@@ -10,13 +10,13 @@
 #define CACHED_CONTEXTS 8
 #define CACHED_PER_KIND 256
 
+enum { STREAMS, EVENTS, KINDS };
+
 static struct cache {
     CUcontext ctx;                   /* a device's primary context, retained by the cache */
     CUdevice dev;
-    CUstream streams[CACHED_PER_KIND];
-    int stream_count;
-    CUevent events[CACHED_PER_KIND];
-    int event_count;
+    void *items[KINDS][CACHED_PER_KIND];   /* CUstream or CUevent */
+    int count[KINDS];
 } caches[CACHED_CONTEXTS];
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -54,87 +54,80 @@ static struct cache *cache_of(CUcontext ctx, CUdevice dev)
 
 /* Create a stream or event with ctx current, giving the thread its own
  * context back. */
-static CUresult create_in(CUcontext ctx, CUstream *s, CUevent *e)
+static CUresult create_in(CUcontext ctx, int kind, void **out)
 {
     CUcontext saved = NULL;
     CUresult rc = cucap_i_ctx_enter(ctx, &saved), left;
 
     if (rc != CUDA_SUCCESS)
         return rc;
-    rc = s ? cucap_i_drv.cuStreamCreate(s, CU_STREAM_NON_BLOCKING) : cucap_i_drv.cuEventCreate(e, CU_EVENT_DISABLE_TIMING);
+    rc = kind == STREAMS ? cucap_i_drv.cuStreamCreate((CUstream *)out, CU_STREAM_NON_BLOCKING)
+                         : cucap_i_drv.cuEventCreate((CUevent *)out, CU_EVENT_DISABLE_TIMING);
     left = cucap_i_ctx_leave(ctx, saved);
     if (rc == CUDA_SUCCESS && left != CUDA_SUCCESS) {
-        if (s)
-            cucap_i_drv.cuStreamDestroy(*s);
+        if (kind == STREAMS)
+            cucap_i_drv.cuStreamDestroy((CUstream)*out);
         else
-            cucap_i_drv.cuEventDestroy(*e);
+            cucap_i_drv.cuEventDestroy((CUevent)*out);
         rc = left;
     }
     return rc;
 }
 
-CUresult cucap_i_cache_take_stream(CUcontext ctx, CUdevice dev, CUstream *out)
+static CUresult take(CUcontext ctx, CUdevice dev, int kind, void **out)
 {
     struct cache *c;
 
     pthread_mutex_lock(&cache_lock);
     c = cache_of(ctx, dev);
-    if (c && c->stream_count > 0) {
-        *out = c->streams[--c->stream_count];
+    if (c && c->count[kind] > 0) {
+        *out = c->items[kind][--c->count[kind]];
         pthread_mutex_unlock(&cache_lock);
         return CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&cache_lock);
-    return create_in(ctx, out, NULL);
+    return create_in(ctx, kind, out);
+}
+
+static void give(CUcontext ctx, CUdevice dev, int kind, void *item)
+{
+    struct cache *c;
+    CUresult rc;
+
+    pthread_mutex_lock(&cache_lock);
+    c = cache_of(ctx, dev);
+    if (c && c->count[kind] < CACHED_PER_KIND) {
+        c->items[kind][c->count[kind]++] = item;
+        item = NULL;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    if (!item)
+        return;
+    rc = kind == STREAMS ? cucap_i_drv.cuStreamDestroy((CUstream)item) : cucap_i_drv.cuEventDestroy((CUevent)item);
+    if (rc != CUDA_SUCCESS)
+        cucap_i_warn(rc, "cucap_builder_destroy: %s failed while releasing a cached %s: %s: %s",
+                     kind == STREAMS ? "cuStreamDestroy" : "cuEventDestroy", kind == STREAMS ? "stream" : "event",
+                     cucap_i_result_label(rc), cucap_i_result_description(rc));
+}
+
+CUresult cucap_i_cache_take_stream(CUcontext ctx, CUdevice dev, CUstream *out)
+{
+    return take(ctx, dev, STREAMS, (void **)out);
 }
 
 void cucap_i_cache_give_stream(CUcontext ctx, CUdevice dev, CUstream s)
 {
-    struct cache *c;
-    CUresult rc;
-
-    pthread_mutex_lock(&cache_lock);
-    c = cache_of(ctx, dev);
-    if (c && c->stream_count < CACHED_PER_KIND) {
-        c->streams[c->stream_count++] = s;
-        s = NULL;
-    }
-    pthread_mutex_unlock(&cache_lock);
-    if (s && (rc = cucap_i_drv.cuStreamDestroy(s)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "cucap_builder_destroy: cuStreamDestroy failed while releasing a stream: %s: %s",
-                     cucap_i_result_label(rc), cucap_i_result_description(rc));
+    give(ctx, dev, STREAMS, s);
 }
 
 CUresult cucap_i_cache_take_event(CUcontext ctx, CUdevice dev, CUevent *out)
 {
-    struct cache *c;
-
-    pthread_mutex_lock(&cache_lock);
-    c = cache_of(ctx, dev);
-    if (c && c->event_count > 0) {
-        *out = c->events[--c->event_count];
-        pthread_mutex_unlock(&cache_lock);
-        return CUDA_SUCCESS;
-    }
-    pthread_mutex_unlock(&cache_lock);
-    return create_in(ctx, NULL, out);
+    return take(ctx, dev, EVENTS, (void **)out);
 }
 
 void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e)
 {
-    struct cache *c;
-    CUresult rc;
-
-    pthread_mutex_lock(&cache_lock);
-    c = cache_of(ctx, dev);
-    if (c && c->event_count < CACHED_PER_KIND) {
-        c->events[c->event_count++] = e;
-        e = NULL;
-    }
-    pthread_mutex_unlock(&cache_lock);
-    if (e && (rc = cucap_i_drv.cuEventDestroy(e)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "cucap_builder_join: cuEventDestroy failed while releasing an event: %s: %s",
-                     cucap_i_result_label(rc), cucap_i_result_description(rc));
+    give(ctx, dev, EVENTS, e);
 }
 
 void cucap_i_cache_drain(void)
@@ -143,10 +136,10 @@ void cucap_i_cache_drain(void)
 
     pthread_mutex_lock(&cache_lock);
     for (i = 0; i < CACHED_CONTEXTS; i++) {
-        while (caches[i].stream_count > 0)
-            cucap_i_drv.cuStreamDestroy(caches[i].streams[--caches[i].stream_count]);
-        while (caches[i].event_count > 0)
-            cucap_i_drv.cuEventDestroy(caches[i].events[--caches[i].event_count]);
+        while (caches[i].count[STREAMS] > 0)
+            cucap_i_drv.cuStreamDestroy((CUstream)caches[i].items[STREAMS][--caches[i].count[STREAMS]]);
+        while (caches[i].count[EVENTS] > 0)
+            cucap_i_drv.cuEventDestroy((CUevent)caches[i].items[EVENTS][--caches[i].count[EVENTS]]);
         if (caches[i].ctx)
             cucap_i_drv.cuDevicePrimaryCtxRelease(caches[i].dev);
         caches[i].ctx = NULL;

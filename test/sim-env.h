@@ -23,34 +23,28 @@ static inline void use_simulated_driver(void)
     cr_assert_eq(setenv("CUCAPTURE_DRIVER", sim_path(), 1), 0);
 }
 
+/* A test hook of the loaded simulator (see sim/sim.h). */
+static inline void *sim_hook(const char *name)
+{
+    void *h = dlopen(sim_path(), RTLD_NOW | RTLD_NOLOAD), *fn;
+
+    cr_assert_not_null(h, "the simulated driver is not loaded");
+    fn = dlsym(h, name);
+    cr_assert_not_null(fn, "the simulated driver has no %s", name);
+    dlclose(h);   /* the library keeps it loaded */
+    return fn;
+}
+
 /* How often the simulator saw the named entry point (after the library loaded it). */
 static inline long sim_counter(const char *name)
 {
-    void *h = dlopen(sim_path(), RTLD_NOW | RTLD_NOLOAD);
-    cudasim_counter_fn fn;
-    long n;
-
-    cr_assert_not_null(h, "the simulated driver is not loaded");
-    fn = (cudasim_counter_fn)dlsym(h, "cudasim_counter");
-    cr_assert_not_null(fn, "the simulated driver has no cudasim_counter");
-    n = fn(name);
-    dlclose(h);
-    return n;
+    return ((cudasim_counter_fn)sim_hook("cudasim_counter"))(name);
 }
 
 /* How many live objects of a kind the simulator holds. */
 static inline long sim_live(const char *kind)
 {
-    void *h = dlopen(sim_path(), RTLD_NOW | RTLD_NOLOAD);
-    cudasim_live_fn fn;
-    long n;
-
-    cr_assert_not_null(h, "the simulated driver is not loaded");
-    fn = (cudasim_live_fn)dlsym(h, "cudasim_live");
-    cr_assert_not_null(fn);
-    n = fn(kind);
-    dlclose(h);
-    return n;
+    return ((cudasim_live_fn)sim_hook("cudasim_live"))(kind);
 }
 
 #endif
