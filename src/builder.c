@@ -28,7 +28,7 @@ struct cucap_builder {
     struct ctx_hold *ctx;
     struct cucap_hier *h;            /* from begin (forks: their parent's) */
     int cached_stream;               /* the stream comes from the stream cache */
-    struct cucap_registration *registration;   /* the stream's entry in the capture registry */
+    struct cucap_registration registration;    /* the stream's entry in the capture registry */
     /* BODY only: the body graph of a conditional node in the parent's
      * hierarchy, which the body's standalone capture is attached to */
     struct cucap_hier *parent_h;
@@ -315,7 +315,7 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
     }
     b->h = h;
     b->state = CUCAP_BUILDER_CAPTURING;
-    b->registration = cucap_i_capture_register(b->stream, h);
+    cucap_i_capture_register(&b->registration, b->stream, h);
     return CUDA_SUCCESS;
 }
 
@@ -371,8 +371,7 @@ static CUresult end_capture(cucap_builder *b)
         if (rc == CUDA_SUCCESS)
             rc = CUDA_ERROR_UNKNOWN;   /* success without a graph: never seen */
     }
-    cucap_i_capture_unregister(b->registration);
-    b->registration = NULL;
+    cucap_i_capture_unregister(&b->registration);
     return rc;
 }
 
@@ -415,8 +414,7 @@ static void release(cucap_builder *b, const char *caller)
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult rc;
 
-    cucap_i_capture_unregister(b->registration);
-    b->registration = NULL;
+    cucap_i_capture_unregister(&b->registration);
     if (b->cached_stream) {
         /* a stream still in a capture waits for the capture's end; without
          * a capture of its own to wait for, it is out of every capture */
@@ -551,7 +549,7 @@ CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **for
         f->cached_stream = 1;
         f->h = b->h;
         cucap_i_hier_ref(b->h);
-        f->registration = cucap_i_capture_register(s, b->h);
+        cucap_i_capture_register(&f->registration, s, b->h);
         forks[made] = f;
     }
     give_event(b->ctx, ev);

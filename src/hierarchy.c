@@ -31,12 +31,12 @@ struct deferred_stream {
     CUcontext ctx;
     CUdevice dev;
     CUstream stream;
-    struct deferred_stream *next;
 };
 
 struct cucap_hier {
     atomic_int refs;
     struct deferred_stream *deferred;
+    size_t deferred_count, deferred_cap;
     pthread_mutex_t lock;
     struct cucap_box root;
     int owned;                       /* the capture's end returned the root */
@@ -93,12 +93,9 @@ void cucap_i_hier_unref(struct cucap_hier *h)
         h->bodies = r->next;
         free(r);
     }
-    while (h->deferred) {   /* a capture that never ended: destroying a fork stream is legal */
-        struct deferred_stream *d = h->deferred;
-        h->deferred = d->next;
-        cucap_i_drv.cuStreamDestroy(d->stream);
-        free(d);
-    }
+    while (h->deferred_count)   /* a capture that never ended: destroying a fork stream is legal */
+        cucap_i_drv.cuStreamDestroy(h->deferred[--h->deferred_count].stream);
+    free(h->deferred);
     pthread_mutex_destroy(&h->lock);
     free(h);
 }
@@ -126,42 +123,46 @@ void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
 
 int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s)
 {
-    struct deferred_stream *d = malloc(sizeof *d);
+    int over;
 
-    if (!d)
-        return -1;
-    d->ctx = ctx;
-    d->dev = dev;
-    d->stream = s;
     pthread_mutex_lock(&h->lock);
-    if (!h->capture_over) {
-        d->next = h->deferred;
-        h->deferred = d;
-        d = NULL;
+    over = h->capture_over;
+    if (!over && h->deferred_count == h->deferred_cap) {
+        size_t cap = h->deferred_cap ? h->deferred_cap * 2 : 8;
+        struct deferred_stream *grown = realloc(h->deferred, cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&h->lock);
+            return -1;
+        }
+        h->deferred = grown;
+        h->deferred_cap = cap;
+    }
+    if (!over) {
+        h->deferred[h->deferred_count].ctx = ctx;
+        h->deferred[h->deferred_count].dev = dev;
+        h->deferred[h->deferred_count++].stream = s;
     }
     pthread_mutex_unlock(&h->lock);
-    if (d) {   /* the capture is over already */
+    if (over)   /* the capture is over already */
         cucap_i_cache_give_stream(ctx, dev, s);
-        free(d);
-    }
     return 0;
 }
 
 void cucap_i_hier_capture_over(struct cucap_hier *h)
 {
     struct deferred_stream *d;
+    size_t n, i;
 
     pthread_mutex_lock(&h->lock);
     d = h->deferred;
+    n = h->deferred_count;
     h->deferred = NULL;
+    h->deferred_count = h->deferred_cap = 0;
     h->capture_over = 1;
     pthread_mutex_unlock(&h->lock);
-    while (d) {
-        struct deferred_stream *next = d->next;
-        cucap_i_cache_give_stream(d->ctx, d->dev, d->stream);
-        free(d);
-        d = next;
-    }
+    for (i = 0; i < n; i++)
+        cucap_i_cache_give_stream(d[i].ctx, d[i].dev, d[i].stream);
+    free(d);
 }
 
 struct cucap_box *cucap_i_hier_root_box(struct cucap_hier *h)
@@ -301,21 +302,12 @@ void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
         cucap_i_note_failure(err, call, "this capture ran (the first library call on it that failed)", code);
 }
 
-/* The streams taking part in captures, each entry owned by its builder. */
-struct cucap_registration {
-    CUstream stream;
-    struct cucap_hier *h;
-    struct cucap_registration *prev, *next;
-};
+/* The streams taking part in captures; the entries live in the builders. */
 static struct cucap_registration *registrations;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
-struct cucap_registration *cucap_i_capture_register(CUstream s, struct cucap_hier *h)
+void cucap_i_capture_register(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
 {
-    struct cucap_registration *r = malloc(sizeof *r);
-
-    if (!r)
-        return NULL;   /* only the note of a later failure is lost */
     r->stream = s;
     r->h = h;
     r->prev = NULL;
@@ -324,23 +316,23 @@ struct cucap_registration *cucap_i_capture_register(CUstream s, struct cucap_hie
     if (registrations)
         registrations->prev = r;
     registrations = r;
+    r->linked = 1;
     pthread_mutex_unlock(&registry_lock);
-    return r;
 }
 
 void cucap_i_capture_unregister(struct cucap_registration *r)
 {
-    if (!r)
-        return;
     pthread_mutex_lock(&registry_lock);
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        registrations = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
+    if (r->linked) {
+        if (r->prev)
+            r->prev->next = r->next;
+        else
+            registrations = r->next;
+        if (r->next)
+            r->next->prev = r->prev;
+        r->linked = 0;
+    }
     pthread_mutex_unlock(&registry_lock);
-    free(r);
 }
 
 void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code)

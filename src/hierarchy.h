@@ -67,9 +67,14 @@ void cucap_i_hier_capture_over(struct cucap_hier *h);
 
 /* Streams taking part in a capture, so that calls that only know a stream
  * (cucap_pool_alloc, cucap_pool_free) can record their capture failures. */
-struct cucap_registration;
-struct cucap_registration *cucap_i_capture_register(CUstream s, struct cucap_hier *h);   /* NULL: not registered */
-void cucap_i_capture_unregister(struct cucap_registration *r);                       /* NULL is fine */
+struct cucap_registration {         /* kept in the registering builder */
+    CUstream stream;
+    struct cucap_hier *h;
+    struct cucap_registration *prev, *next;
+    int linked;
+};
+void cucap_i_capture_register(struct cucap_registration *r, CUstream s, struct cucap_hier *h);
+void cucap_i_capture_unregister(struct cucap_registration *r);   /* an entry not linked is fine */
 void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code);
 
 /* Whether a code is one of the driver's capture errors. */
