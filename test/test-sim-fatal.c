@@ -51,6 +51,17 @@ static int in_child(void (*fn)(void), char *text, size_t size)
     return status;
 }
 
+/* fn must stop the process with SIGABRT and a message holding both texts. */
+static void expect_fatal(void (*fn)(void), const char *text1, const char *text2)
+{
+    char text[1024];
+    int status = in_child(fn, text, sizeof text);
+
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "child status %#x, stderr: %s", status, text);
+    cr_assert_not_null(strstr(text, text1), "%s", text);
+    cr_assert_not_null(strstr(text, text2), "%s", text);
+}
+
 static void destroy_discarded_graph(void)
 {
     CUstream s;
@@ -70,12 +81,7 @@ static void destroy_discarded_graph(void)
 
 Test(sim_fatal, destroying_a_graph_the_driver_discarded)
 {
-    char text[1024];
-    int status = in_child(destroy_discarded_graph, text, sizeof text);
-
-    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "child status %#x, stderr: %s", status, text);
-    cr_assert_not_null(strstr(text, "cudasim: FATAL: cuGraphDestroy"), "%s", text);
-    cr_assert_not_null(strstr(text, "discarded"), "%s", text);
+    expect_fatal(destroy_discarded_graph, "cudasim: FATAL: cuGraphDestroy", "discarded");
 }
 
 static void end_parent_of_invalidated_body(void)
@@ -113,12 +119,7 @@ static void end_parent_of_invalidated_body(void)
 
 Test(sim_fatal, ending_the_parent_of_an_invalidated_direct_body)
 {
-    char text[1024];
-    int status = in_child(end_parent_of_invalidated_body, text, sizeof text);
-
-    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "child status %#x, stderr: %s", status, text);
-    cr_assert_not_null(strstr(text, "cudasim: FATAL: cuStreamEndCapture"), "%s", text);
-    cr_assert_not_null(strstr(text, "body"), "%s", text);
+    expect_fatal(end_parent_of_invalidated_body, "cudasim: FATAL: cuStreamEndCapture", "body");
 }
 
 static void destroy_graph_twice(void)
@@ -132,9 +133,5 @@ static void destroy_graph_twice(void)
 
 Test(sim_fatal, destroying_a_graph_twice)
 {
-    char text[1024];
-    int status = in_child(destroy_graph_twice, text, sizeof text);
-
-    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "child status %#x, stderr: %s", status, text);
-    cr_assert_not_null(strstr(text, "already destroyed"), "%s", text);
+    expect_fatal(destroy_graph_twice, "cudasim: FATAL: cuGraphDestroy", "already destroyed");
 }
