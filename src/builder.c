@@ -113,26 +113,26 @@ static CUresult stream_in(CUcontext ctx, CUstream *s, const char *caller, cucap_
 
 /* Streams and events of forks, bodies and joins: reused through the cache
  * in a primary context the builders retain, made and destroyed otherwise. */
-static CUresult take_stream(struct ctx_hold *c, CUstream *s)
+static CUresult take_stream(struct ctx_hold *c, CUstream *s, const char *caller)
 {
-    return c->retained ? cucap_i_cache_take_stream(c->ctx, c->dev, s) : stream_in(c->ctx, s, "", NULL);
+    return c->retained ? cucap_i_cache_take_stream(c->ctx, c->dev, s, caller) : stream_in(c->ctx, s, "", NULL);
 }
 
-static void give_stream(struct ctx_hold *c, CUstream s)
+static void give_stream(struct ctx_hold *c, CUstream s, const char *caller)
 {
     if (c->retained)
-        cucap_i_cache_give_stream(c->ctx, c->dev, s);
+        cucap_i_cache_give_stream(c->ctx, c->dev, s, caller);
     else
         cucap_i_drv.cuStreamDestroy(s);
 }
 
-static CUresult take_event(struct ctx_hold *c, CUevent *e)
+static CUresult take_event(struct ctx_hold *c, CUevent *e, const char *caller)
 {
     CUcontext saved = NULL;
     CUresult rc, left;
 
     if (c->retained)
-        return cucap_i_cache_take_event(c->ctx, c->dev, e);
+        return cucap_i_cache_take_event(c->ctx, c->dev, e, caller);
     if ((rc = cucap_i_ctx_enter(c->ctx, &saved)) != CUDA_SUCCESS)
         return rc;
     rc = cucap_i_drv.cuEventCreate(e, CU_EVENT_DISABLE_TIMING);
@@ -144,12 +144,14 @@ static CUresult take_event(struct ctx_hold *c, CUevent *e)
     return rc;
 }
 
-static void give_event(struct ctx_hold *c, CUevent e)
+/* An event recorded in h's capture: reused only once that capture is over,
+ * so that no event is ever recorded in two captures that may both still run
+ * (the driver crashes when a capture's end races a re-record of its event). */
+static void give_event(struct ctx_hold *c, struct cucap_hier *h, CUevent e)
 {
-    if (c->retained)
-        cucap_i_cache_give_event(c->ctx, c->dev, e);
-    else
-        cucap_i_drv.cuEventDestroy(e);
+    if (c->retained && h && cucap_i_hier_defer_event(h, c->ctx, c->dev, e) == 0)
+        return;
+    cucap_i_drv.cuEventDestroy(e);   /* legal during capture */
 }
 
 #if CUDA_VERSION >= 13000
@@ -270,6 +272,7 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     CUgraph graph = NULL, ended = NULL;
     struct cucap_hier *h = NULL;
+    cuuint64_t id = 0;
     CUresult rc, undo;
 
     if ((rc = check_open(b, caller, err)) != CUDA_SUCCESS)
@@ -291,13 +294,13 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
                             "%s: %d is not a capture mode (GLOBAL, THREAD_LOCAL or RELAXED)", caller, (int)mode);
     if ((rc = cucap_i_drv.cuStreamBeginCapture(b->stream, mode)) != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuStreamBeginCapture");
-    rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, &graph, NULL, NULL, NULL);
+    rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, &id, &graph, NULL, NULL, NULL);
     if (rc == CUDA_SUCCESS && (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !graph))
         rc = cucap_i_fail(err, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
                           "%s: the capture was invalidated as soon as it began", caller);
     else if (rc != CUDA_SUCCESS)
         cucap_i_fail_driver(err, rc, caller, "cuStreamGetCaptureInfo");
-    else if (!(h = cucap_i_hier_new_capture(graph)))
+    else if (!(h = cucap_i_hier_new_capture(graph, b->ctx->ctx, id)))
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     if (rc != CUDA_SUCCESS) {
         /* a failed begin leaves nothing begun */
@@ -319,47 +322,112 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
     return CUDA_SUCCESS;
 }
 
-/* A body's capture ended with graph g: add it to the node's body graph as a
- * child-graph node (the driver clones it).  Capturing straight into the
- * body graph instead crashes the driver when that capture is invalidated. */
-static CUresult attach_body(cucap_builder *b, CUgraph g)
+/* Node types the driver allows in a conditional body (CUDA 12.3 to 13.0);
+ * a body holding another type makes the parent's instantiate fail. */
+static int allowed_in_body(CUgraphNodeType t)
 {
-    CUgraph body = cucap_i_box_graph(b->parent_h, b->body_box);
-    CUgraphNode node;
+    return t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_MEMCPY || t == CU_GRAPH_NODE_TYPE_MEMSET ||
+           t == CU_GRAPH_NODE_TYPE_EMPTY || t == CU_GRAPH_NODE_TYPE_GRAPH || t == CU_GRAPH_NODE_TYPE_CONDITIONAL;
+}
+
+/* The first node of g (or of a child graph in it) that a body may not
+ * hold: CUDA_SUCCESS and *bad set to its type, or -1 in *bad for none. */
+static CUresult find_disallowed_node(CUgraph g, int depth, int *bad)
+{
+    CUgraphNode stack_nodes[64], *nodes = stack_nodes;
+    size_t n = 0, i;
     CUresult rc;
 
-    if (!body)
-        rc = CUDA_ERROR_ILLEGAL_STATE;   /* the parent's graph was discarded */
-    else
-        rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, body, NULL, 0, g);
+    *bad = -1;
+    if ((rc = cucap_i_drv.cuGraphGetNodes(g, NULL, &n)) != CUDA_SUCCESS)
+        return rc;
+    if (n > 64 && !(nodes = malloc(n * sizeof *nodes)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = cucap_i_drv.cuGraphGetNodes(g, nodes, &n);
+    for (i = 0; rc == CUDA_SUCCESS && i < n && *bad < 0; i++) {
+        CUgraphNodeType t;
+        CUgraph child;
+        if ((rc = cucap_i_drv.cuGraphNodeGetType(nodes[i], &t)) != CUDA_SUCCESS)
+            break;
+        if (!allowed_in_body(t))
+            *bad = (int)t;
+        else if (t == CU_GRAPH_NODE_TYPE_GRAPH && depth < 8 &&
+                 (rc = cucap_i_drv.cuGraphChildGraphNodeGetGraph(nodes[i], &child)) == CUDA_SUCCESS)
+            rc = find_disallowed_node(child, depth + 1, bad);
+    }
+    if (nodes != stack_nodes)
+        free(nodes);
+    return rc;
+}
+
+static const char *node_type_text(CUgraphNodeType t);
+
+/* A body's capture ended with graph g: add it to the node's body graph as a
+ * child-graph node (the driver clones it).  Capturing straight into the
+ * body graph instead crashes the driver when that capture is invalidated.
+ * Exclusive on the parent's hierarchy: the parent's end may be discarding
+ * the body graph at this moment. */
+static CUresult attach_body(cucap_builder *b, CUgraph g, const char *caller, cucap_error **err)
+{
+    CUgraphNode node;
+    CUgraph body;
+    CUresult rc;
+    int bad = -1;
+
+    if ((rc = find_disallowed_node(g, 0, &bad)) == CUDA_SUCCESS && bad >= 0) {
+        rc = cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
+                          "%s: body %u of %s holds a %s node, which the driver does not allow in a conditional "
+                          "body (allowed: kernel, memset, memcpy, empty, child graph and conditional nodes); the "
+                          "body is marked failed: capture it again without that work", caller,
+                          cucap_i_body_index(b->record), cucap_i_body_node(b->record),
+                          node_type_text((CUgraphNodeType)bad));
+    } else if (rc != CUDA_SUCCESS) {
+        cucap_i_fail_driver(err, rc, caller, "cuGraphGetNodes (reading the captured body)");
+    } else {
+        cucap_i_hier_lock_exclusive(b->parent_h);
+        body = cucap_i_box_graph(b->parent_h, b->body_box);
+        if (!body)
+            rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                              "%s: the parent's capture was invalidated and the driver discarded its graph, this "
+                              "body's graph with it; the body cannot be attached", caller);
+        else if ((rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, body, NULL, 0, g)) != CUDA_SUCCESS)
+            cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed while attaching the captured body to its "
+                         "conditional node: %s: %s; the body is marked failed", caller, cucap_i_result_label(rc),
+                         cucap_i_result_description(rc));
+        cucap_i_hier_unlock(b->parent_h);
+    }
     b->record_failed = rc != CUDA_SUCCESS;
     cucap_i_hier_set_body(b->parent_h, b->record, rc == CUDA_SUCCESS ? CUCAP_BODY_ATTACHED : CUCAP_BODY_FAILED);
     return rc;
 }
 
-/* End the capture and settle who owns its graph.  Returns the driver's
- * status and never reports it. */
-static CUresult end_capture(cucap_builder *b)
+/* End the capture and settle who owns its graph, exclusive on the
+ * hierarchy from the end's start until the outcome is settled.  Returns
+ * the driver's status and never reports it; *g is the graph or NULL. */
+static CUresult end_capture(cucap_builder *b, CUgraph *out)
 {
     CUstreamCaptureStatus status;
     CUgraph g = NULL;
     CUresult rc;
+    int over = 0;
 
+    *out = NULL;
     if (b->state != CUCAP_BUILDER_CAPTURING || b->kind == CUCAP_BUILDER_FORKED)
         return CUDA_SUCCESS;
+    cucap_i_hier_lock_exclusive(b->h);
     rc = cucap_i_drv.cuStreamEndCapture(b->stream, &g);
     if (g || rc != CUDA_SUCCESS) {
         if (!g && rc != CUDA_SUCCESS &&
             cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
-            status != CU_STREAM_CAPTURE_STATUS_NONE)
+            status != CU_STREAM_CAPTURE_STATUS_NONE) {
+            cucap_i_hier_unlock(b->h);
             return rc;   /* a failed end that left the capture running (never caused by the library) */
-        cucap_i_hier_capture_over(b->h);   /* every stream of the capture is out of it */
+        }
+        over = 1;
     }
     if (g) {
         cucap_i_hier_own(b->h, g);
         b->state = CUCAP_BUILDER_ENDED;
-        if (b->kind == CUCAP_BUILDER_BODY)
-            rc = attach_body(b, g);
     } else {
         /* no graph: the driver discarded it, nothing may destroy it */
         cucap_i_hier_retire(b->h, cucap_i_hier_root_box(b->h));
@@ -371,21 +439,34 @@ static CUresult end_capture(cucap_builder *b)
         if (rc == CUDA_SUCCESS)
             rc = CUDA_ERROR_UNKNOWN;   /* success without a graph: never seen */
     }
+    cucap_i_hier_unlock(b->h);
+    if (over)
+        cucap_i_hier_capture_over(b->h);   /* every stream of the capture is out of it */
     cucap_i_capture_unregister(&b->registration);
+    *out = g;
     return rc;
 }
 
 static CUresult end_failed(cucap_builder *b, CUresult rc, const char *caller, const char *doing, cucap_error **err)
 {
-    if (b->state == CUCAP_BUILDER_ENDED && b->record_failed)
-        return cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed while attaching the captured body to its "
-                            "conditional node: %s: %s; the body is marked failed", caller, cucap_i_result_label(rc),
-                            cucap_i_result_description(rc));
     cucap_i_fail(err, rc, "%s: cuStreamEndCapture failed while %s: %s: %s%s", caller, doing,
                  cucap_i_result_label(rc), cucap_i_result_description(rc),
                  b->state == CUCAP_BUILDER_INVALIDATED ? "; the driver discarded the graph" : "");
     cucap_i_hier_note_first_failure(b->h, err);
     return rc;
+}
+
+/* End the capture; a body's graph is then attached to its node. */
+static CUresult end_and_attach(cucap_builder *b, const char *caller, const char *doing, cucap_error **err)
+{
+    CUgraph g = NULL;
+    CUresult rc = end_capture(b, &g);
+
+    if (rc != CUDA_SUCCESS)
+        return end_failed(b, rc, caller, doing, err);
+    if (g && b->kind == CUCAP_BUILDER_BODY)
+        return attach_body(b, g, caller, err);
+    return CUDA_SUCCESS;
 }
 
 CUresult cucap_builder_end(cucap_builder *b, cucap_error **err)
@@ -402,12 +483,35 @@ CUresult cucap_builder_end(cucap_builder *b, cucap_error **err)
     if (b->state != CUCAP_BUILDER_CAPTURING)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is not building (it is %s)", caller,
                             state_names[b->state]);
-    if ((rc = end_capture(b)) != CUDA_SUCCESS)
-        return end_failed(b, rc, caller, "ending the capture", err);
-    return CUDA_SUCCESS;
+    return end_and_attach(b, caller, "ending the capture", err);
 }
 
 /* ---------------------------------------------------------------- close and destroy */
+
+/* A cached stream goes back to the cache only when the driver says it is in
+ * no capture.  One still in its own hierarchy's capture waits for that
+ * capture's end; one in another capture (a body or orphan joined into
+ * somebody else's) is destroyed, which is legal during a capture, so that
+ * no later builder is ever handed a stream inside a capture it is not
+ * part of. */
+static void release_cached_stream(cucap_builder *b, const char *caller)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t id = 0;
+    CUresult rc;
+
+    rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, &id, NULL, NULL, NULL, NULL);
+    if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE) {
+        give_stream(b->ctx, b->stream, caller);
+        return;
+    }
+    if (rc == CUDA_SUCCESS && b->ctx->retained && b->h && id == cucap_i_hier_capture_id(b->h) &&
+        cucap_i_hier_defer_stream(b->h, b->ctx->ctx, b->ctx->dev, b->stream) == 0)
+        return;
+    if ((rc = cucap_i_drv.cuStreamDestroy(b->stream)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing the builder's stream: %s: %s", caller,
+                     cucap_i_result_label(rc), cucap_i_result_description(rc));
+}
 
 static void release(cucap_builder *b, const char *caller)
 {
@@ -416,12 +520,7 @@ static void release(cucap_builder *b, const char *caller)
 
     cucap_i_capture_unregister(&b->registration);
     if (b->cached_stream) {
-        /* a stream still in a capture waits for the capture's end; without
-         * a capture of its own to wait for, it is out of every capture */
-        if (!b->h || (b->kind != CUCAP_BUILDER_FORKED && b->state != CUCAP_BUILDER_CAPTURING))
-            give_stream(b->ctx, b->stream);
-        else if (!b->ctx->retained || cucap_i_hier_defer_stream(b->h, b->ctx->ctx, b->ctx->dev, b->stream) != 0)
-            cucap_i_drv.cuStreamDestroy(b->stream);
+        release_cached_stream(b, caller);
     } else if (b->owns_stream) {
         /* an origin stream whose capture could not be ended is left alone */
         if (b->kind != CUCAP_BUILDER_FORKED && b->state == CUCAP_BUILDER_CAPTURING &&
@@ -445,17 +544,16 @@ static void release(cucap_builder *b, const char *caller)
 
 static CUresult close_as(cucap_builder *b, const char *caller, const char *doing, cucap_error **err)
 {
+    CUgraph ignored;
     CUresult rc;
 
     if (!b || b->state == CUCAP_BUILDER_CLOSED)
         return CUDA_SUCCESS;
-    rc = end_capture(b);
+    rc = end_and_attach(b, caller, doing, err);
     /* an end that failed and left the capture running: the builder is
      * going away, so try once more before its stream is abandoned */
     if (rc != CUDA_SUCCESS && b->state == CUCAP_BUILDER_CAPTURING && b->kind != CUCAP_BUILDER_FORKED)
-        (void)end_capture(b);
-    if (rc != CUDA_SUCCESS)
-        end_failed(b, rc, caller, doing, err);
+        (void)end_capture(b, &ignored);
     release(b, caller);
     return rc;
 }
@@ -485,7 +583,7 @@ static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *call
     CUresult rc;
     const char *call = "cuEventCreate";
 
-    rc = take_event(from->ctx, &ev);
+    rc = take_event(from->ctx, &ev, caller);
     if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuEventRecord(ev, from->stream)) != CUDA_SUCCESS)
         call = "cuEventRecord";
     if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuStreamWaitEvent(to->stream, ev, 0)) != CUDA_SUCCESS)
@@ -496,42 +594,46 @@ static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *call
         cucap_i_hier_capture_failed(from->h, caller, rc);
     }
     if (ev)
-        give_event(from->ctx, ev);   /* recording it again later is fine */
+        give_event(from->ctx, from->h, ev);
     return rc;
 }
+
+/* A split may hand out at most this many forks per call. */
+#define SPLIT_MAX 65536
 
 CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_split";
+    cucap_builder_state state;
     CUevent ev = NULL;
     size_t made = 0, i;
     CUresult rc;
 
-    if (count < 2)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: invalid split count: expecting >= 2, got %zu", caller,
-                            count);
+    if (count < 2 || count > SPLIT_MAX)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: invalid split count: expecting 2 to %d, got %zu",
+                            caller, SPLIT_MAX, count);
     if (!forks)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: forks is NULL", caller);
     if ((rc = check_open(b, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if (b->state != CUCAP_BUILDER_CAPTURING)
+    if ((state = cucap_builder_get_state(b)) != CUCAP_BUILDER_CAPTURING)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                            "%s: the builder must be building before it can be split (it is %s)", caller,
-                            state_names[b->state]);
+                            "%s: the builder must be building before it can be split (it is %s%s)", caller,
+                            state_names[state], b->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
     for (i = 0; i < count - 1; i++)
         forks[i] = NULL;
     /* one event where b stands; every new stream waits on it and so joins the capture there */
-    if ((rc = take_event(b->ctx, &ev)) != CUDA_SUCCESS)
+    if ((rc = take_event(b->ctx, &ev, caller)) != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
     if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
         cucap_i_hier_capture_failed(b->h, caller, rc);
-        give_event(b->ctx, ev);
+        give_event(b->ctx, b->h, ev);
         return cucap_i_fail_driver(err, rc, caller, "cuEventRecord");
     }
     for (made = 0; made < count - 1; made++) {
         cucap_builder *f;
         CUstream s = NULL;
-        if ((rc = take_stream(b->ctx, &s)) != CUDA_SUCCESS) {
+        if ((rc = take_stream(b->ctx, &s, caller)) != CUDA_SUCCESS) {
             cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
             break;
         }
@@ -552,7 +654,7 @@ CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **for
         cucap_i_capture_register(&f->registration, s, b->h);
         forks[made] = f;
     }
-    give_event(b->ctx, ev);
+    give_event(b->ctx, b->h, ev);
     if (rc != CUDA_SUCCESS) {
         /* a failed split hands out nothing: forks that did no work join
          * nothing, and their streams can go */
@@ -565,26 +667,53 @@ CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **for
     return CUDA_SUCCESS;
 }
 
+/* join's checks before it touches anything: distinct, open builders, the
+ * root capturing (a root that is not would silently join the capture of
+ * whichever builder it waits on), every other builder capturing too. */
+static CUresult check_join(cucap_builder *const *builders, size_t count, cucap_builder *root, const char *caller,
+                           cucap_error **err)
+{
+    size_t i, j;
+
+    for (i = 0; i < count; i++) {
+        cucap_builder_state state = cucap_builder_get_state(builders[i]);
+        if (state == CUCAP_BUILDER_CAPTURING)
+            continue;
+        if (builders[i] == root)
+            return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                                "%s: the root (builder %zu, %s) is not capturing (it is %s): join waits on the "
+                                "others from a running capture", caller, i,
+                                builders[i]->kind == CUCAP_BUILDER_FORKED ? "a fork" :
+                                builders[i]->kind == CUCAP_BUILDER_BODY ? "a conditional body" : "a primary",
+                                state_names[state]);
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: builder %zu is not capturing (it is %s%s)", caller,
+                            i, state_names[state],
+                            builders[i]->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
+    }
+    for (i = 0; i < count; i++)
+        for (j = 0; j < i; j++)
+            if (builders[j] == builders[i])
+                return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: builder %zu is builder %zu again", caller,
+                                    i, j);
+    return CUDA_SUCCESS;
+}
+
 CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_builder **root_out,
                             cucap_error **err)
 {
     static const char caller[] = "cucap_builder_join";
     cucap_builder *root = NULL;
     CUresult rc = CUDA_SUCCESS, closed;
-    size_t i, j;
+    size_t i;
 
-    if (root_out)
-        *root_out = NULL;
-    if (!builders || count < 2)
+    /* inputs are read before any output is written: root_out may point into builders */
+    if (!builders || count < 2) {
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: must join at least two builders, got %zu", caller,
                             builders ? count : 0);
+    }
     for (i = 0; i < count; i++) {
         if (!builders[i])
             return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: builder %zu is NULL", caller, i);
-        for (j = 0; j < i; j++)
-            if (builders[j] == builders[i])
-                return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: builder %zu is builder %zu again", caller,
-                                    i, j);
         if (builders[i]->state == CUCAP_BUILDER_CLOSED)
             return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: builder %zu has been closed", caller, i);
     }
@@ -593,6 +722,8 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
             root = builders[i];
     if (!root)
         root = builders[0];
+    if ((rc = check_join(builders, count, root, caller, err)) != CUDA_SUCCESS)
+        return rc;
 
     for (i = 0; i < count && rc == CUDA_SUCCESS; i++) {
         cucap_error *close_err = NULL;
@@ -646,7 +777,12 @@ cucap_builder_kind cucap_builder_get_kind(const cucap_builder *b)
 
 cucap_builder_state cucap_builder_get_state(const cucap_builder *b)
 {
-    return b ? b->state : CUCAP_BUILDER_CLOSED;
+    if (!b)
+        return CUCAP_BUILDER_CLOSED;
+    /* a fork is in its primary's capture: once that is over, so is the fork */
+    if (b->kind == CUCAP_BUILDER_FORKED && b->state == CUCAP_BUILDER_CAPTURING && cucap_i_hier_is_capture_over(b->h))
+        return cucap_i_hier_is_owned(b->h) ? CUCAP_BUILDER_ENDED : CUCAP_BUILDER_INVALIDATED;
+    return b->state;
 }
 
 CUresult cucap_builder_is_building(const cucap_builder *b, int *building, cucap_error **err)
@@ -743,7 +879,10 @@ CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned in
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: path is NULL", caller);
     if ((rc = check_ended(b, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = cucap_i_drv.cuGraphDebugDotPrint(cucap_i_hier_root(b->h), path, flags)) != CUDA_SUCCESS)
+    cucap_i_hier_lock_shared(b->h);
+    rc = cucap_i_drv.cuGraphDebugDotPrint(cucap_i_hier_root(b->h), path, flags);
+    cucap_i_hier_unlock(b->h);
+    if (rc != CUDA_SUCCESS)
         return cucap_i_fail(err, rc, "%s: cuGraphDebugDotPrint could not write '%s': %s: %s", caller, path,
                             cucap_i_result_label(rc), cucap_i_result_description(rc));
     return CUDA_SUCCESS;
@@ -773,7 +912,9 @@ CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: the parent graph is not being built (the driver reports its capture %s)", caller,
                             status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? "invalidated" : "over");
+    cucap_i_hier_lock_shared(child->h);
     rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, capture_graph, deps, n, cucap_i_hier_root(child->h));
+    cucap_i_hier_unlock(child->h);
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed: %s: %s%s", caller, cucap_i_result_label(rc),
                             cucap_i_result_description(rc),
@@ -793,6 +934,7 @@ CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_
 /* ---------------------------------------------------------------- conditional nodes */
 
 #define IF_ELSE_SWITCH_FLOOR 12080    /* IF with two bodies and SWITCH: CUDA 12.8 drivers */
+#define SWITCH_MAX 65536u             /* bodies of one switch, as documented in cucap_builder_switch(3) */
 
 /* The checks every conditional call shares; fills the capture point. */
 static CUresult conditional_prologue(cucap_builder *b, int driver_floor, const char *caller, CUgraph *graph,
@@ -871,12 +1013,12 @@ static CUresult add_conditional(cucap_builder *b, CUgraphConditionalHandle c, CU
     /* everything that can fail comes before the node, which cannot be removed */
     for (made = 0; made < size; made++) {
         CUstream s = NULL;
-        if ((rc = take_stream(b->ctx, &s)) != CUDA_SUCCESS) {
+        if ((rc = take_stream(b->ctx, &s, caller)) != CUDA_SUCCESS) {
             cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
             break;
         }
         if (!(bodies[made] = builder_new(CUCAP_BUILDER_BODY, CUCAP_BUILDER_NOT_STARTED, s, 1, b->ctx))) {
-            give_stream(b->ctx, s);
+            give_stream(b->ctx, s, caller);
             rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
             break;
         }
@@ -971,9 +1113,11 @@ CUresult cucap_builder_switch(cucap_builder *b, CUgraphConditionalHandle c, size
 {
     static const char caller[] = "cucap_builder_switch";
 
-    if (!bodies || count == 0 || count > UINT_MAX)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: %s", caller,
-                            !bodies ? "bodies is NULL" : "a switch needs at least one body");
+    if (!bodies)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: bodies is NULL", caller);
+    if (count == 0 || count > SWITCH_MAX)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a switch has 1 to %u bodies, got %zu", caller,
+                            SWITCH_MAX, count);
     return add_conditional(b, c, CU_GRAPH_COND_TYPE_SWITCH, (unsigned int)count, IF_ELSE_SWITCH_FLOOR, caller,
                            "the SWITCH node added by cucap_builder_switch", bodies, err);
 }
@@ -1008,23 +1152,37 @@ CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **e
     static const char caller[] = "cucap_exec_update";
     CUgraphExecUpdateResultInfo info;
     CUgraphNodeType type;
-    CUresult rc;
+    CUcontext ctx, saved = NULL;
+    char where[96] = "";
+    CUresult rc, left;
 
     if (!e)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
     if ((rc = check_ended(source, caller, err)) != CUDA_SUCCESS)
         return rc;
+    ctx = cucap_i_exec_context(e);
+    if ((rc = cucap_i_ctx_enter(ctx, &saved)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "making the graph's context current (cuCtxSetCurrent)");
     memset(&info, 0, sizeof info);
+    cucap_i_hier_lock_shared(source->h);
     rc = cucap_i_drv.cuGraphExecUpdate(cucap_exec_handle(e), cucap_i_hier_root(source->h), &info);
+    cucap_i_hier_unlock(source->h);
     if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
+        /* name the node only when the driver named one */
         if (info.errorNode && cucap_i_drv.cuGraphNodeGetType(info.errorNode, &type) == CUDA_SUCCESS)
-            return cucap_i_fail(err, rc, "%s: the executable graph cannot be updated from this graph: %s, at node "
-                                "%p (a %s node)", caller, update_result_text(info.result), (void *)info.errorNode,
-                                node_type_text(type));
-        return cucap_i_fail(err, rc, "%s: the executable graph cannot be updated from this graph: %s, at node %p",
-                            caller, update_result_text(info.result), (void *)info.errorNode);
+            snprintf(where, sizeof where, ", at node %p (a %s node)", (void *)info.errorNode, node_type_text(type));
+        else if (info.errorNode)
+            snprintf(where, sizeof where, ", at node %p", (void *)info.errorNode);
+        cucap_i_fail(err, rc, "%s: the executable graph cannot be updated from this graph: %s%s", caller,
+                     update_result_text(info.result), where);
+    } else if (rc != CUDA_SUCCESS) {
+        cucap_i_fail_driver(err, rc, caller, "cuGraphExecUpdate");
     }
-    if (rc != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "cuGraphExecUpdate");
-    return CUDA_SUCCESS;
+    if ((left = cucap_i_ctx_leave(ctx, saved)) != CUDA_SUCCESS) {
+        if (rc != CUDA_SUCCESS)
+            cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", left);
+        else
+            rc = cucap_i_fail_driver(err, left, caller, "restoring the thread's context (cuCtxSetCurrent)");
+    }
+    return rc;
 }

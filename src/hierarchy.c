@@ -25,23 +25,27 @@ struct cucap_body_record {
     struct cucap_body_record *next;
 };
 
-/* A fork stream released while its capture still ran: it goes back to the
- * stream cache once the capture is over. */
-struct deferred_stream {
+/* A stream or event released while its capture still ran: it goes back to
+ * the stream cache once the capture is over. */
+struct deferred_item {
     CUcontext ctx;
     CUdevice dev;
-    CUstream stream;
+    void *handle;                    /* CUstream or CUevent */
+    int is_event;
 };
 
 struct cucap_hier {
     atomic_int refs;
-    struct deferred_stream *deferred;
+    struct deferred_item *deferred;
     size_t deferred_count, deferred_cap;
-    pthread_mutex_t lock;
+    pthread_mutex_t lock;            /* guards everything below but the graphs' use */
+    pthread_rwlock_t graph_lock;     /* see cucap_i_hier_lock_shared */
+    CUcontext ctx;
+    cuuint64_t capture_id;
     struct cucap_box root;
-    int owned;                       /* the capture's end returned the root */
+    atomic_int owned;                /* the capture's end returned the root */
     int body_capture;                /* the standalone capture of a conditional body */
-    int capture_over;                /* its capture ended: no stream of it captures any more */
+    atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
     char first_failure_call[128];
     CUresult first_failure_code;
     struct cucap_body_record *bodies;
@@ -55,18 +59,73 @@ struct cucap_graph {
 
 struct cucap_exec {
     CUgraphExec exec;
+    CUcontext ctx;                   /* the context it was instantiated in */
 };
 
-struct cucap_hier *cucap_i_hier_new_capture(CUgraph root)
+struct cucap_hier *cucap_i_hier_new_capture(CUgraph root, CUcontext ctx, cuuint64_t capture_id)
 {
     struct cucap_hier *h = calloc(1, sizeof *h);
 
     if (!h)
         return NULL;
+    if (pthread_rwlock_init(&h->graph_lock, NULL) != 0) {
+        free(h);
+        return NULL;
+    }
     atomic_init(&h->refs, 1);
+    atomic_init(&h->owned, 0);
+    atomic_init(&h->capture_over, 0);
     pthread_mutex_init(&h->lock, NULL);
     h->root.graph = root;
+    h->ctx = ctx;
+    h->capture_id = capture_id;
     return h;
+}
+
+cuuint64_t cucap_i_hier_capture_id(const struct cucap_hier *h)
+{
+    return h->capture_id;
+}
+
+int cucap_i_hier_is_capture_over(const struct cucap_hier *h)
+{
+    return atomic_load_explicit(&h->capture_over, memory_order_acquire);
+}
+
+int cucap_i_hier_is_owned(struct cucap_hier *h)
+{
+    return atomic_load_explicit(&h->owned, memory_order_acquire) && cucap_i_hier_root(h) != NULL;
+}
+
+void cucap_i_hier_lock_shared(struct cucap_hier *h)
+{
+    pthread_rwlock_rdlock(&h->graph_lock);
+}
+
+void cucap_i_hier_lock_exclusive(struct cucap_hier *h)
+{
+    pthread_rwlock_wrlock(&h->graph_lock);
+}
+
+void cucap_i_hier_unlock(struct cucap_hier *h)
+{
+    pthread_rwlock_unlock(&h->graph_lock);
+}
+
+static void destroy_item(const struct deferred_item *d)
+{
+    if (d->is_event)
+        cucap_i_drv.cuEventDestroy((CUevent)d->handle);
+    else
+        cucap_i_drv.cuStreamDestroy((CUstream)d->handle);
+}
+
+static void give_item(const struct deferred_item *d, const char *caller)
+{
+    if (d->is_event)
+        cucap_i_cache_give_event(d->ctx, d->dev, (CUevent)d->handle, caller);
+    else
+        cucap_i_cache_give_stream(d->ctx, d->dev, (CUstream)d->handle, caller);
 }
 
 void cucap_i_hier_ref(struct cucap_hier *h)
@@ -93,9 +152,10 @@ void cucap_i_hier_unref(struct cucap_hier *h)
         h->bodies = r->next;
         free(r);
     }
-    while (h->deferred_count)   /* a capture that never ended: destroying a fork stream is legal */
-        cucap_i_drv.cuStreamDestroy(h->deferred[--h->deferred_count].stream);
+    while (h->deferred_count)   /* a capture that never ended: destroying its streams and events is legal */
+        destroy_item(&h->deferred[--h->deferred_count]);
     free(h->deferred);
+    pthread_rwlock_destroy(&h->graph_lock);
     pthread_mutex_destroy(&h->lock);
     free(h);
 }
@@ -104,7 +164,7 @@ void cucap_i_hier_own(struct cucap_hier *h, CUgraph g)
 {
     pthread_mutex_lock(&h->lock);
     h->root.graph = g;
-    h->owned = 1;
+    atomic_store_explicit(&h->owned, 1, memory_order_release);
     pthread_mutex_unlock(&h->lock);
 }
 
@@ -121,15 +181,16 @@ void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
     pthread_mutex_unlock(&h->lock);
 }
 
-int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s)
+static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle, int is_event)
 {
+    struct deferred_item item = { ctx, dev, handle, is_event };
     int over;
 
     pthread_mutex_lock(&h->lock);
-    over = h->capture_over;
+    over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
     if (!over && h->deferred_count == h->deferred_cap) {
         size_t cap = h->deferred_cap ? h->deferred_cap * 2 : 8;
-        struct deferred_stream *grown = realloc(h->deferred, cap * sizeof *grown);
+        struct deferred_item *grown = realloc(h->deferred, cap * sizeof *grown);
         if (!grown) {
             pthread_mutex_unlock(&h->lock);
             return -1;
@@ -137,20 +198,27 @@ int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev,
         h->deferred = grown;
         h->deferred_cap = cap;
     }
-    if (!over) {
-        h->deferred[h->deferred_count].ctx = ctx;
-        h->deferred[h->deferred_count].dev = dev;
-        h->deferred[h->deferred_count++].stream = s;
-    }
+    if (!over)
+        h->deferred[h->deferred_count++] = item;
     pthread_mutex_unlock(&h->lock);
     if (over)   /* the capture is over already */
-        cucap_i_cache_give_stream(ctx, dev, s);
+        give_item(&item, "cucap_builder_destroy");
     return 0;
+}
+
+int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s)
+{
+    return defer(h, ctx, dev, s, 0);
+}
+
+int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e)
+{
+    return defer(h, ctx, dev, e, 1);
 }
 
 void cucap_i_hier_capture_over(struct cucap_hier *h)
 {
-    struct deferred_stream *d;
+    struct deferred_item *d;
     size_t n, i;
 
     pthread_mutex_lock(&h->lock);
@@ -158,10 +226,10 @@ void cucap_i_hier_capture_over(struct cucap_hier *h)
     n = h->deferred_count;
     h->deferred = NULL;
     h->deferred_count = h->deferred_cap = 0;
-    h->capture_over = 1;
+    atomic_store_explicit(&h->capture_over, 1, memory_order_release);
     pthread_mutex_unlock(&h->lock);
     for (i = 0; i < n; i++)
-        cucap_i_cache_give_stream(d[i].ctx, d[i].dev, d[i].stream);
+        give_item(&d[i], "cucap_builder_end");
     free(d);
 }
 
@@ -220,6 +288,16 @@ struct cucap_body_record *cucap_i_hier_add_body(struct cucap_hier *h, const char
     h->bodies = r;
     pthread_mutex_unlock(&h->lock);
     return r;
+}
+
+unsigned int cucap_i_body_index(const struct cucap_body_record *r)
+{
+    return r->index;
+}
+
+const char *cucap_i_body_node(const struct cucap_body_record *r)
+{
+    return r->node;
 }
 
 void cucap_i_hier_set_body(struct cucap_hier *h, struct cucap_body_record *r, enum cucap_body_status status)
@@ -387,13 +465,15 @@ CUgraph cucap_graph_handle(const cucap_graph *g)
 
 /* ---------------------------------------------------------------- instantiation */
 
-static const char *instantiate_result_text(CUgraphInstantiateResult r)
+static const char *instantiate_result_text(CUgraphInstantiateResult r, int device_launch)
 {
     switch (r) {
     case CUDA_GRAPH_INSTANTIATE_ERROR: return "the driver gave no further details";
     case CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE: return "the graph has an invalid structure, such as a cycle";
     case CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED:
-        return "device launch was asked for a graph with a node type it does not support";
+        return device_launch ? "device launch was asked for a graph with a node type it does not support"
+                             : "the graph holds a node of a type the driver does not allow where it stands (for "
+                               "example a host-function node inside a conditional body)";
     case CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED:
         return "device launch was asked for a graph with nodes in several contexts";
     case CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED:
@@ -402,43 +482,44 @@ static const char *instantiate_result_text(CUgraphInstantiateResult r)
     }
 }
 
-CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *box,
-                                  const cucap_complete_options *opts, cucap_exec **out, const char *caller,
-                                  cucap_error **err)
+static unsigned int instantiate_flags(const cucap_complete_options *opts, CUstream *upload)
+{
+    unsigned int flags = 0;
+
+    *upload = NULL;
+    if (!opts)
+        return 0;
+    if (opts->auto_free_on_launch)
+        flags |= CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
+    if (opts->upload_stream) {
+        flags |= CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
+        *upload = opts->upload_stream;
+    }
+    if (opts->device_launch)
+        flags |= CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH;
+    if (opts->use_node_priority)
+        flags |= CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+    return (unsigned int)flags;
+}
+
+/* cuGraphInstantiateWithParams and its result, turned into the library's error. */
+static CUresult instantiate_graph(CUgraph root, const cucap_complete_options *opts, CUgraphExec *exec,
+                                  const char *caller, cucap_error **err)
 {
     CUDA_GRAPH_INSTANTIATE_PARAMS params;
-    CUgraph root = cucap_i_box_graph(h, box ? box : &h->root);
-    CUgraphExec exec = NULL;
-    cucap_exec *e;
     CUresult rc;
 
-    if (!root)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                            "%s: the capture was invalidated and the driver discarded its graph; there is no "
-                            "graph to instantiate", caller);
-    if ((rc = check_bodies(h, caller, err)) != CUDA_SUCCESS)
-        return rc;
     memset(&params, 0, sizeof params);
-    if (opts) {
-        if (opts->auto_free_on_launch)
-            params.flags |= CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH;
-        if (opts->upload_stream) {
-            params.flags |= CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD;
-            params.hUploadStream = opts->upload_stream;
-        }
-        if (opts->device_launch)
-            params.flags |= CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH;
-        if (opts->use_node_priority)
-            params.flags |= CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
-    }
+    params.flags = instantiate_flags(opts, &params.hUploadStream);
     params.result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
-    rc = cucap_i_drv.cuGraphInstantiateWithParams(&exec, root, &params);
+    rc = cucap_i_drv.cuGraphInstantiateWithParams(exec, root, &params);
     if (params.result_out != CUDA_GRAPH_INSTANTIATE_SUCCESS) {
-        const char *why = instantiate_result_text(params.result_out);
+        const char *why = instantiate_result_text(params.result_out, opts && opts->device_launch);
         if (rc == CUDA_SUCCESS)
             rc = CUDA_ERROR_UNKNOWN;   /* a failed result with a successful call: never seen */
-        if (exec)
-            cucap_i_drv.cuGraphExecDestroy(exec);
+        if (*exec)
+            cucap_i_drv.cuGraphExecDestroy(*exec);
+        *exec = NULL;
         if (why)
             return cucap_i_fail(err, rc, "%s: cuGraphInstantiateWithParams failed: %s: %s", caller,
                                 cucap_i_result_label(rc), why);
@@ -447,15 +528,56 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
     }
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuGraphInstantiateWithParams");
-    if (!exec)
+    if (!*exec)
         return cucap_i_fail(err, CUDA_ERROR_UNKNOWN, "%s: cuGraphInstantiateWithParams returned no executable graph",
                             caller);
-    e = malloc(sizeof *e);
-    if (!e) {
-        cucap_i_drv.cuGraphExecDestroy(exec);
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *box,
+                                  const cucap_complete_options *opts, cucap_exec **out, const char *caller,
+                                  cucap_error **err)
+{
+    struct cucap_relaxed_scope scope;
+    CUgraphExec exec = NULL;
+    CUcontext saved = NULL;
+    CUgraph root;
+    cucap_exec *e;
+    CUresult rc, left;
+
+    if (!(e = malloc(sizeof *e)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    cucap_i_hier_lock_shared(h);
+    root = cucap_i_box_graph(h, box ? box : &h->root);
+    if (!root)
+        rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                          "%s: the capture was invalidated and the driver discarded its graph; there is no "
+                          "graph to instantiate", caller);
+    else
+        rc = check_bodies(h, caller, err);
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_ctx_enter(h->ctx, &saved)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "making the graph's context current (cuCtxSetCurrent)");
+    if (rc == CUDA_SUCCESS) {
+        if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) == CUDA_SUCCESS) {
+            rc = instantiate_graph(root, opts, &exec, caller, err);
+            rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
+        }
+        if ((left = cucap_i_ctx_leave(h->ctx, saved)) != CUDA_SUCCESS) {
+            if (rc != CUDA_SUCCESS)
+                cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", left);
+            else
+                rc = cucap_i_fail_driver(err, left, caller, "restoring the thread's context (cuCtxSetCurrent)");
+        }
+    }
+    cucap_i_hier_unlock(h);
+    if (rc != CUDA_SUCCESS) {
+        if (exec)
+            cucap_i_exec_destroy_handle(exec, h->ctx, caller);
+        free(e);
+        return rc;
     }
     e->exec = exec;
+    e->ctx = h->ctx;
     *out = e;
     return CUDA_SUCCESS;
 }
@@ -473,26 +595,65 @@ CUresult cucap_graph_instantiate(cucap_graph *g, const cucap_complete_options *o
 
 /* ---------------------------------------------------------------- executable graphs */
 
+/* Run an executable-graph call in the graph's context. */
+static CUresult in_context(CUcontext ctx, CUcontext *saved, const char *caller, cucap_error **err)
+{
+    CUresult rc = cucap_i_ctx_enter(ctx, saved);
+
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "making the graph's context current (cuCtxSetCurrent)");
+    return CUDA_SUCCESS;
+}
+
+static CUresult out_of_context(CUcontext ctx, CUcontext saved, CUresult work, const char *caller, cucap_error **err)
+{
+    CUresult rc = cucap_i_ctx_leave(ctx, saved);
+
+    if (rc == CUDA_SUCCESS)
+        return work;
+    if (work != CUDA_SUCCESS) {
+        cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", rc);
+        return work;
+    }
+    return cucap_i_fail_driver(err, rc, caller, "restoring the thread's context (cuCtxSetCurrent)");
+}
+
 CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err)
 {
+    static const char caller[] = "cucap_exec_launch";
+    CUcontext saved = NULL;
     CUresult rc;
 
     if (!e)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "cucap_exec_launch: the executable graph is NULL");
-    if ((rc = cucap_i_drv.cuGraphLaunch(e->exec, s)) != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, "cucap_exec_launch", "cuGraphLaunch");
-    return CUDA_SUCCESS;
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
+    if ((rc = in_context(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_drv.cuGraphLaunch(e->exec, s)) != CUDA_SUCCESS) {
+        cucap_i_fail(err, rc, "%s: cuGraphLaunch failed: %s: %s%s", caller, cucap_i_result_label(rc),
+                     cucap_i_result_description(rc),
+                     rc == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+                         ? " (an executable graph cannot be launched into a stream that is capturing; the "
+                           "driver invalidated that capture; embed a graph with cucap_builder_embed instead)" : "");
+        cucap_i_capture_stream_failed(s, "cucap_exec_launch (cuGraphLaunch)", rc);
+    }
+    return out_of_context(e->ctx, saved, rc, caller, err);
 }
 
 CUresult cucap_exec_upload(cucap_exec *e, CUstream s, cucap_error **err)
 {
+    static const char caller[] = "cucap_exec_upload";
+    CUcontext saved = NULL;
     CUresult rc;
 
     if (!e)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "cucap_exec_upload: the executable graph is NULL");
-    if ((rc = cucap_i_drv.cuGraphUpload(e->exec, s)) != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, "cucap_exec_upload", "cuGraphUpload");
-    return CUDA_SUCCESS;
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
+    if ((rc = in_context(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_drv.cuGraphUpload(e->exec, s)) != CUDA_SUCCESS) {
+        cucap_i_fail_driver(err, rc, caller, "cuGraphUpload");
+        cucap_i_capture_stream_failed(s, "cucap_exec_upload (cuGraphUpload)", rc);
+    }
+    return out_of_context(e->ctx, saved, rc, caller, err);
 }
 
 CUgraphExec cucap_exec_handle(const cucap_exec *e)
@@ -500,14 +661,44 @@ CUgraphExec cucap_exec_handle(const cucap_exec *e)
     return e ? e->exec : NULL;
 }
 
+CUcontext cucap_i_exec_context(const cucap_exec *e)
+{
+    return e->ctx;
+}
+
+/* cuGraphExecDestroy in ctx and relaxed thread mode (a global-mode destroy
+ * invalidates other threads' global captures); every failure goes to the
+ * warning handler. */
+void cucap_i_exec_destroy_handle(CUgraphExec exec, CUcontext ctx, const char *caller)
+{
+    struct cucap_relaxed_scope scope;
+    cucap_error *err = NULL;
+    CUcontext saved = NULL;
+    CUresult rc, entered;
+    int in_ctx;
+
+    if (!(in_ctx = (rc = cucap_i_ctx_enter(ctx, &saved)) == CUDA_SUCCESS))
+        cucap_i_warn(rc, "%s: cuCtxSetCurrent failed while making the graph's context current; the executable "
+                     "graph is destroyed in the thread's own context: %s: %s", caller, cucap_i_result_label(rc),
+                     cucap_i_result_description(rc));
+    if ((entered = cucap_i_relaxed_enter(&scope, caller, &err)) != CUDA_SUCCESS) {
+        cucap_i_warn_error(err);
+        err = NULL;
+    }
+    if ((rc = cucap_i_drv.cuGraphExecDestroy(exec)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "%s: cuGraphExecDestroy failed: %s: %s", caller, cucap_i_result_label(rc),
+                     cucap_i_result_description(rc));
+    if (entered == CUDA_SUCCESS && cucap_i_relaxed_leave(&scope, CUDA_SUCCESS, caller, &err) != CUDA_SUCCESS)
+        cucap_i_warn_error(err);
+    if (in_ctx && (rc = cucap_i_ctx_leave(ctx, saved)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "%s: cuCtxSetCurrent failed while restoring the thread's context: %s: %s", caller,
+                     cucap_i_result_label(rc), cucap_i_result_description(rc));
+}
+
 void cucap_exec_destroy(cucap_exec *e)
 {
-    CUresult rc;
-
     if (!e)
         return;
-    if ((rc = cucap_i_drv.cuGraphExecDestroy(e->exec)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "cucap_exec_destroy: cuGraphExecDestroy failed: %s: %s", cucap_i_result_label(rc),
-                     cucap_i_result_description(rc));
+    cucap_i_exec_destroy_handle(e->exec, e->ctx, "cucap_exec_destroy");
     free(e);
 }

@@ -11,9 +11,25 @@
 struct cucap_hier;
 struct cucap_box;
 
-/* A hierarchy whose root is the graph of a capture that just began: owned
- * only once the capture's end returns it (cucap_i_hier_own).  One reference. */
-struct cucap_hier *cucap_i_hier_new_capture(CUgraph root);
+/* A hierarchy whose root is the graph of a capture that just began (the
+ * driver's capture id), in context ctx: owned only once the capture's end
+ * returns it (cucap_i_hier_own).  One reference. */
+struct cucap_hier *cucap_i_hier_new_capture(CUgraph root, CUcontext ctx, cuuint64_t capture_id);
+cuuint64_t cucap_i_hier_capture_id(const struct cucap_hier *h);
+/* Whether the capture is over (its end returned): no stream is in it any more. */
+int cucap_i_hier_is_capture_over(const struct cucap_hier *h);
+/* Whether the hierarchy owns a graph (its capture ended with one). */
+int cucap_i_hier_is_owned(struct cucap_hier *h);
+
+/* The graphs of a hierarchy are used under its graph lock: shared by the
+ * calls that read them (instantiate, update, dot print, embed), exclusive
+ * for the calls that change which graphs exist or what they hold (the
+ * root capture's end until its outcome is settled, attaching a body).  So
+ * nothing uses a graph in the window between the driver discarding it and
+ * the hierarchy retiring it. */
+void cucap_i_hier_lock_shared(struct cucap_hier *h);
+void cucap_i_hier_lock_exclusive(struct cucap_hier *h);
+void cucap_i_hier_unlock(struct cucap_hier *h);
 void cucap_i_hier_ref(struct cucap_hier *h);
 /* The last reference destroys the root graph when it is owned and live;
  * a failure goes to the warning handler. */
@@ -41,6 +57,8 @@ cucap_graph *cucap_i_hier_graph(struct cucap_hier *h, struct cucap_box *box);
 enum cucap_body_status { CUCAP_BODY_EMPTY, CUCAP_BODY_CAPTURING, CUCAP_BODY_ATTACHED, CUCAP_BODY_FAILED };
 struct cucap_body_record;
 struct cucap_body_record *cucap_i_hier_add_body(struct cucap_hier *h, const char *node, unsigned int index);
+unsigned int cucap_i_body_index(const struct cucap_body_record *r);
+const char *cucap_i_body_node(const struct cucap_body_record *r);   /* "the IF node added by ..." */
 void cucap_i_hier_set_body(struct cucap_hier *h, struct cucap_body_record *r, enum cucap_body_status status);
 
 /* The hierarchy of a body's own standalone capture: no conditional node
@@ -49,20 +67,30 @@ void cucap_i_hier_mark_body_capture(struct cucap_hier *h);
 int cucap_i_hier_is_body_capture(const struct cucap_hier *h);
 
 /* Instantiate a graph of the hierarchy (box NULL: the root), for complete
- * and cucap_graph_instantiate. */
+ * and cucap_graph_instantiate: in the hierarchy's context, in relaxed
+ * thread mode (a global-mode instantiate invalidates other threads' global
+ * captures), under the shared graph lock. */
 CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *box,
                                   const cucap_complete_options *opts, cucap_exec **out, const char *caller,
                                   cucap_error **err);
+
+/* Destroy an executable graph in ctx, in relaxed thread mode; failures go
+ * to the warning handler. */
+void cucap_i_exec_destroy_handle(CUgraphExec exec, CUcontext ctx, const char *caller);
+CUcontext cucap_i_exec_context(const cucap_exec *e);
 
 /* The first library call that failed with a capture error while the
  * hierarchy's capture ran, kept for the note of a later end. */
 void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresult code);
 void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err);
 
-/* A fork stream released while the hierarchy's capture runs waits here
- * until it is over (cucap_i_hier_capture_over), then goes back to the
- * stream cache; after the end it goes back at once. */
+/* A stream or event that took part in the hierarchy's capture waits here
+ * until the capture is over (cucap_i_hier_capture_over), then goes back to
+ * the stream cache; after the end it goes back at once.  So no stream or
+ * event is ever handed to a second capture while the first may still touch
+ * it.  -1 when out of memory (the caller then destroys it). */
 int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s);
+int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e);
 void cucap_i_hier_capture_over(struct cucap_hier *h);
 
 /* Streams taking part in a capture, so that calls that only know a stream

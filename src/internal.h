@@ -69,13 +69,19 @@ CUresult cucap_i_ctx_leave(CUcontext ctx, CUcontext saved);
 
 /* stream-cache.c: non-blocking streams and timing-free events of device
  * dev's primary context ctx, reused.  A stream given back must not be part
- * of a capture.  Only for primary contexts. */
-CUresult cucap_i_cache_take_stream(CUcontext ctx, CUdevice dev, CUstream *out);
-void cucap_i_cache_give_stream(CUcontext ctx, CUdevice dev, CUstream s);
-CUresult cucap_i_cache_take_event(CUcontext ctx, CUdevice dev, CUevent *out);
-void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e);
+ * of a capture, an event not recorded in a capture that may still run.
+ * Only for primary contexts.  caller is the public function on whose
+ * behalf it runs, for warnings; no warning is issued under the cache's
+ * lock. */
+CUresult cucap_i_cache_take_stream(CUcontext ctx, CUdevice dev, CUstream *out, const char *caller);
+void cucap_i_cache_give_stream(CUcontext ctx, CUdevice dev, CUstream s, const char *caller);
+CUresult cucap_i_cache_take_event(CUcontext ctx, CUdevice dev, CUevent *out, const char *caller);
+void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e, const char *caller);
 /* Destroy everything cached (for leak checks). */
 void cucap_i_cache_drain(void);
+
+/* pool.c: the memory the pools use to track live allocations (tests). */
+size_t cucap_i_pool_tracked_bytes(void);
 
 /* A driver call failed: "<caller>: <call> failed: NAME: description". */
 CUresult cucap_i_fail_driver(cucap_error **err, CUresult rc, const char *caller, const char *call);

@@ -22,9 +22,14 @@ struct cucap_pool {
     CUdevice device;
     enum pool_kind kind;
     int retains_context;             /* the device's primary context, held for the object's life */
-    pthread_mutex_t lock;            /* guards live */
-    struct cucap_ptr_set live;       /* allocations not yet freed */
+    CUcontext ctx;                   /* that context, current for the calls that need one */
 };
+
+/* The live allocations of every pool, by address: an address belongs to
+ * the pool that the driver last handed it to, so no pool can free an
+ * address that another pool now holds. */
+static struct cucap_ptr_set live_pointers;
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static _Atomic(cucap_pool *) device_pools[CUCAP_MAX_DEVICES];
 static pthread_mutex_t device_pools_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -58,14 +63,14 @@ static cucap_pool *pool_new(CUmemoryPool handle, CUdevice dev, enum pool_kind ki
     p->handle = handle;
     p->device = dev;
     p->kind = kind;
-    pthread_mutex_init(&p->lock, NULL);
     return p;
 }
 
 static void pool_free_object(cucap_pool *p)
 {
-    cucap_i_ptr_set_clear(&p->live);
-    pthread_mutex_destroy(&p->lock);
+    pthread_mutex_lock(&live_lock);
+    cucap_i_ptr_set_remove_owner(&live_pointers, p);
+    pthread_mutex_unlock(&live_lock);
     free(p);
 }
 
@@ -86,6 +91,7 @@ static CUresult setup_current(cucap_pool *p, const char *caller, cucap_error **e
         goto leave;
     }
     p->retains_context = 1;
+    p->ctx = ctx;
     rc = cucap_i_drv.cuMemPoolGetAttribute(p->handle, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
     if (rc != CUDA_SUCCESS) {
         cucap_i_fail_driver(err, rc, caller, "cuMemPoolGetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)");
@@ -200,6 +206,7 @@ CUresult cucap_pool_create(CUdevice dev, const cucap_pool_options *opts, cucap_p
         cucap_i_fail_driver(err, rc, caller, "cuDevicePrimaryCtxRetain");
     } else {
         p->retains_context = 1;
+        p->ctx = ctx;
         rc = cucap_i_drv.cuMemPoolCreate(&handle, &props);
         if (rc != CUDA_SUCCESS)
             cucap_i_fail_driver(err, rc, caller, "cuMemPoolCreate");
@@ -221,6 +228,49 @@ CUresult cucap_pool_create(CUdevice dev, const cucap_pool_options *opts, cucap_p
     return CUDA_SUCCESS;
 }
 
+/* cuMemAllocFromPoolAsync in the pool's context and in relaxed thread mode:
+ * an allocation outside a capture, made in global mode, invalidates every
+ * other thread's global capture; and on the NULL stream it needs a current
+ * context. */
+static CUresult allocate(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *ptr, const char *caller,
+                         cucap_error **err)
+{
+    struct cucap_relaxed_scope scope;
+    CUcontext saved = NULL;
+    CUresult rc, left;
+
+    if ((rc = cucap_i_ctx_enter(p->ctx, &saved)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "making the pool's context current (cuCtxSetCurrent)");
+    if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) == CUDA_SUCCESS) {
+        rc = cucap_i_drv.cuMemAllocFromPoolAsync(ptr, size, p->handle, s);
+        if (rc != CUDA_SUCCESS) {
+            cucap_i_capture_stream_failed(s, "cucap_pool_alloc (cuMemAllocFromPoolAsync)", rc);
+            cucap_i_fail_driver(err, rc, caller, "cuMemAllocFromPoolAsync");
+        }
+        rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
+    }
+    if ((left = cucap_i_ctx_leave(p->ctx, saved)) != CUDA_SUCCESS) {
+        if (rc != CUDA_SUCCESS)
+            cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", left);
+        else
+            rc = cucap_i_fail_driver(err, left, caller, "restoring the thread's context (cuCtxSetCurrent)");
+    }
+    return rc;
+}
+
+/* cuMemFreeAsync in the pool's context. */
+static CUresult release_to_driver(cucap_pool *p, CUdeviceptr ptr, CUstream s)
+{
+    CUcontext saved = NULL;
+    CUresult rc = cucap_i_ctx_enter(p->ctx, &saved), left;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = cucap_i_drv.cuMemFreeAsync(ptr, s);
+    left = cucap_i_ctx_leave(p->ctx, saved);
+    return rc != CUDA_SUCCESS ? rc : left;
+}
+
 CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *out, cucap_error **err)
 {
     static const char caller[] = "cucap_pool_alloc";
@@ -235,16 +285,13 @@ CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *o
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the pool is NULL", caller);
     if (size == 0)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a size of 0 bytes was requested", caller);
-    rc = cucap_i_drv.cuMemAllocFromPoolAsync(&ptr, size, p->handle, s);
-    if (rc != CUDA_SUCCESS) {
-        cucap_i_capture_stream_failed(s, "cucap_pool_alloc (cuMemAllocFromPoolAsync)", rc);
-        return cucap_i_fail_driver(err, rc, caller, "cuMemAllocFromPoolAsync");
-    }
-    pthread_mutex_lock(&p->lock);
-    added = cucap_i_ptr_set_add(&p->live, ptr);
-    pthread_mutex_unlock(&p->lock);
+    if ((rc = allocate(p, size, s, &ptr, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&live_lock);
+    added = cucap_i_ptr_set_add(&live_pointers, ptr, p);
+    pthread_mutex_unlock(&live_lock);
     if (added != 0) {
-        rc = cucap_i_drv.cuMemFreeAsync(ptr, s);
+        rc = release_to_driver(p, ptr, s);
         cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory while recording the allocation", caller);
         if (rc != CUDA_SUCCESS)
             cucap_i_note_failure(err, "cuMemFreeAsync", "giving the allocation back", rc);
@@ -262,18 +309,20 @@ CUresult cucap_pool_free(cucap_pool *p, CUdeviceptr ptr, CUstream s, cucap_error
 
     if (!p)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the pool is NULL", caller);
-    pthread_mutex_lock(&p->lock);
-    known = cucap_i_ptr_set_remove(&p->live, ptr);
-    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_lock(&live_lock);
+    known = cucap_i_ptr_set_remove(&live_pointers, ptr, p);
+    pthread_mutex_unlock(&live_lock);
+    if (known < 0)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
+                            "%s: %#llx belongs to another pool now (the driver handed the address to it after "
+                            "this pool's allocation there was released)", caller, (unsigned long long)ptr);
     if (!known)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
                             "%s: %#llx was not allocated by this pool, or was already freed", caller,
                             (unsigned long long)ptr);
-    rc = cucap_i_drv.cuMemFreeAsync(ptr, s);
-    if (rc != CUDA_SUCCESS) {
-        pthread_mutex_lock(&p->lock);
-        (void)cucap_i_ptr_set_add(&p->live, ptr);   /* still the caller's to free */
-        pthread_mutex_unlock(&p->lock);
+    if ((rc = release_to_driver(p, ptr, s)) != CUDA_SUCCESS) {
+        /* the driver refused: the pool forgets the pointer all the same, so
+         * that it can never free an address the driver hands out again */
         cucap_i_capture_stream_failed(s, "cucap_pool_free (cuMemFreeAsync)", rc);
         return cucap_i_fail_driver(err, rc, caller, "cuMemFreeAsync");
     }
@@ -314,4 +363,14 @@ CUresult cucap_pool_close(cucap_pool *p, cucap_error **err)
         rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
     pool_free_object(p);
     return rc;
+}
+
+size_t cucap_i_pool_tracked_bytes(void)
+{
+    size_t bytes;
+
+    pthread_mutex_lock(&live_lock);
+    bytes = cucap_i_ptr_set_footprint(&live_pointers);
+    pthread_mutex_unlock(&live_lock);
+    return bytes;
 }

@@ -1,4 +1,6 @@
-/* A hash set of device pointers, with linear probing. */
+/* The pointer map, with linear probing.  Its memory follows the live
+ * pointers: it grows at half full, shrinks at an eighth, and removed
+ * entries are swept out before they crowd the table. */
 #include "config.h"
 
 #include <stdint.h>
@@ -7,6 +9,7 @@
 #include "ptr-set.h"
 
 #define REMOVED ((CUdeviceptr)1)
+#define MIN_CAPACITY 64
 
 static size_t slot_of(CUdeviceptr p, size_t capacity)
 {
@@ -14,21 +17,21 @@ static size_t slot_of(CUdeviceptr p, size_t capacity)
     return (size_t)(h >> 32) & (capacity - 1);
 }
 
-static int grow(struct cucap_ptr_set *set)
+static int resize(struct cucap_ptr_set *set, size_t capacity)
 {
-    size_t capacity = set->capacity ? set->capacity * 2 : 64, i;
-    CUdeviceptr *slots = calloc(capacity, sizeof *slots);
+    struct cucap_ptr_slot *slots = calloc(capacity, sizeof *slots);
+    size_t i;
 
     if (!slots)
         return -1;
     for (i = 0; i < set->capacity; i++) {
-        CUdeviceptr p = set->slots[i];
+        CUdeviceptr p = set->slots[i].ptr;
         size_t j;
         if (p == 0 || p == REMOVED)
             continue;
-        for (j = slot_of(p, capacity); slots[j]; j = (j + 1) & (capacity - 1))
+        for (j = slot_of(p, capacity); slots[j].ptr; j = (j + 1) & (capacity - 1))
             ;
-        slots[j] = p;
+        slots[j] = set->slots[i];
     }
     free(set->slots);
     set->slots = slots;
@@ -37,36 +40,92 @@ static int grow(struct cucap_ptr_set *set)
     return 0;
 }
 
-int cucap_i_ptr_set_add(struct cucap_ptr_set *set, CUdeviceptr p)
-{
-    size_t i;
-
-    if ((set->used + 1) * 2 > set->capacity && grow(set) != 0)
-        return -1;
-    for (i = slot_of(p, set->capacity); set->slots[i] && set->slots[i] != REMOVED;
-         i = (i + 1) & (set->capacity - 1))
-        if (set->slots[i] == p)
-            return 0;
-    if (set->slots[i] == 0)
-        set->used++;
-    set->slots[i] = p;
-    set->count++;
-    return 0;
-}
-
-int cucap_i_ptr_set_remove(struct cucap_ptr_set *set, CUdeviceptr p)
+static struct cucap_ptr_slot *find(const struct cucap_ptr_set *set, CUdeviceptr p)
 {
     size_t i;
 
     if (!set->capacity || p == 0 || p == REMOVED)
+        return NULL;
+    for (i = slot_of(p, set->capacity); set->slots[i].ptr; i = (i + 1) & (set->capacity - 1))
+        if (set->slots[i].ptr == p)
+            return &set->slots[i];
+    return NULL;
+}
+
+/* After a removal: a table mostly empty shrinks (out of memory: it stays
+ * larger, still correct). */
+static void after_removal(struct cucap_ptr_set *set)
+{
+    if (set->count == 0)
+        cucap_i_ptr_set_clear(set);
+    else if (set->capacity > MIN_CAPACITY && set->count * 8 < set->capacity)
+        (void)resize(set, set->capacity / 2);
+}
+
+int cucap_i_ptr_set_add(struct cucap_ptr_set *set, CUdeviceptr p, const void *owner)
+{
+    struct cucap_ptr_slot *known = find(set, p);
+    size_t i;
+
+    if (known) {
+        known->owner = owner;
         return 0;
-    for (i = slot_of(p, set->capacity); set->slots[i]; i = (i + 1) & (set->capacity - 1))
-        if (set->slots[i] == p) {
-            set->slots[i] = REMOVED;
-            set->count--;
-            return 1;
-        }
+    }
+    if ((set->used + 1) * 2 > set->capacity) {
+        size_t capacity = set->capacity ? set->capacity : MIN_CAPACITY;
+        if ((set->count + 1) * 4 > capacity)   /* else mostly removed entries: sweep at the same size */
+            capacity = set->capacity ? set->capacity * 2 : MIN_CAPACITY;
+        if (resize(set, capacity) != 0)
+            return -1;
+    }
+    for (i = slot_of(p, set->capacity); set->slots[i].ptr && set->slots[i].ptr != REMOVED;
+         i = (i + 1) & (set->capacity - 1))
+        ;
+    if (set->slots[i].ptr == 0)
+        set->used++;
+    set->slots[i].ptr = p;
+    set->slots[i].owner = owner;
+    set->count++;
     return 0;
+}
+
+int cucap_i_ptr_set_remove(struct cucap_ptr_set *set, CUdeviceptr p, const void *owner)
+{
+    struct cucap_ptr_slot *slot = find(set, p);
+
+    if (!slot)
+        return 0;
+    if (slot->owner != owner)
+        return -1;
+    slot->ptr = REMOVED;
+    slot->owner = NULL;
+    set->count--;
+    after_removal(set);
+    return 1;
+}
+
+void cucap_i_ptr_set_remove_owner(struct cucap_ptr_set *set, const void *owner)
+{
+    size_t i;
+
+    for (i = 0; i < set->capacity; i++)
+        if (set->slots[i].ptr > REMOVED && set->slots[i].owner == owner) {
+            set->slots[i].ptr = REMOVED;
+            set->slots[i].owner = NULL;
+            set->count--;
+        }
+    if (set->capacity)
+        after_removal(set);
+}
+
+size_t cucap_i_ptr_set_count(const struct cucap_ptr_set *set)
+{
+    return set->count;
+}
+
+size_t cucap_i_ptr_set_footprint(const struct cucap_ptr_set *set)
+{
+    return set->capacity * sizeof *set->slots;
 }
 
 void cucap_i_ptr_set_clear(struct cucap_ptr_set *set)

@@ -1,18 +1,33 @@
-/* A set of device pointers: the live allocations of a pool.  Not
- * thread-safe on its own; the pool locks around it. */
+/* A map from device pointers to the pool that allocated them: the live
+ * allocations of every pool of the process.  Not thread-safe on its own;
+ * the pools lock around it. */
 #ifndef CUCAPTURE_PTR_SET_H
 #define CUCAPTURE_PTR_SET_H
 
 #include <cuda.h>
 #include <stddef.h>
 
+struct cucap_ptr_slot {
+    CUdeviceptr ptr;                 /* 0 is empty, 1 a removed entry */
+    const void *owner;
+};
+
 struct cucap_ptr_set {
-    CUdeviceptr *slots;              /* open addressing; 0 is empty, 1 a removed entry */
+    struct cucap_ptr_slot *slots;    /* open addressing */
     size_t capacity, count, used;
 };
 
-int cucap_i_ptr_set_add(struct cucap_ptr_set *set, CUdeviceptr p);   /* 0, or -1 when out of memory */
-int cucap_i_ptr_set_remove(struct cucap_ptr_set *set, CUdeviceptr p); /* 1 when it was there */
+/* Record p as owner's; an earlier owner of the same address loses it (the
+ * driver hands out an address again only once nothing holds it).  0, or
+ * -1 when out of memory. */
+int cucap_i_ptr_set_add(struct cucap_ptr_set *set, CUdeviceptr p, const void *owner);
+/* Remove p when owner holds it: 1; 0 when nobody holds it; -1 when
+ * another owner does (then it stays). */
+int cucap_i_ptr_set_remove(struct cucap_ptr_set *set, CUdeviceptr p, const void *owner);
+/* Forget every pointer of owner. */
+void cucap_i_ptr_set_remove_owner(struct cucap_ptr_set *set, const void *owner);
+size_t cucap_i_ptr_set_count(const struct cucap_ptr_set *set);
+size_t cucap_i_ptr_set_footprint(const struct cucap_ptr_set *set);   /* bytes held */
 void cucap_i_ptr_set_clear(struct cucap_ptr_set *set);
 
 #endif

@@ -20,36 +20,58 @@ static struct cache {
 } caches[CACHED_CONTEXTS];
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The cache of dev's primary context ctx, made on first use: it retains the
- * context, so cached streams never outlive it.  NULL when every slot is
- * taken or the retain failed. */
-static struct cache *cache_of(CUcontext ctx, CUdevice dev)
+/* Under cache_lock: the cache of ctx, or NULL. */
+static struct cache *find_cache(CUcontext ctx)
+{
+    int i;
+
+    for (i = 0; i < CACHED_CONTEXTS; i++)
+        if (caches[i].ctx == ctx)
+            return &caches[i];
+    return NULL;
+}
+
+/* Make the cache of dev's primary context ctx: it retains the context, so
+ * cached streams never outlive it.  The retain runs outside the lock and
+ * in relaxed thread mode, and its failures are reported after it.  NULL
+ * when every slot is taken or the retain failed: the caller then makes
+ * fresh streams. */
+static struct cache *install_cache(CUcontext ctx, CUdevice dev, const char *caller)
 {
     struct cucap_relaxed_scope scope;
     CUcontext retained = NULL;
     cucap_error *err = NULL;
+    struct cache *c = NULL;
     CUresult rc, left;
-    int i, free_slot = -1;
+    int i, keep = 0;
 
-    for (i = 0; i < CACHED_CONTEXTS; i++) {
-        if (caches[i].ctx == ctx)
-            return &caches[i];
-        if (!caches[i].ctx && free_slot < 0)
-            free_slot = i;
+    if (cucap_i_relaxed_enter(&scope, caller, &err) != CUDA_SUCCESS) {
+        cucap_i_warn_error(err);
+        return NULL;
     }
-    if (free_slot < 0 || cucap_i_relaxed_enter(&scope, "cucap_builder_split", NULL) != CUDA_SUCCESS)
-        return NULL;   /* nothing changed: no cache, fresh streams */
     rc = cucap_i_drv.cuDevicePrimaryCtxRetain(&retained, dev);
-    if ((left = cucap_i_relaxed_leave(&scope, rc, "cucap_builder_split", &err)) != CUDA_SUCCESS)
-        cucap_i_warn_error(err);   /* no caller to return it to: a failed restore must still be heard */
+    if ((left = cucap_i_relaxed_leave(&scope, rc, caller, &err)) != CUDA_SUCCESS && rc == CUDA_SUCCESS)
+        cucap_i_warn_error(err);   /* a failed restore must still be heard */
+    else
+        cucap_error_free(err);
     if (left != CUDA_SUCCESS || retained != ctx) {
         if (rc == CUDA_SUCCESS)
             cucap_i_drv.cuDevicePrimaryCtxRelease(dev);
         return NULL;
     }
-    caches[free_slot].ctx = ctx;
-    caches[free_slot].dev = dev;
-    return &caches[free_slot];
+    pthread_mutex_lock(&cache_lock);
+    if (!(c = find_cache(ctx)))
+        for (i = 0; i < CACHED_CONTEXTS && !c; i++)
+            if (!caches[i].ctx) {
+                c = &caches[i];
+                c->ctx = ctx;
+                c->dev = dev;
+                keep = 1;
+            }
+    pthread_mutex_unlock(&cache_lock);
+    if (!keep)   /* another thread made it first, or no slot is free */
+        cucap_i_drv.cuDevicePrimaryCtxRelease(dev);
+    return c;
 }
 
 /* Create a stream or event with ctx current, giving the thread its own
@@ -74,28 +96,30 @@ static CUresult create_in(CUcontext ctx, int kind, void **out)
     return rc;
 }
 
-static CUresult take(CUcontext ctx, CUdevice dev, int kind, void **out)
+static CUresult take(CUcontext ctx, CUdevice dev, int kind, void **out, const char *caller)
 {
     struct cache *c;
 
     pthread_mutex_lock(&cache_lock);
-    c = cache_of(ctx, dev);
+    c = find_cache(ctx);
     if (c && c->count[kind] > 0) {
         *out = c->items[kind][--c->count[kind]];
         pthread_mutex_unlock(&cache_lock);
         return CUDA_SUCCESS;
     }
     pthread_mutex_unlock(&cache_lock);
+    if (!c)
+        (void)install_cache(ctx, dev, caller);
     return create_in(ctx, kind, out);
 }
 
-static void give(CUcontext ctx, CUdevice dev, int kind, void *item)
+static void give(CUcontext ctx, CUdevice dev, int kind, void *item, const char *caller)
 {
     struct cache *c;
     CUresult rc;
 
     pthread_mutex_lock(&cache_lock);
-    c = cache_of(ctx, dev);
+    c = find_cache(ctx);
     if (c && c->count[kind] < CACHED_PER_KIND) {
         c->items[kind][c->count[kind]++] = item;
         item = NULL;
@@ -103,31 +127,35 @@ static void give(CUcontext ctx, CUdevice dev, int kind, void *item)
     pthread_mutex_unlock(&cache_lock);
     if (!item)
         return;
+    if (!c && install_cache(ctx, dev, caller)) {
+        give(ctx, dev, kind, item, caller);
+        return;
+    }
     rc = kind == STREAMS ? cucap_i_drv.cuStreamDestroy((CUstream)item) : cucap_i_drv.cuEventDestroy((CUevent)item);
     if (rc != CUDA_SUCCESS)
-        cucap_i_warn(rc, "cucap_builder_destroy: %s failed while releasing a cached %s: %s: %s",
+        cucap_i_warn(rc, "%s: %s failed while releasing a cached %s: %s: %s", caller,
                      kind == STREAMS ? "cuStreamDestroy" : "cuEventDestroy", kind == STREAMS ? "stream" : "event",
                      cucap_i_result_label(rc), cucap_i_result_description(rc));
 }
 
-CUresult cucap_i_cache_take_stream(CUcontext ctx, CUdevice dev, CUstream *out)
+CUresult cucap_i_cache_take_stream(CUcontext ctx, CUdevice dev, CUstream *out, const char *caller)
 {
-    return take(ctx, dev, STREAMS, (void **)out);
+    return take(ctx, dev, STREAMS, (void **)out, caller);
 }
 
-void cucap_i_cache_give_stream(CUcontext ctx, CUdevice dev, CUstream s)
+void cucap_i_cache_give_stream(CUcontext ctx, CUdevice dev, CUstream s, const char *caller)
 {
-    give(ctx, dev, STREAMS, s);
+    give(ctx, dev, STREAMS, s, caller);
 }
 
-CUresult cucap_i_cache_take_event(CUcontext ctx, CUdevice dev, CUevent *out)
+CUresult cucap_i_cache_take_event(CUcontext ctx, CUdevice dev, CUevent *out, const char *caller)
 {
-    return take(ctx, dev, EVENTS, (void **)out);
+    return take(ctx, dev, EVENTS, (void **)out, caller);
 }
 
-void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e)
+void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e, const char *caller)
 {
-    give(ctx, dev, EVENTS, e);
+    give(ctx, dev, EVENTS, e, caller);
 }
 
 void cucap_i_cache_drain(void)

@@ -197,9 +197,11 @@ static int allowed(cucap_builder_kind kind, cucap_builder_state from, cucap_buil
     switch (from) {
     case CUCAP_BUILDER_NOT_STARTED: return to == CUCAP_BUILDER_CAPTURING || to == CUCAP_BUILDER_CLOSED;
     case CUCAP_BUILDER_CAPTURING:
-        return kind == CUCAP_BUILDER_FORKED ? to == CUCAP_BUILDER_CLOSED : to != CUCAP_BUILDER_NOT_STARTED;
+        /* a fork's capture is its primary's: it ends with it */
+        return to != CUCAP_BUILDER_NOT_STARTED;
     case CUCAP_BUILDER_ENDED:
     case CUCAP_BUILDER_INVALIDATED:
+        (void)kind;
         /* a body whose capture failed may capture again */
         return to == CUCAP_BUILDER_CLOSED || (kind == CUCAP_BUILDER_BODY && to == CUCAP_BUILDER_CAPTURING);
     default: return 0;
@@ -596,7 +598,7 @@ void fuzz_one(const uint8_t *data, size_t size)
         D.cuThreadExchangeStreamCaptureMode(&m);
         if (D.cuMemAlloc(&st.buffer, 16 * 64) != CUDA_SUCCESS ||
             D.cuStreamCreate(&st.spare, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
-            fprintf(stderr, "fuzz: setting up an input failed\n");
+            fprintf(stderr, "fuzz: setting up an input failed (%d)\n", (int)D.cuMemAlloc(&st.buffer, 16));
             abort();
         }
         D.cuThreadExchangeStreamCaptureMode(&m);
