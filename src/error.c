@@ -16,13 +16,37 @@ struct cucap_error {
     char **notes;
 };
 
-/* Returned when an error object cannot be allocated; never freed. */
-static cucap_error cucap_oom_error = {
-    CUDA_ERROR_OUT_OF_MEMORY,
-    (char *)"libcucapture: out of memory while reporting an error",
-    0,
-    NULL,
-};
+/* Returned when an error object cannot be allocated, one per code (the
+ * driver's codes are below 1000), so that the code a call returns always
+ * equals its error's; never freed. */
+#define FALLBACK_CODES 1000
+static char fallback_message[] = "libcucapture: out of memory while reporting an error";
+static cucap_error fallback_errors[FALLBACK_CODES];
+static cucap_error cucap_oom_error = { CUDA_ERROR_OUT_OF_MEMORY, fallback_message, 0, NULL };
+static pthread_once_t fallback_once = PTHREAD_ONCE_INIT;
+
+static void init_fallbacks(void)
+{
+    size_t i;
+
+    for (i = 0; i < FALLBACK_CODES; i++) {
+        fallback_errors[i].code = (CUresult)i;
+        fallback_errors[i].message = fallback_message;
+    }
+}
+
+static cucap_error *fallback_error(CUresult code)
+{
+    if ((unsigned int)code >= FALLBACK_CODES)
+        return &cucap_oom_error;
+    pthread_once(&fallback_once, init_fallbacks);
+    return &fallback_errors[code];
+}
+
+static int is_static(const cucap_error *e)
+{
+    return e == &cucap_oom_error || (e >= fallback_errors && e < fallback_errors + FALLBACK_CODES);
+}
 
 static char *format_alloc(const char *fmt, va_list ap) CUCAP_PRINTF(1, 0);
 
@@ -48,11 +72,11 @@ cucap_error *cucap_i_error_newv(CUresult code, const char *fmt, va_list ap)
     cucap_error *e = malloc(sizeof *e);
 
     if (!e)
-        return &cucap_oom_error;
+        return fallback_error(code);
     e->message = format_alloc(fmt, ap);
     if (!e->message) {
         free(e);
-        return &cucap_oom_error;
+        return fallback_error(code);
     }
     e->code = code;
     e->note_count = 0;
@@ -78,9 +102,20 @@ CUresult cucap_i_fail(cucap_error **err, CUresult code, const char *fmt, ...)
     if (!err)
         return code;
     va_start(ap, fmt);
+    if (*err) {
+        /* as GLib: a caller that passes an error already set has a bug;
+         * its object (maybe freed already: never read) is left alone and
+         * the new error goes to the warning handler */
+        cucap_error *lost = cucap_i_error_newv(code, fmt, ap);
+        va_end(ap);
+        cucap_i_warn(code, "an error was reported into a cucap_error * that was not NULL (a previous error "
+                     "not freed and reset, or an uninitialised pointer); the caller's object is left as it was; "
+                     "this error: %s", cucap_error_message(lost));
+        cucap_error_free(lost);
+        return code;
+    }
     *err = cucap_i_error_newv(code, fmt, ap);
     va_end(ap);
-    /* the static out-of-memory error carries its own code */
     return (*err)->code;
 }
 
@@ -96,7 +131,7 @@ void cucap_i_error_add_note(cucap_error *e, const char *fmt, ...)
     char *note;
     char **notes;
 
-    if (!e || e == &cucap_oom_error)
+    if (!e || is_static(e))
         return;
     va_start(ap, fmt);
     note = format_alloc(fmt, ap);
@@ -225,7 +260,7 @@ void cucap_error_free(cucap_error *e)
 {
     size_t i;
 
-    if (!e || e == &cucap_oom_error)
+    if (!e || is_static(e))
         return;
     for (i = 0; i < e->note_count; i++)
         free(e->notes[i]);

@@ -303,6 +303,7 @@ BACKEND_TEST(cond, conditional_calls_need_an_active_capture)
     cr_assert_eq(cucap_builder_create_condition(b, 0, 0, &h, &err), CUDA_ERROR_ILLEGAL_STATE);
     cr_assert_not_null(strstr(cucap_error_message(err), "not actively capturing"));
     cucap_error_free(err);
+    err = NULL;
     cr_assert_eq(cucap_builder_if(b, h, &body, NULL), CUDA_ERROR_ILLEGAL_STATE);
     cr_assert_eq(cucap_builder_switch(b, h, 0, bodies, NULL), CUDA_ERROR_INVALID_VALUE);
     cr_assert_eq(cucap_builder_if(b, h, NULL, NULL), CUDA_ERROR_INVALID_VALUE);

@@ -159,15 +159,15 @@ Test(error, out_of_memory_gives_the_static_error)
     again = cucap_i_error_new(CUDA_ERROR_INVALID_VALUE, "lost too");
     fail_after = -1;
     cr_assert_not_null(e);
-    cr_assert_eq(e, again, "both failures must give the one static error");
-    cr_assert_eq(cucap_error_code(e), CUDA_ERROR_OUT_OF_MEMORY);
-    cr_assert_str_eq(cucap_error_name(e), "CUDA_ERROR_OUT_OF_MEMORY");
+    cr_assert_eq(e, again, "both failures must give the one static error of that code");
+    cr_assert_eq(cucap_error_code(e), CUDA_ERROR_INVALID_VALUE, "the static error carries the caller's code");
+    cr_assert_str_eq(cucap_error_name(e), "CUDA_ERROR_INVALID_VALUE");
     cr_assert_not_null(strstr(cucap_error_message(e), "out of memory"));
     cucap_i_error_add_note(e, "never stored");
     cr_assert_eq(cucap_error_note_count(e), 0);
     cucap_error_free(e);
     cucap_error_free(e);
-    cr_assert_eq(cucap_error_code(again), CUDA_ERROR_OUT_OF_MEMORY, "freeing it is harmless");
+    cr_assert_eq(cucap_error_code(again), CUDA_ERROR_INVALID_VALUE, "freeing it is harmless");
 }
 
 Test(error, out_of_memory_in_fail_keeps_code_and_object_equal)
@@ -178,11 +178,35 @@ Test(error, out_of_memory_in_fail_keeps_code_and_object_equal)
     fail_after = 0;
     rc = cucap_i_fail(&e, CUDA_ERROR_ILLEGAL_STATE, "f: closed");
     fail_after = -1;
-    /* the returned code always equals the object's */
-    cr_assert_eq(rc, CUDA_ERROR_OUT_OF_MEMORY);
+    /* the returned code always equals the object's, and is the caller's */
+    cr_assert_eq(rc, CUDA_ERROR_ILLEGAL_STATE);
     cr_assert_eq(cucap_error_code(e), rc);
     cucap_error_free(e);
 }
+
+Test(error, every_code_has_its_own_fallback)
+{
+    static const CUresult codes[] = { CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, CUDA_ERROR_STREAM_CAPTURE_MERGE,
+                                      CUDA_ERROR_STREAM_CAPTURE_UNJOINED, CUDA_ERROR_NOT_SUPPORTED,
+                                      CUDA_ERROR_UNKNOWN, CUDA_ERROR_OUT_OF_MEMORY };
+    size_t i;
+
+    for (i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        cucap_error *e = NULL;
+        CUresult rc;
+        fail_after = 0;
+        rc = cucap_i_fail(&e, codes[i], "f: %zu", i);
+        fail_after = -1;
+        cr_assert_eq(rc, codes[i]);
+        cr_assert_eq(cucap_error_code(e), codes[i]);
+        cr_assert_not_null(strstr(cucap_error_message(e), "out of memory"));
+        cucap_i_error_add_note(e, "never stored on a static error");
+        cr_assert_eq(cucap_error_note_count(e), 0);
+        cucap_error_free(e);
+        cr_assert_eq(cucap_error_code(e), codes[i], "freeing a static error is harmless");
+    }
+}
+
 
 Test(error, note_allocation_failure_keeps_earlier_notes)
 {
@@ -283,6 +307,21 @@ Test(warning, out_of_memory_still_warns, .init = cr_redirect_stderr)
     cucap_i_warn(CUDA_ERROR_INVALID_HANDLE, "lost message");
     fail_after = -1;
     cr_assert_eq(seen.calls, 1);
-    cr_assert_eq(seen.code, CUDA_ERROR_OUT_OF_MEMORY);
+    cr_assert_eq(seen.code, CUDA_ERROR_INVALID_HANDLE, "the fallback error keeps the warning's code");
     cucap_set_warning_handler(NULL, NULL);
+}
+
+Test(warning, an_error_already_set_is_left_alone_and_reported)
+{
+    cucap_error *first = cucap_i_error_new(CUDA_ERROR_INVALID_VALUE, "the caller's"), *e = first;
+
+    cucap_set_warning_handler(record_warning, NULL);
+    seen.calls = 0;
+    cr_assert_eq(cucap_i_fail(&e, CUDA_ERROR_ILLEGAL_STATE, "second"), CUDA_ERROR_ILLEGAL_STATE);
+    cr_assert_eq(e, first, "the caller's object is not replaced");
+    cr_assert_str_eq(cucap_error_message(e), "the caller's");
+    cr_assert_eq(seen.calls, 1, "the caller bug is reported");
+    cr_assert_eq(seen.code, CUDA_ERROR_ILLEGAL_STATE);
+    cucap_set_warning_handler(NULL, NULL);
+    cucap_error_free(first);
 }

@@ -251,6 +251,7 @@ int main(int argc, char **argv)
     conf_rows_more();
     conf_rows_bodies(argv[0]);
     conf_rows_measured();
+    conf_rows_isolation();
     printf("1..%d\n", rows);
     D.cuCtxSetCurrent(NULL);
     D.cuDevicePrimaryCtxRelease(conf_dev);

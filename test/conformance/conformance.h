@@ -50,6 +50,7 @@ void conf_rows_ending(void);
 void conf_rows_more(void);
 void conf_rows_bodies(const char *self);
 void conf_rows_measured(void);
+void conf_rows_isolation(void);
 
 /* The child-process scenarios of conf_rows_bodies: runs one, prints its
  * progress on stdout, returns the exit status. */

@@ -253,6 +253,38 @@ int sim_graph_has_dead_body(const struct sim_graph *g)
     return 0;
 }
 
+/* Node types a conditional body may hold (CUDA programming guide; the
+ * H200 refuses a host node there at instantiate). */
+static int allowed_in_body(CUgraphNodeType t)
+{
+    return t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_MEMCPY || t == CU_GRAPH_NODE_TYPE_MEMSET ||
+           t == CU_GRAPH_NODE_TYPE_EMPTY || t == CU_GRAPH_NODE_TYPE_GRAPH || t == CU_GRAPH_NODE_TYPE_CONDITIONAL;
+}
+
+/* Whether a conditional body below g (in_body: g is one, or inside one)
+ * holds a node of a type bodies may not hold. */
+static int has_body_with_forbidden_node(const struct sim_graph *g, int in_body)
+{
+    size_t i;
+    unsigned int k;
+
+    for (i = 0; i < g->node_count; i++) {
+        const struct sim_node *n = g->nodes[i];
+        if (in_body && !allowed_in_body(n->type))
+            return 1;
+        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child.graph &&
+            has_body_with_forbidden_node(n->u.child.graph, in_body))
+            return 1;
+        if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+            for (k = 0; k < n->u.cond.size; k++) {
+                const struct sim_graph *body = (const struct sim_graph *)n->u.cond.bodies[k];
+                if (body && body->state == SIM_GRAPH_LIVE && has_body_with_forbidden_node(body, 1))
+                    return 1;
+            }
+    }
+    return 0;
+}
+
 static void check_no_dead_body(const struct sim_graph *g, const char *call)
 {
     if (sim_graph_has_dead_body(g))
@@ -694,6 +726,10 @@ static CUresult sim_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph hg,
 
     if (!out || !params)
         return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_current_ctx())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return rc;
     sim_lock();
     *out = NULL;
     if (!sim_graph_valid(hg)) {
@@ -703,6 +739,11 @@ static CUresult sim_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph hg,
     }
     g = (struct sim_graph *)hg;
     check_no_dead_body(g, "cuGraphInstantiateWithParams");
+    if (has_body_with_forbidden_node(g, 0)) {
+        params->result_out = CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED;
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto done;
+    }
     if ((params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) &&
         (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)) {
         params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
@@ -748,7 +789,10 @@ static struct sim_exec *exec_of(CUgraphExec h)
 static CUresult sim_cuGraphExecDestroy(CUgraphExec h)
 {
     struct sim_exec *e;
+    CUresult rc;
 
+    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return rc;
     sim_lock();
     e = exec_of(h);
     if (e) {
@@ -851,9 +895,9 @@ static CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream s)
     e = exec_of(h);
     rc = e ? sim_stream_enqueue(s, &captured) : CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS && captured) {
-        struct sim_node *n = sim_stream_capture_node(s, CU_GRAPH_NODE_TYPE_GRAPH);
-        if (!n || !(n->u.child.graph = clone_graph(e->snapshot, n)))
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        /* measured on the H200: refused, and the capture is invalidated */
+        sim_stream_invalidate_capture(s);
+        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     } else if (rc == CUDA_SUCCESS) {
         for (i = 0; i < handle_count; i++)
             if (handles[i].flags & CU_GRAPH_COND_ASSIGN_DEFAULT)

@@ -19,6 +19,8 @@
 #endif
 
 #define SIM_MAX_DEVICES 8
+/* Memory of one simulated device (an H200's); larger requests fail. */
+#define SIM_DEVICE_MEMORY ((size_t)141 << 30)
 
 /* ---------------------------------------------------------------- sim.c */
 
@@ -109,6 +111,8 @@ CUresult sim_stream_enqueue(CUstream s, int *captured);
 /* Append a node to the capture of s and make it the stream's dependency. */
 struct sim_node *sim_stream_capture_node(CUstream s, CUgraphNodeType type);
 struct sim_graph *sim_stream_capture_graph(CUstream s);
+/* Invalidate the capture s is part of (a call the capture refuses). */
+void sim_stream_invalidate_capture(CUstream s);
 
 /* ---------------------------------------------------------------- sim-memory.c */
 

@@ -76,8 +76,11 @@ void *sim_memory(CUdeviceptr p, size_t bytes)
 
 CUdeviceptr sim_memory_allocate(size_t bytes, CUmemoryPool pool, struct sim_graph *owner)
 {
-    struct allocation *a = calloc(1, sizeof *a);
+    struct allocation *a;
 
+    if (bytes > SIM_DEVICE_MEMORY)
+        return 0;
+    a = calloc(1, sizeof *a);
     if (!a || !(a->base = calloc(1, bytes))) {
         free(a);
         return 0;
@@ -180,6 +183,8 @@ static CUresult sim_cuMemPoolCreate(CUmemoryPool *out, const CUmemPoolProps *pro
         return CUDA_ERROR_INVALID_VALUE;
     if (props->location.id < 0 || props->location.id >= sim_device_count())
         return CUDA_ERROR_INVALID_DEVICE;
+    if (props->maxSize > SIM_DEVICE_MEMORY)   /* the H200 refuses SIZE_MAX: OUT_OF_MEMORY */
+        return CUDA_ERROR_OUT_OF_MEMORY;
     pool = calloc(1, sizeof *pool);
     if (!pool)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -294,10 +299,13 @@ static CUresult sim_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUme
 
     if (!out || !bytes)
         return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_current_ctx())   /* measured on the H200: INVALID_CONTEXT on any stream */
+        return CUDA_ERROR_INVALID_CONTEXT;
     sim_lock();
     if (!pool_of(p)) {
         rc = CUDA_ERROR_INVALID_VALUE;
-    } else if ((rc = sim_stream_enqueue(s, &captured)) == CUDA_SUCCESS) {
+    } else if ((rc = sim_stream_enqueue(s, &captured)) == CUDA_SUCCESS &&
+               (captured || (rc = sim_capture_check_unsafe()) == CUDA_SUCCESS)) {
         struct sim_graph *owner = captured ? sim_stream_capture_graph(s) : NULL;
         /* under capture the address is fixed now and belongs to the graph */
         CUdeviceptr ptr = sim_memory_allocate(bytes, p, owner);

@@ -51,15 +51,15 @@ static struct sim_capture *captures;     /* ongoing ones, ACTIVE or INVALIDATED 
 static unsigned long long next_capture_id = 1;
 static _Thread_local CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
-static struct sim_stream *stream_of(CUstream s)
-{
-    struct sim_stream *st = (struct sim_stream *)s;
-    return st && st->magic == SIM_STREAM_MAGIC ? st : NULL;
-}
-
 static int is_legacy(CUstream s)
 {
     return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+static struct sim_stream *stream_of(CUstream s)
+{
+    struct sim_stream *st = (struct sim_stream *)s;
+    return !is_legacy(s) && st->magic == SIM_STREAM_MAGIC ? st : NULL;
 }
 
 static struct sim_event *event_of(CUevent e)
@@ -435,6 +435,14 @@ CUresult sim_stream_enqueue(CUstream s, int *captured)
         *captured = 1;
     sim_unlock();
     return rc;
+}
+
+void sim_stream_invalidate_capture(CUstream s)
+{
+    struct sim_stream *st = stream_of(s);
+
+    if (st && st->cap)
+        invalidate(st->cap);
 }
 
 struct sim_graph *sim_stream_capture_graph(CUstream s)

@@ -1,0 +1,347 @@
+/* Rows of driver-facts.md, "Calls from another thread during a global
+ * capture", and the calls that need a current context, refuse a capturing
+ * stream, or refuse a node type in a conditional body. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conformance.h"
+
+static char observed[256];
+
+/* What thread B works on: made before thread A begins its capture. */
+struct objects {
+    CUstream stream;                 /* B's own stream, not capturing */
+    CUgraph graph;                   /* one memset node */
+    CUgraphExec exec;                /* of graph */
+    CUevent event;
+    CUdeviceptr memory;
+    CUmemoryPool pool;
+};
+
+static CUgraph memset_graph(CUdeviceptr d)
+{
+    CUstream s = conf_stream();
+    CUgraph g = NULL;
+
+    D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+    D.cuMemsetD8Async(d, 1, 64, s);
+    D.cuStreamEndCapture(s, &g);
+    D.cuStreamDestroy(s);
+    return g;
+}
+
+static CUresult instantiate(CUgraphExec *exec, CUgraph g, unsigned int *result)
+{
+    CUDA_GRAPH_INSTANTIATE_PARAMS params;
+    CUresult rc;
+
+    memset(&params, 0, sizeof params);
+    params.result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
+    rc = D.cuGraphInstantiateWithParams(exec, g, &params);
+    if (result)
+        *result = (unsigned int)params.result_out;
+    return rc;
+}
+
+static void make_objects(struct objects *o)
+{
+    memset(o, 0, sizeof *o);
+    o->stream = conf_stream();
+    D.cuMemAlloc(&o->memory, 4096);
+    o->graph = memset_graph(o->memory);
+    instantiate(&o->exec, o->graph, NULL);
+    D.cuEventCreate(&o->event, CU_EVENT_DISABLE_TIMING);
+    D.cuDeviceGetDefaultMemPool(&o->pool, conf_dev);
+}
+
+static void drop_objects(struct objects *o)
+{
+    D.cuStreamSynchronize(o->stream);
+    if (o->exec)
+        D.cuGraphExecDestroy(o->exec);
+    if (o->graph)
+        D.cuGraphDestroy(o->graph);
+    if (o->event)
+        D.cuEventDestroy(o->event);
+    D.cuStreamDestroy(o->stream);
+    D.cuMemFree(o->memory);
+}
+
+enum call {
+    CALL_INSTANTIATE, CALL_EXEC_DESTROY, CALL_SYNCHRONIZE, CALL_ALLOC_FROM_POOL, CALL_FREE_ASYNC, CALL_LAUNCH,
+    CALL_UPLOAD, CALL_EXEC_UPDATE, CALL_GRAPH_CREATE, CALL_GRAPH_DESTROY, CALL_STREAM_CREATE, CALL_STREAM_DESTROY,
+    CALL_EVENT_CREATE, CALL_EVENT_DESTROY, CALL_EVENT_RECORD, CALL_COUNT
+};
+
+static const char *const call_names[CALL_COUNT] = {
+    "cuGraphInstantiateWithParams", "cuGraphExecDestroy", "cuStreamSynchronize (own stream)",
+    "cuMemAllocFromPoolAsync (own stream)", "cuMemFreeAsync (own stream)", "cuGraphLaunch (own stream)",
+    "cuGraphUpload (own stream)", "cuGraphExecUpdate", "cuGraphCreate", "cuGraphDestroy", "cuStreamCreate",
+    "cuStreamDestroy", "cuEventCreate", "cuEventDestroy", "cuEventRecord (own stream)",
+};
+
+struct other_call {
+    struct objects *o;
+    enum call call;
+    CUstreamCaptureMode mode;        /* B's thread mode */
+    CUresult rc;
+};
+
+static CUresult make_call(struct objects *o, enum call call)
+{
+    CUgraphExecUpdateResultInfo info;
+    CUgraphExec exec = NULL;
+    CUdeviceptr p = 0;
+    CUstream s = NULL;
+    CUevent e = NULL;
+    CUgraph g = NULL;
+    CUresult rc = CUDA_ERROR_UNKNOWN;
+
+    switch (call) {
+    case CALL_INSTANTIATE:
+        if ((rc = instantiate(&exec, o->graph, NULL)) == CUDA_SUCCESS)
+            D.cuGraphExecDestroy(exec);
+        break;
+    case CALL_EXEC_DESTROY:
+        if ((rc = D.cuGraphExecDestroy(o->exec)) == CUDA_SUCCESS)
+            o->exec = NULL;
+        break;
+    case CALL_SYNCHRONIZE: rc = D.cuStreamSynchronize(o->stream); break;
+    case CALL_ALLOC_FROM_POOL:
+        if ((rc = D.cuMemAllocFromPoolAsync(&p, 256, o->pool, o->stream)) == CUDA_SUCCESS)
+            D.cuMemFreeAsync(p, o->stream);
+        break;
+    case CALL_FREE_ASYNC: rc = D.cuMemFreeAsync(o->memory, o->stream); o->memory = 0; break;
+    case CALL_LAUNCH: rc = D.cuGraphLaunch(o->exec, o->stream); break;
+    case CALL_UPLOAD: rc = D.cuGraphUpload(o->exec, o->stream); break;
+    case CALL_EXEC_UPDATE: memset(&info, 0, sizeof info); rc = D.cuGraphExecUpdate(o->exec, o->graph, &info); break;
+    case CALL_GRAPH_CREATE:
+        if ((rc = D.cuGraphCreate(&g, 0)) == CUDA_SUCCESS)
+            D.cuGraphDestroy(g);
+        break;
+    case CALL_GRAPH_DESTROY:
+        if ((rc = D.cuGraphDestroy(o->graph)) == CUDA_SUCCESS)
+            o->graph = NULL;
+        break;
+    case CALL_STREAM_CREATE:
+        if ((rc = D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) == CUDA_SUCCESS)
+            D.cuStreamDestroy(s);
+        break;
+    case CALL_STREAM_DESTROY:
+        if ((rc = D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) == CUDA_SUCCESS)
+            rc = D.cuStreamDestroy(s);
+        break;
+    case CALL_EVENT_CREATE:
+        if ((rc = D.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING)) == CUDA_SUCCESS)
+            D.cuEventDestroy(e);
+        break;
+    case CALL_EVENT_DESTROY:
+        if ((rc = D.cuEventDestroy(o->event)) == CUDA_SUCCESS)
+            o->event = NULL;
+        break;
+    case CALL_EVENT_RECORD: rc = D.cuEventRecord(o->event, o->stream); break;
+    case CALL_COUNT: break;
+    }
+    return rc;
+}
+
+static void other_thread_call(void *p)
+{
+    struct other_call *c = p;
+    CUstreamCaptureMode mode = c->mode;
+
+    D.cuThreadExchangeStreamCaptureMode(&mode);
+    c->rc = make_call(c->o, c->call);
+    D.cuThreadExchangeStreamCaptureMode(&mode);
+}
+
+static void rows_calls_from_another_thread(void)
+{
+    static const CUstreamCaptureMode b_modes[2] = { CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_RELAXED };
+    int call, m;
+
+    for (call = 0; call < CALL_COUNT; call++)
+        for (m = 0; m < 2; m++) {
+            struct objects o;
+            struct other_call c;
+            CUstream s = conf_stream();
+            CUdeviceptr d = 0;
+            char what[160];
+
+            make_objects(&o);
+            D.cuMemAlloc(&d, 64);
+            D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+            D.cuMemsetD8Async(d, 2, 64, s);
+            c.o = &o;
+            c.call = (enum call)call;
+            c.mode = b_modes[m];
+            c.rc = CUDA_ERROR_UNKNOWN;
+            conf_on_thread(other_thread_call, &c);
+            snprintf(observed, sizeof observed, "B %s; A's capture %s", conf_code(c.rc), conf_status(s));
+            snprintf(what, sizeof what, "during A's global capture, thread B (%s mode) calls %s",
+                     conf_mode_name(b_modes[m]), call_names[call]);
+            conf_row(what, "global", observed,
+                     m == 0 && call <= CALL_ALLOC_FROM_POOL
+                         ? "B CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; A's capture INVALIDATED"
+                         : "B CUDA_SUCCESS; A's capture ACTIVE");
+            conf_drop(s);
+            D.cuMemFree(d);
+            drop_objects(&o);
+        }
+}
+
+/* ---------------------------------------------------------------- no current context */
+
+struct no_context {
+    struct objects *o;
+    char text[200];
+};
+
+static void *no_context_thread(void *p)
+{
+    struct no_context *nc = p;
+    struct objects *o = nc->o;
+    CUgraphExec exec = NULL;
+    CUdeviceptr a = 0, b = 0;
+    CUcontext current = (CUcontext)1;
+    CUresult inst, alloc_null, alloc_stream, launch;
+
+    D.cuCtxGetCurrent(&current);
+    inst = instantiate(&exec, o->graph, NULL);
+    alloc_null = D.cuMemAllocFromPoolAsync(&a, 256, o->pool, NULL);
+    alloc_stream = D.cuMemAllocFromPoolAsync(&b, 256, o->pool, o->stream);
+    launch = D.cuGraphLaunch(o->exec, o->stream);
+    snprintf(nc->text, sizeof nc->text,
+             "current %s; instantiate %s; pool alloc on NULL %s; pool alloc on a stream %s; launch on a stream %s",
+             current ? "set" : "NULL", conf_code(inst), conf_code(alloc_null), conf_code(alloc_stream),
+             conf_code(launch));
+    D.cuCtxSetCurrent(conf_ctx);
+    if (exec)
+        D.cuGraphExecDestroy(exec);
+    if (a)
+        D.cuMemFreeAsync(a, NULL);
+    if (b)
+        D.cuMemFreeAsync(b, o->stream);
+    return NULL;
+}
+
+static void rows_no_current_context(void)
+{
+    struct objects o;
+    struct no_context nc;
+    pthread_t t;
+
+    make_objects(&o);
+    nc.o = &o;
+    nc.text[0] = '\0';
+    if (pthread_create(&t, NULL, no_context_thread, &nc) == 0)
+        pthread_join(t, NULL);
+    conf_row("a fresh thread that never made a context current", "none", nc.text,
+             "current NULL; instantiate CUDA_ERROR_INVALID_CONTEXT; pool alloc on NULL CUDA_ERROR_INVALID_CONTEXT; "
+             "pool alloc on a stream CUDA_ERROR_INVALID_CONTEXT; launch on a stream CUDA_SUCCESS");
+    drop_objects(&o);
+}
+
+/* ---------------------------------------------------------------- refused under capture */
+
+static void rows_launch_into_capture(void)
+{
+    const CUstreamCaptureMode *m;
+
+    for (m = conf_modes; m < conf_modes + 3; m++) {
+        struct objects o;
+        CUstream s = conf_stream();
+        CUresult rc;
+
+        make_objects(&o);
+        D.cuStreamBeginCapture(s, *m);
+        rc = D.cuGraphLaunch(o.exec, s);
+        snprintf(observed, sizeof observed, "%s, capture %s", conf_code(rc), conf_status(s));
+        conf_row("cuGraphLaunch into a capturing stream", conf_mode_name(*m), observed,
+                 "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, capture INVALIDATED");
+        conf_drop(s);
+        drop_objects(&o);
+    }
+}
+
+static void rows_pool_create_too_large(void)
+{
+    CUmemPoolProps props;
+    CUmemoryPool pool = NULL;
+    CUresult rc;
+
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = conf_dev;
+    props.maxSize = SIZE_MAX;
+    rc = D.cuMemPoolCreate(&pool, &props);
+    conf_row("cuMemPoolCreate with maxSize = SIZE_MAX", "none", conf_code(rc), "CUDA_ERROR_OUT_OF_MEMORY");
+    if (rc == CUDA_SUCCESS)
+        D.cuMemPoolDestroy(pool);
+}
+
+static void noop_host(void *p)
+{
+    (void)p;
+}
+
+/* An IF node whose body holds, through a child graph captured standalone
+ * (the library's way), one node of the given kind: host function or memset. */
+static void body_node_row(int host)
+{
+    CUstream s = conf_stream(), body = conf_stream();
+    CUgraphConditionalHandle h;
+    CUgraph bodies[1] = { NULL }, parent = NULL, captured = NULL;
+    CUgraphExec exec = NULL;
+    CUgraphNode child;
+    CUdeviceptr d = 0;
+    unsigned int result = 0;
+    CUresult rc;
+
+    D.cuMemAlloc(&d, 64);
+    D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+    conf_add_conditional(s, CU_GRAPH_COND_TYPE_IF, 1, 1, &h, bodies);
+    D.cuStreamBeginCapture(body, CU_STREAM_CAPTURE_MODE_RELAXED);
+    if (host)
+        D.cuLaunchHostFunc(body, noop_host, NULL);
+    else
+        D.cuMemsetD8Async(d, 3, 64, body);
+    D.cuStreamEndCapture(body, &captured);
+    D.cuGraphAddChildGraphNode(&child, bodies[0], NULL, 0, captured);
+    D.cuStreamEndCapture(s, &parent);
+    rc = instantiate(&exec, parent, &result);
+    snprintf(observed, sizeof observed, "instantiate %s, result %u", conf_code(rc), result);
+    conf_row(host ? "instantiate a graph whose IF body holds a host-function node"
+                  : "instantiate a graph whose IF body holds a memset node",
+             "relaxed", observed,
+             host ? "instantiate CUDA_ERROR_INVALID_VALUE, result 3" : "instantiate CUDA_SUCCESS, result 0");
+    if (exec)
+        D.cuGraphExecDestroy(exec);
+    if (parent)
+        D.cuGraphDestroy(parent);
+    if (captured)
+        D.cuGraphDestroy(captured);
+    D.cuStreamDestroy(body);
+    D.cuStreamDestroy(s);
+    D.cuMemFree(d);
+}
+
+static void rows_legacy_stream_query(void)
+{
+    conf_row("cuStreamQuery(CU_STREAM_LEGACY) with nothing pending", "none", conf_code(D.cuStreamQuery(CU_STREAM_LEGACY)),
+             "CUDA_SUCCESS");
+}
+
+void conf_rows_isolation(void)
+{
+    rows_calls_from_another_thread();
+    rows_no_current_context();
+    rows_launch_into_capture();
+    rows_pool_create_too_large();
+    body_node_row(0);
+    body_node_row(1);
+    rows_legacy_stream_query();
+}

@@ -1,0 +1,408 @@
+/* The library from many threads at once, each started fresh (no current
+ * context, nothing initialised), as a user's worker threads are:
+ *   1. 16 threads capture, split, join, end, complete, launch and destroy
+ *      in global mode; no thread's library calls may invalidate another's
+ *      capture, and every graph runs;
+ *   2. the same beside threads that open, create, allocate from and close
+ *      pools;
+ *   3. the same beside a thread that invalidates every global capture with
+ *      a raw cuMemAlloc: no crash, only capture errors, nothing leaks;
+ *   4. a conditional body ended by one thread while another ends the
+ *      parent's capture, which the driver discards (UNJOINED).
+ * Built twice: stress-threads-sim on the simulated driver, and
+ * stress-threads-gpu on the real one (skipped without a GPU, failed
+ * without one under CUCAPTURE_REQUIRE_GPU=1).  A plain TAP program, so
+ * that it also runs under ThreadSanitizer. */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cucapture.h"
+#include "driver.h"
+
+#define D cucap_i_drv
+#define THREADS 16
+#define FORKS 4
+
+#ifdef STRESS_GPU
+#  define ROUNDS 300
+#  define BODY_ROUNDS 3000
+#else
+#  define ROUNDS 25
+#  define BODY_ROUNDS 300
+#endif
+
+static int tests;
+static atomic_long host_calls;
+static atomic_int stop_others;
+
+static void report(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void report(int ok, const char *fmt, ...)
+{
+    va_list ap;
+
+    printf("%s %d - ", ok ? "ok" : "not ok", ++tests);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+}
+
+static void count_call(void *p)
+{
+    (void)p;
+    atomic_fetch_add(&host_calls, 1);
+}
+
+static void quiet(const cucap_error *w, void *data)
+{
+    (void)w;
+    (void)data;
+}
+
+/* ---------------------------------------------------------------- 1-3: capturing threads */
+
+struct worker {
+    int index;
+    int rounds;
+    int tolerate_invalidation;       /* scenario 3: capture errors are expected */
+    int completed, capture_failures, other_failures;
+    char first_failure[512];
+};
+
+static int is_capture_error(CUresult rc)
+{
+    return rc >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && rc <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+}
+
+static void note_failure(struct worker *w, const char *call, CUresult rc, cucap_error *err)
+{
+    if (is_capture_error(rc) || (rc == CUDA_ERROR_ILLEGAL_STATE && w->tolerate_invalidation))
+        w->capture_failures++;
+    else
+        w->other_failures++;
+    if (!w->first_failure[0])
+        snprintf(w->first_failure, sizeof w->first_failure, "thread %d: %s: %s", w->index, call,
+                 err ? cucap_error_message(err) : "(no error object)");
+}
+
+/* One cycle; returns 1 when it ran to a launched graph. */
+static int cycle(struct worker *w, CUstream launch_stream)
+{
+    cucap_builder *b = NULL, *f[FORKS - 1] = { NULL, NULL, NULL }, *root = NULL;
+    cucap_exec *exec = NULL;
+    cucap_error *err = NULL;
+    CUresult rc;
+    int i, ok = 0;
+
+#define STEP(call, expr)                                                                                       \
+    if ((rc = (expr)) != CUDA_SUCCESS) {                                                                       \
+        note_failure(w, call, rc, err);                                                                        \
+        goto out;                                                                                              \
+    }
+    STEP("cucap_builder_create", cucap_builder_create(0, &b, &err));
+    STEP("cucap_builder_begin", cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, &err));
+    STEP("cuLaunchHostFunc", D.cuLaunchHostFunc(cucap_builder_stream(b), count_call, NULL));
+    STEP("cucap_builder_split", cucap_builder_split(b, FORKS, f, &err));
+    for (i = 0; i < FORKS - 1; i++)
+        STEP("cuLaunchHostFunc (fork)", D.cuLaunchHostFunc(cucap_builder_stream(f[i]), count_call, NULL));
+    STEP("cucap_builder_join", cucap_builder_join((cucap_builder *const[]){ f[2], b, f[0], f[1] }, FORKS, &root,
+                                                  &err));
+    STEP("cucap_builder_end", cucap_builder_end(b, &err));
+    STEP("cucap_builder_complete", cucap_builder_complete(b, NULL, &exec, &err));
+    STEP("cucap_exec_launch", cucap_exec_launch(exec, launch_stream, &err));
+    ok = 1;
+out:
+#undef STEP
+    cucap_error_free(err);
+    cucap_exec_destroy(exec);
+    /* destroy in a thread-dependent order */
+    if (w->index % 3 == 0)
+        cucap_builder_destroy(b);
+    for (i = 0; i < FORKS - 1; i++)
+        cucap_builder_destroy(f[(i + w->index) % (FORKS - 1)]);
+    if (w->index % 3 != 0)
+        cucap_builder_destroy(b);
+    return ok;
+}
+
+/* Synchronize in relaxed mode: a global-mode synchronize would itself
+ * invalidate the other threads' global captures. */
+static CUresult relaxed_synchronize(CUstream s)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CUresult rc;
+
+    D.cuThreadExchangeStreamCaptureMode(&mode);
+    rc = D.cuStreamSynchronize(s);
+    D.cuThreadExchangeStreamCaptureMode(&mode);
+    return rc;
+}
+
+static void *capturing_thread(void *p)
+{
+    struct worker *w = p;
+    CUcontext ctx = NULL;
+    CUstream s = NULL;
+    int r;
+
+    /* the launch stream is the test's own: made with the primary context,
+     * which the thread then leaves current only for that call */
+    if (D.cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS || D.cuCtxSetCurrent(ctx) != CUDA_SUCCESS ||
+        D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS || D.cuCtxSetCurrent(NULL) != CUDA_SUCCESS) {
+        w->other_failures++;
+        snprintf(w->first_failure, sizeof w->first_failure, "thread %d: setting up its launch stream failed",
+                 w->index);
+        return NULL;
+    }
+    for (r = 0; r < w->rounds; r++)
+        w->completed += cycle(w, s);
+    D.cuCtxSetCurrent(ctx);
+    if (relaxed_synchronize(s) != CUDA_SUCCESS)
+        w->other_failures++;
+    D.cuStreamDestroy(s);
+    D.cuCtxSetCurrent(NULL);
+    D.cuDevicePrimaryCtxRelease(0);
+    return NULL;
+}
+
+static void *pool_thread(void *p)
+{
+    cucap_pool_options opts = { 64u << 20, 0 };
+    int *failures = p;
+
+    while (!atomic_load(&stop_others)) {
+        cucap_pool *def = NULL, *dev = NULL, *own = NULL;
+        CUdeviceptr a = 0;
+        if (cucap_pool_open_default(0, &def, NULL) != CUDA_SUCCESS || cucap_pool_close(def, NULL) != CUDA_SUCCESS)
+            (*failures)++;
+        if (cucap_pool_create(0, &opts, &own, NULL) != CUDA_SUCCESS || cucap_pool_close(own, NULL) != CUDA_SUCCESS)
+            (*failures)++;
+        if (cucap_device_pool(0, &dev, NULL) != CUDA_SUCCESS ||
+            cucap_pool_alloc(dev, 256, NULL, &a, NULL) != CUDA_SUCCESS ||
+            cucap_pool_free(dev, a, NULL, NULL) != CUDA_SUCCESS)
+            (*failures)++;
+    }
+    return NULL;
+}
+
+static void *invalidating_thread(void *p)
+{
+    CUcontext ctx = NULL;
+    long *made = p;
+
+    D.cuDevicePrimaryCtxRetain(&ctx, 0);
+    D.cuCtxSetCurrent(ctx);
+    while (!atomic_load(&stop_others)) {
+        CUdeviceptr d = 0;
+        /* global mode: refused while any global capture runs, which it invalidates */
+        if (D.cuMemAlloc(&d, 256) == CUDA_SUCCESS) {
+            CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+            D.cuThreadExchangeStreamCaptureMode(&mode);
+            D.cuMemFree(d);
+            D.cuThreadExchangeStreamCaptureMode(&mode);
+        }
+        (*made)++;
+    }
+    D.cuCtxSetCurrent(NULL);
+    D.cuDevicePrimaryCtxRelease(0);
+    return NULL;
+}
+
+enum beside { BESIDE_NOTHING, BESIDE_POOLS, BESIDE_INVALIDATOR };
+
+static void capturing_threads(enum beside beside, const char *what)
+{
+    static struct worker workers[THREADS];
+    pthread_t threads[THREADS], other[2];
+    int pool_failures[2] = { 0, 0 }, completed = 0, capture_failures = 0, other_failures = 0, i, others = 0;
+    long invalidations = 0;
+    const char *first = NULL;
+
+    atomic_store(&host_calls, 0);
+    atomic_store(&stop_others, 0);
+    if (beside == BESIDE_POOLS)
+        for (others = 0; others < 2; others++)
+            pthread_create(&other[others], NULL, pool_thread, &pool_failures[others]);
+    if (beside == BESIDE_INVALIDATOR)
+        pthread_create(&other[others++], NULL, invalidating_thread, &invalidations);
+    for (i = 0; i < THREADS; i++) {
+        memset(&workers[i], 0, sizeof workers[i]);
+        workers[i].index = i;
+        workers[i].rounds = ROUNDS;
+        workers[i].tolerate_invalidation = beside == BESIDE_INVALIDATOR;
+        pthread_create(&threads[i], NULL, capturing_thread, &workers[i]);
+    }
+    for (i = 0; i < THREADS; i++)
+        pthread_join(threads[i], NULL);
+    atomic_store(&stop_others, 1);
+    for (i = 0; i < others; i++)
+        pthread_join(other[i], NULL);
+    for (i = 0; i < THREADS; i++) {
+        completed += workers[i].completed;
+        capture_failures += workers[i].capture_failures;
+        other_failures += workers[i].other_failures;
+        if (!first && workers[i].first_failure[0])
+            first = workers[i].first_failure;
+    }
+    if (beside == BESIDE_INVALIDATOR) {
+        report(other_failures == 0 && completed + capture_failures == THREADS * ROUNDS,
+               "%s: %d of %d cycles completed, %d failed with capture errors only, %d with others (%ld raw "
+               "allocations beside them)%s%s", what, completed, THREADS * ROUNDS, capture_failures, other_failures,
+               invalidations, first ? "; first: " : "", first ? first : "");
+        report(atomic_load(&host_calls) == (long)completed * FORKS,
+               "%s: the completed graphs ran every host function (%ld of %d)", what, atomic_load(&host_calls),
+               completed * FORKS);
+        return;
+    }
+    report(completed == THREADS * ROUNDS && capture_failures + other_failures == 0,
+           "%s: %d of %d cycles completed, none invalidated by another thread's library calls%s%s", what, completed,
+           THREADS * ROUNDS, first ? "; first failure: " : "", first ? first : "");
+    report(atomic_load(&host_calls) == (long)THREADS * ROUNDS * FORKS, "%s: every host function ran (%ld of %d)",
+           what, atomic_load(&host_calls), THREADS * ROUNDS * FORKS);
+    if (beside == BESIDE_POOLS)
+        report(pool_failures[0] + pool_failures[1] == 0, "%s: the pool threads' calls all succeeded (%d failed)",
+               what, pool_failures[0] + pool_failures[1]);
+}
+
+/* ---------------------------------------------------------------- 4: body end against the parent's discarded end */
+
+struct body_race {
+    pthread_barrier_t go;
+    cucap_builder *body;
+    CUdeviceptr memory;
+    CUresult body_rc;
+    int body_ended;
+};
+
+static void *body_thread(void *p)
+{
+    struct body_race *r = p;
+
+    pthread_barrier_wait(&r->go);
+    r->body_rc = cucap_builder_begin(r->body, CU_STREAM_CAPTURE_MODE_RELAXED, NULL);
+    if (r->body_rc == CUDA_SUCCESS) {
+        D.cuMemsetD8Async(r->memory, 7, 64, cucap_builder_stream(r->body));
+        r->body_rc = cucap_builder_end(r->body, NULL);
+        r->body_ended = 1;
+    }
+    return NULL;
+}
+
+static void body_against_discarded_parent(CUdeviceptr memory)
+{
+    int round, bad = 0, unjoined = 0;
+    char first[256] = "";
+
+    for (round = 0; round < BODY_ROUNDS; round++) {
+        struct body_race r;
+        cucap_builder *p = NULL, *forks[64];
+        CUgraphConditionalHandle c;
+        pthread_t t;
+        CUresult end_rc;
+        int i;
+
+        memset(&r, 0, sizeof r);
+        r.memory = memory;
+        if (cucap_builder_create(0, &p, NULL) != CUDA_SUCCESS ||
+            cucap_builder_begin(p, CU_STREAM_CAPTURE_MODE_RELAXED, NULL) != CUDA_SUCCESS ||
+            cucap_builder_create_condition(p, 1, 1, &c, NULL) != CUDA_SUCCESS ||
+            cucap_builder_if(p, c, &r.body, NULL) != CUDA_SUCCESS ||
+            cucap_builder_split(p, 65, forks, NULL) != CUDA_SUCCESS) {
+            bad++;
+            snprintf(first, sizeof first, "round %d: setting up the parent failed", round);
+            cucap_builder_destroy(r.body);
+            cucap_builder_destroy(p);
+            continue;
+        }
+        D.cuMemsetD8Async(memory, 1, 64, cucap_builder_stream(forks[0]));
+        for (i = 0; i < 64; i++)
+            cucap_builder_destroy(forks[i]);   /* so the parent's end is UNJOINED */
+        pthread_barrier_init(&r.go, NULL, 2);
+        pthread_create(&t, NULL, body_thread, &r);
+        pthread_barrier_wait(&r.go);
+        end_rc = cucap_builder_end(p, NULL);
+        pthread_join(t, NULL);
+        pthread_barrier_destroy(&r.go);
+        unjoined += end_rc == CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+        /* the body either ran entirely before the discard or found its graph gone */
+        if (end_rc != CUDA_ERROR_STREAM_CAPTURE_UNJOINED ||
+            (r.body_rc != CUDA_SUCCESS && r.body_rc != CUDA_ERROR_ILLEGAL_STATE)) {
+            bad++;
+            if (!first[0])
+                snprintf(first, sizeof first, "round %d: parent end %d, body %d", round, (int)end_rc,
+                         (int)r.body_rc);
+        }
+        cucap_builder_destroy(p);
+        cucap_builder_destroy(r.body);
+    }
+    report(bad == 0, "a body ended while its parent's end discards the graph: %d rounds, %d UNJOINED, no crash%s%s",
+           BODY_ROUNDS, unjoined, first[0] ? "; " : "", first);
+}
+
+/* ---------------------------------------------------------------- main */
+
+static int load_driver(void)
+{
+    cucap_error *err = NULL;
+    CUresult rc;
+#ifdef STRESS_GPU
+    const char *required = getenv("CUCAPTURE_REQUIRE_GPU");
+
+    unsetenv("CUCAPTURE_DRIVER");
+    if ((rc = cucap_init(&err)) != CUDA_SUCCESS) {
+        if (!(required && strcmp(required, "1") == 0)) {
+            printf("1..0 # SKIP no usable CUDA GPU: %s\n", cucap_error_message(err));
+            cucap_error_free(err);
+            return 0;
+        }
+        printf("Bail out! CUCAPTURE_REQUIRE_GPU=1 but the GPU is unusable: %s\n", cucap_error_message(err));
+        cucap_error_free(err);
+        return -1;
+    }
+#else
+    const char *sim = getenv("CUCAPTURE_TEST_SIM");
+
+    if (!sim || setenv("CUCAPTURE_DRIVER", sim, 1) != 0 || (rc = cucap_init(&err)) != CUDA_SUCCESS) {
+        printf("Bail out! the simulated driver (CUCAPTURE_TEST_SIM) cannot be loaded: %s\n",
+               err ? cucap_error_message(err) : "CUCAPTURE_TEST_SIM is not set");
+        cucap_error_free(err);
+        return -1;
+    }
+#endif
+    return 1;
+}
+
+int main(void)
+{
+    CUcontext ctx = NULL;
+    CUdeviceptr memory = 0;
+    int loaded;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    printf("TAP version 13\n");
+    if ((loaded = load_driver()) <= 0)
+        return loaded < 0;
+    cucap_set_warning_handler(quiet, NULL);
+    capturing_threads(BESIDE_NOTHING, "16 fresh threads in global mode");
+    capturing_threads(BESIDE_POOLS, "16 fresh threads beside pool setup");
+    capturing_threads(BESIDE_INVALIDATOR, "16 fresh threads beside a thread invalidating their captures");
+    D.cuDevicePrimaryCtxRetain(&ctx, 0);
+    D.cuCtxSetCurrent(ctx);
+    D.cuMemAlloc(&memory, 4096);
+    D.cuCtxSetCurrent(NULL);
+    body_against_discarded_parent(memory);
+    D.cuCtxSetCurrent(ctx);
+    D.cuMemFree(memory);
+    D.cuCtxSetCurrent(NULL);
+    D.cuDevicePrimaryCtxRelease(0);
+    printf("1..%d\n", tests);
+    return 0;
+}
