@@ -339,7 +339,7 @@ static CUresult find_disallowed_node(CUgraph g, int depth, int *bad)
     CUresult rc;
 
     *bad = -1;
-    if ((rc = cucap_i_drv.cuGraphGetNodes(g, NULL, &n)) != CUDA_SUCCESS)
+    if ((rc = cucap_i_drv.cuGraphGetNodes(g, NULL, &n)) != CUDA_SUCCESS || n == 0)
         return rc;
     if (n > 64 && !(nodes = malloc(n * sizeof *nodes)))
         return CUDA_ERROR_OUT_OF_MEMORY;

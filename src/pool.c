@@ -258,17 +258,31 @@ static CUresult allocate(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *pt
     return rc;
 }
 
-/* cuMemFreeAsync in the pool's context. */
-static CUresult release_to_driver(cucap_pool *p, CUdeviceptr ptr, CUstream s)
+/* cuMemFreeAsync in the pool's context and relaxed thread mode (measured:
+ * a global-mode free outside a capture invalidates every other thread's
+ * global capture, like an allocation). */
+static CUresult release_to_driver(cucap_pool *p, CUdeviceptr ptr, CUstream s, const char *caller, cucap_error **err)
 {
+    struct cucap_relaxed_scope scope;
     CUcontext saved = NULL;
-    CUresult rc = cucap_i_ctx_enter(p->ctx, &saved), left;
+    CUresult rc, left;
 
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = cucap_i_drv.cuMemFreeAsync(ptr, s);
-    left = cucap_i_ctx_leave(p->ctx, saved);
-    return rc != CUDA_SUCCESS ? rc : left;
+    if ((rc = cucap_i_ctx_enter(p->ctx, &saved)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "making the pool's context current (cuCtxSetCurrent)");
+    if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) == CUDA_SUCCESS) {
+        if ((rc = cucap_i_drv.cuMemFreeAsync(ptr, s)) != CUDA_SUCCESS) {
+            cucap_i_capture_stream_failed(s, "cucap_pool_free (cuMemFreeAsync)", rc);
+            cucap_i_fail_driver(err, rc, caller, "cuMemFreeAsync");
+        }
+        rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
+    }
+    if ((left = cucap_i_ctx_leave(p->ctx, saved)) != CUDA_SUCCESS) {
+        if (rc != CUDA_SUCCESS)
+            cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", left);
+        else
+            rc = cucap_i_fail_driver(err, left, caller, "restoring the thread's context (cuCtxSetCurrent)");
+    }
+    return rc;
 }
 
 CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *out, cucap_error **err)
@@ -291,7 +305,7 @@ CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *o
     added = cucap_i_ptr_set_add(&live_pointers, ptr, p);
     pthread_mutex_unlock(&live_lock);
     if (added != 0) {
-        rc = release_to_driver(p, ptr, s);
+        rc = release_to_driver(p, ptr, s, caller, NULL);
         cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory while recording the allocation", caller);
         if (rc != CUDA_SUCCESS)
             cucap_i_note_failure(err, "cuMemFreeAsync", "giving the allocation back", rc);
@@ -304,7 +318,6 @@ CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *o
 CUresult cucap_pool_free(cucap_pool *p, CUdeviceptr ptr, CUstream s, cucap_error **err)
 {
     static const char caller[] = "cucap_pool_free";
-    CUresult rc;
     int known;
 
     if (!p)
@@ -320,13 +333,9 @@ CUresult cucap_pool_free(cucap_pool *p, CUdeviceptr ptr, CUstream s, cucap_error
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
                             "%s: %#llx was not allocated by this pool, or was already freed", caller,
                             (unsigned long long)ptr);
-    if ((rc = release_to_driver(p, ptr, s)) != CUDA_SUCCESS) {
-        /* the driver refused: the pool forgets the pointer all the same, so
-         * that it can never free an address the driver hands out again */
-        cucap_i_capture_stream_failed(s, "cucap_pool_free (cuMemFreeAsync)", rc);
-        return cucap_i_fail_driver(err, rc, caller, "cuMemFreeAsync");
-    }
-    return CUDA_SUCCESS;
+    /* when the driver refuses, the pool forgets the pointer all the same,
+     * so that it can never free an address the driver hands out again */
+    return release_to_driver(p, ptr, s, caller, err);
 }
 
 CUmemoryPool cucap_pool_handle(const cucap_pool *p)

@@ -13,10 +13,15 @@
  * stress-threads-gpu on the real one (skipped without a GPU, failed
  * without one under CUCAPTURE_REQUIRE_GPU=1).  A plain TAP program, so
  * that it also runs under ThreadSanitizer. */
+#define _GNU_SOURCE 1   /* dladdr, for the crash report */
 #include "config.h"
 
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -349,6 +354,29 @@ static void body_against_discarded_parent(CUdeviceptr memory)
 
 /* ---------------------------------------------------------------- main */
 
+/* A crash inside the driver is this program's finding: say where. */
+static void crashed(int sig)
+{
+    void *frames[32];
+    int n = backtrace(frames, 32), i;
+    char line[512];
+
+    for (i = 0; i < n; i++) {
+        Dl_info info;
+        int len;
+        if (dladdr(frames[i], &info) && info.dli_fname)
+            len = snprintf(line, sizeof line, "# crash frame %d: %s+%#lx (%s)\n", i, info.dli_fname,
+                           (unsigned long)((char *)frames[i] - (char *)info.dli_fbase),
+                           info.dli_sname ? info.dli_sname : "?");
+        else
+            len = snprintf(line, sizeof line, "# crash frame %d: %p\n", i, frames[i]);
+        if (len > 0)
+            (void)!write(1, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 static int load_driver(void)
 {
     cucap_error *err = NULL;
@@ -387,6 +415,7 @@ int main(void)
     int loaded;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGSEGV, crashed);
     printf("TAP version 13\n");
     if ((loaded = load_driver()) <= 0)
         return loaded < 0;

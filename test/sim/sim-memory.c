@@ -292,6 +292,11 @@ static CUresult sim_cuMemPoolSetAttribute(CUmemoryPool p, CUmemPool_attribute at
 
 /* ---------------------------------------------------------------- stream-ordered allocation */
 
+static int is_legacy_stream(CUstream s)
+{
+    return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
 static CUresult sim_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUmemoryPool p, CUstream s)
 {
     int captured;
@@ -299,7 +304,7 @@ static CUresult sim_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUme
 
     if (!out || !bytes)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_current_ctx())   /* measured on the H200: INVALID_CONTEXT on any stream */
+    if (!sim_current_ctx() && is_legacy_stream(s))   /* measured on the H200: an explicit stream has a context */
         return CUDA_ERROR_INVALID_CONTEXT;
     sim_lock();
     if (!pool_of(p)) {
@@ -334,7 +339,8 @@ static CUresult sim_cuMemFreeAsync(CUdeviceptr ptr, CUstream s)
     sim_lock();
     if (!find(ptr, 0, 1)) {
         rc = CUDA_ERROR_INVALID_VALUE;
-    } else if ((rc = sim_stream_enqueue(s, &captured)) == CUDA_SUCCESS) {
+    } else if ((rc = sim_stream_enqueue(s, &captured)) == CUDA_SUCCESS &&
+               (captured || (rc = sim_capture_check_unsafe()) == CUDA_SUCCESS)) {
         if (captured) {
             struct sim_node *node = sim_stream_capture_node(s, CU_GRAPH_NODE_TYPE_MEM_FREE);
             if (node)
