@@ -43,6 +43,8 @@
 #endif
 
 static int tests;
+static atomic_long progress;         /* for the watchdog */
+static const char *_Atomic scenario = "starting";
 static atomic_long host_calls;
 static atomic_int stop_others;
 
@@ -75,12 +77,15 @@ static void quiet(const cucap_error *w, void *data)
 /* ---------------------------------------------------------------- 1-3: capturing threads */
 
 struct worker {
+    const char *_Atomic where;       /* the call in progress, for the watchdog */
     int index;
     int rounds;
     int tolerate_invalidation;       /* scenario 3: capture errors are expected */
     int completed, capture_failures, other_failures;
     char first_failure[512];
 };
+
+static struct worker workers[THREADS];
 
 static int is_capture_error(CUresult rc)
 {
@@ -108,10 +113,14 @@ static int cycle(struct worker *w, CUstream launch_stream)
     int i, ok = 0;
 
 #define STEP(call, expr)                                                                                       \
-    if ((rc = (expr)) != CUDA_SUCCESS) {                                                                       \
-        note_failure(w, call, rc, err);                                                                        \
-        goto out;                                                                                              \
-    }
+    do {                                                                                                       \
+        atomic_store(&w->where, call);                                                                         \
+        atomic_fetch_add(&progress, 1);                                                                        \
+        if ((rc = (expr)) != CUDA_SUCCESS) {                                                                   \
+            note_failure(w, call, rc, err);                                                                    \
+            goto out;                                                                                          \
+        }                                                                                                      \
+    } while (0)
     STEP("cucap_builder_create", cucap_builder_create(0, &b, &err));
     STEP("cucap_builder_begin", cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, &err));
     STEP("cuLaunchHostFunc", D.cuLaunchHostFunc(cucap_builder_stream(b), count_call, NULL));
@@ -126,6 +135,7 @@ static int cycle(struct worker *w, CUstream launch_stream)
     ok = 1;
 out:
 #undef STEP
+    atomic_store(&w->where, "destroying");
     cucap_error_free(err);
     cucap_exec_destroy(exec);
     /* destroy in a thread-dependent order */
@@ -169,12 +179,42 @@ static void *capturing_thread(void *p)
     }
     for (r = 0; r < w->rounds; r++)
         w->completed += cycle(w, s);
+    atomic_store(&w->where, "synchronizing its launch stream");
     D.cuCtxSetCurrent(ctx);
     if (relaxed_synchronize(s) != CUDA_SUCCESS)
         w->other_failures++;
     D.cuStreamDestroy(s);
     D.cuCtxSetCurrent(NULL);
     D.cuDevicePrimaryCtxRelease(0);
+    atomic_store(&w->where, "done");
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- the watchdog */
+
+
+/* A scenario that makes no progress for 30 s is a hang: say where every
+ * thread is and end the program (a hung test would hide every later one). */
+static void *watchdog(void *p)
+{
+    long last = -1;
+    int still = 0, i;
+
+    (void)p;
+    for (;;) {
+        long now = atomic_load(&progress);
+        sleep(1);
+        still = now == last ? still + 1 : 0;
+        last = now;
+        if (still < 30)
+            continue;
+        printf("not ok %d - %s: no progress for 30 s (a hang)\n", ++tests, atomic_load(&scenario));
+        for (i = 0; i < THREADS; i++)
+            printf("# thread %d: in %s\n", i, atomic_load(&workers[i].where) ? atomic_load(&workers[i].where) : "?");
+        printf("1..%d\n", tests);
+        fflush(stdout);
+        _exit(1);
+    }
     return NULL;
 }
 
@@ -215,6 +255,7 @@ static void *invalidating_thread(void *p)
             D.cuThreadExchangeStreamCaptureMode(&mode);
         }
         (*made)++;
+        atomic_fetch_add(&progress, 1);
     }
     D.cuCtxSetCurrent(NULL);
     D.cuDevicePrimaryCtxRelease(0);
@@ -225,7 +266,6 @@ enum beside { BESIDE_NOTHING, BESIDE_POOLS, BESIDE_INVALIDATOR };
 
 static void capturing_threads(enum beside beside, const char *what)
 {
-    static struct worker workers[THREADS];
     pthread_t threads[THREADS], other[2];
     int pool_failures[2] = { 0, 0 }, completed = 0, capture_failures = 0, other_failures = 0, i, others = 0;
     long invalidations = 0;
@@ -233,6 +273,7 @@ static void capturing_threads(enum beside beside, const char *what)
 
     atomic_store(&host_calls, 0);
     atomic_store(&stop_others, 0);
+    atomic_store(&scenario, what);
     if (beside == BESIDE_POOLS)
         for (others = 0; others < 2; others++)
             pthread_create(&other[others], NULL, pool_thread, &pool_failures[others]);
@@ -240,6 +281,7 @@ static void capturing_threads(enum beside beside, const char *what)
         pthread_create(&other[others++], NULL, invalidating_thread, &invalidations);
     for (i = 0; i < THREADS; i++) {
         memset(&workers[i], 0, sizeof workers[i]);
+        atomic_store(&workers[i].where, "starting");
         workers[i].index = i;
         workers[i].rounds = ROUNDS;
         workers[i].tolerate_invalidation = beside == BESIDE_INVALIDATOR;
@@ -306,8 +348,10 @@ static void body_against_discarded_parent(CUdeviceptr memory)
     int round, bad = 0, unjoined = 0;
     char first[256] = "";
 
+    atomic_store(&scenario, "a body ended while its parent's end discards the graph");
     for (round = 0; round < BODY_ROUNDS; round++) {
         struct body_race r;
+        atomic_fetch_add(&progress, 1);
         cucap_builder *p = NULL, *forks[64];
         CUgraphConditionalHandle c;
         pthread_t t;
@@ -420,6 +464,11 @@ int main(void)
     if ((loaded = load_driver()) <= 0)
         return loaded < 0;
     cucap_set_warning_handler(quiet, NULL);
+    {
+        pthread_t dog;
+        pthread_create(&dog, NULL, watchdog, NULL);
+        pthread_detach(dog);
+    }
     capturing_threads(BESIDE_NOTHING, "16 fresh threads in global mode");
     capturing_threads(BESIDE_POOLS, "16 fresh threads beside pool setup");
     capturing_threads(BESIDE_INVALIDATOR, "16 fresh threads beside a thread invalidating their captures");
