@@ -34,9 +34,11 @@ extern "C" {
  * done once per process, and later calls return the first call's outcome.
  *
  * \return      CUDA_SUCCESS;
- *              CUDA_ERROR_SHARED_OBJECT_INIT_FAILED when the library cannot
- *              be loaded or lacks cuGetProcAddress (the message names the
- *              path and the dlopen() reason);
+ *              CUDA_ERROR_SHARED_OBJECT_INIT_FAILED when the driver library
+ *              cannot be loaded (the message names the path and the
+ *              dlopen() reason);
+ *              CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND when it loads but
+ *              lacks cuGetProcAddress_v2 (not a CUDA 12.0 or newer driver);
  *              CUDA_ERROR_NOT_SUPPORTED when the driver is older than the
  *              headers the library was built against;
  *              whatever cuInit() returned (for example CUDA_ERROR_NO_DEVICE).

@@ -598,8 +598,7 @@ static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *call
     return rc;
 }
 
-/* A split may hand out at most this many forks per call. */
-#define SPLIT_MAX 65536
+#define SPLIT_MAX CUCAP_SPLIT_MAX
 
 CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
 {
@@ -934,7 +933,7 @@ CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_
 /* ---------------------------------------------------------------- conditional nodes */
 
 #define IF_ELSE_SWITCH_FLOOR 12080    /* IF with two bodies and SWITCH: CUDA 12.8 drivers */
-#define SWITCH_MAX 65536u             /* bodies of one switch, as documented in cucap_builder_switch(3) */
+#define SWITCH_MAX ((unsigned int)CUCAP_SWITCH_MAX)
 
 /* The checks every conditional call shares; fills the capture point. */
 static CUresult conditional_prologue(cucap_builder *b, int driver_floor, const char *caller, CUgraph *graph,
@@ -1141,7 +1140,7 @@ static const char *update_result_text(CUgraphExecUpdateResult r)
 
 static const char *node_type_text(CUgraphNodeType t)
 {
-    static const char *const names[] = { "kernel", "memcpy", "memset", "host", "child graph", "empty", "event wait",
+    static const char *const names[] = { "kernel", "memcpy", "memset", "host function", "child graph", "empty", "event wait",
                                          "event record", "semaphore signal", "semaphore wait", "allocation", "free",
                                          "batch memory operation", "conditional" };
     return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "unknown";

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "cucapture.h"
 #include "driver.h"
@@ -44,6 +45,7 @@
 
 static int tests;
 static atomic_long progress;         /* for the watchdog */
+static atomic_int in_child;          /* a child runs, with a watchdog of its own */
 static const char *_Atomic scenario = "starting";
 static atomic_long host_calls;
 static atomic_int stop_others;
@@ -204,7 +206,7 @@ static void *watchdog(void *p)
     for (;;) {
         long now = atomic_load(&progress);
         sleep(1);
-        still = now == last ? still + 1 : 0;
+        still = now == last && !atomic_load(&in_child) ? still + 1 : 0;
         last = now;
         if (still < 30)
             continue;
@@ -216,6 +218,14 @@ static void *watchdog(void *p)
         _exit(1);
     }
     return NULL;
+}
+
+static void start_watchdog(void)
+{
+    pthread_t dog;
+
+    if (pthread_create(&dog, NULL, watchdog, NULL) == 0)
+        pthread_detach(dog);
 }
 
 static void *pool_thread(void *p)
@@ -317,6 +327,168 @@ static void capturing_threads(enum beside beside, const char *what)
     if (beside == BESIDE_POOLS)
         report(pool_failures[0] + pool_failures[1] == 0, "%s: the pool threads' calls all succeeded (%d failed)",
                what, pool_failures[0] + pool_failures[1]);
+}
+
+/* ---------------------------------------------------------------- 3, raw: the same without the library */
+
+/* The fork/join cycle as a careful programmer writes it with the raw
+ * driver (streams and events made once, instantiate and exec destroy in
+ * relaxed mode), beside the same invalidating thread: whether the driver
+ * itself survives that load. */
+static void *raw_capturing_thread(void *p)
+{
+    struct worker *w = p;
+    CUstream origin = NULL, forks[FORKS - 1], launch = NULL;
+    CUevent events[FORKS];
+    CUcontext ctx = NULL;
+    int r, i;
+
+    D.cuDevicePrimaryCtxRetain(&ctx, 0);
+    D.cuCtxSetCurrent(ctx);
+    D.cuStreamCreate(&origin, CU_STREAM_NON_BLOCKING);
+    D.cuStreamCreate(&launch, CU_STREAM_NON_BLOCKING);
+    for (i = 0; i < FORKS - 1; i++)
+        D.cuStreamCreate(&forks[i], CU_STREAM_NON_BLOCKING);
+    for (i = 0; i < FORKS; i++)
+        D.cuEventCreate(&events[i], CU_EVENT_DISABLE_TIMING);
+    for (r = 0; r < w->rounds; r++) {
+        CUDA_GRAPH_INSTANTIATE_PARAMS params;
+        CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+        CUgraphExec exec = NULL;
+        CUgraph g = NULL;
+        atomic_fetch_add(&progress, 1);
+        D.cuStreamBeginCapture(origin, CU_STREAM_CAPTURE_MODE_GLOBAL);
+        D.cuLaunchHostFunc(origin, count_call, NULL);
+        D.cuEventRecord(events[0], origin);
+        for (i = 0; i < FORKS - 1; i++) {
+            D.cuStreamWaitEvent(forks[i], events[0], 0);
+            D.cuLaunchHostFunc(forks[i], count_call, NULL);
+            D.cuEventRecord(events[i + 1], forks[i]);
+            D.cuStreamWaitEvent(origin, events[i + 1], 0);
+        }
+        if (D.cuStreamEndCapture(origin, &g) != CUDA_SUCCESS || !g) {
+            w->capture_failures++;
+            continue;
+        }
+        memset(&params, 0, sizeof params);
+        D.cuThreadExchangeStreamCaptureMode(&mode);
+        if (D.cuGraphInstantiateWithParams(&exec, g, &params) == CUDA_SUCCESS) {
+            D.cuGraphLaunch(exec, launch);
+            D.cuGraphExecDestroy(exec);
+            w->completed++;
+        }
+        D.cuThreadExchangeStreamCaptureMode(&mode);
+        D.cuGraphDestroy(g);
+    }
+    relaxed_synchronize(launch);
+    for (i = 0; i < FORKS; i++)
+        D.cuEventDestroy(events[i]);
+    for (i = 0; i < FORKS - 1; i++)
+        D.cuStreamDestroy(forks[i]);
+    D.cuStreamDestroy(origin);
+    D.cuStreamDestroy(launch);
+    D.cuCtxSetCurrent(NULL);
+    D.cuDevicePrimaryCtxRelease(0);
+    return NULL;
+}
+
+static void raw_beside_invalidator(void)
+{
+    pthread_t threads[THREADS], other;
+    long invalidations = 0;
+    int i, completed = 0, failed = 0;
+
+    atomic_store(&stop_others, 0);
+    pthread_create(&other, NULL, invalidating_thread, &invalidations);
+    for (i = 0; i < THREADS; i++) {
+        memset(&workers[i], 0, sizeof workers[i]);
+        workers[i].rounds = ROUNDS;
+        pthread_create(&threads[i], NULL, raw_capturing_thread, &workers[i]);
+    }
+    for (i = 0; i < THREADS; i++)
+        pthread_join(threads[i], NULL);
+    atomic_store(&stop_others, 1);
+    pthread_join(other, NULL);
+    for (i = 0; i < THREADS; i++) {
+        completed += workers[i].completed;
+        failed += workers[i].capture_failures;
+    }
+    printf("raw driver code: %d cycles completed, %d invalidated\n", completed, failed);
+}
+
+/* Run this program again as `--child NAME` and read its one line: a
+ * scenario that may crash the driver runs in a process of its own (a
+ * process that initialised CUDA cannot fork a working child, but a new
+ * program can start). */
+static int run_child(const char *self, const char *name, char *line, size_t size)
+{
+    int fds[2], status = 0;
+    size_t used = 0;
+    ssize_t n;
+    pid_t pid;
+
+    line[0] = '\0';
+    if (pipe(fds) != 0 || (pid = fork()) < 0)
+        return -1;
+    atomic_store(&in_child, 1);
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        execl(self, self, "--child", name, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    while (used + 1 < size && (n = read(fds[0], line + used, size - used - 1)) > 0)
+        used += (size_t)n;
+    line[used] = '\0';
+    if (used && line[used - 1] == '\n')
+        line[used - 1] = '\0';
+    close(fds[0]);
+    waitpid(pid, &status, 0);
+    atomic_store(&in_child, 0);
+    return status;
+}
+
+static const char *fate(int status, char *buf, size_t size)
+{
+    if (WIFSIGNALED(status))
+        snprintf(buf, size, "killed by signal %d", WTERMSIG(status));
+    else
+        snprintf(buf, size, "exit status %d", WEXITSTATUS(status));
+    return buf;
+}
+
+/* Scenario 3 in two child processes: raw driver code first, then the
+ * library.  The library must survive wherever the raw driver does; where
+ * the driver itself crashes under this load, no library can help, and the
+ * scenario says so and skips. */
+static void invalidator_scenarios(const char *self)
+{
+    char raw[1024], lib[2048], raw_fate[64], lib_fate[64];
+    int raw_status = run_child(self, "raw-invalidator", raw, sizeof raw);
+    int lib_status = run_child(self, "library-invalidator", lib, sizeof lib);
+    int raw_ok = WIFEXITED(raw_status) && WEXITSTATUS(raw_status) == 0;
+    int lib_ok = WIFEXITED(lib_status) && WEXITSTATUS(lib_status) == 0;
+
+    fate(raw_status, raw_fate, sizeof raw_fate);
+    fate(lib_status, lib_fate, sizeof lib_fate);
+    printf("# the same load in raw driver code: %s (%s)\n", raw[0] ? raw : "no report", raw_fate);
+    if (lib_ok) {   /* the child's own result lines, renumbered */
+        char *save = NULL, *l;
+        for (l = strtok_r(lib, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+            int bad = strncmp(l, "not ok ", 7) == 0;
+            const char *rest = strstr(l, " - ");
+            if ((bad || strncmp(l, "ok ", 3) == 0) && rest)
+                printf("%s %d%s\n", bad ? "not ok" : "ok", ++tests, rest);
+        }
+    }
+    if (!lib_ok && !raw_ok)
+        printf("ok %d - 16 threads beside a thread invalidating their captures # SKIP the CUDA driver itself crashes "
+               "under this load: raw driver code %s, the library %s (driver %d)\n", ++tests, raw_fate, lib_fate,
+               cucap_driver_version());
+    else if (!lib_ok)
+        printf("not ok %d - 16 threads beside a thread invalidating their captures: the library %s where raw "
+               "driver code survives (%s)\n", ++tests, lib_fate, raw);
 }
 
 /* ---------------------------------------------------------------- 4: body end against the parent's discarded end */
@@ -421,6 +593,27 @@ static void crashed(int sig)
     raise(sig);
 }
 
+static int load_driver(void);
+
+static int child_main(const char *name)
+{
+    if (load_driver() <= 0)
+        return 2;
+    cucap_set_warning_handler(quiet, NULL);
+    signal(SIGSEGV, SIG_DFL);
+    start_watchdog();
+    if (strcmp(name, "raw-invalidator") == 0) {
+        raw_beside_invalidator();
+        return 0;
+    }
+    if (strcmp(name, "library-invalidator") == 0) {
+        tests = 0;
+        capturing_threads(BESIDE_INVALIDATOR, "16 fresh threads beside a thread invalidating their captures");
+        return 0;
+    }
+    return 2;
+}
+
 static int load_driver(void)
 {
     cucap_error *err = NULL;
@@ -452,26 +645,24 @@ static int load_driver(void)
     return 1;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     CUcontext ctx = NULL;
     CUdeviceptr memory = 0;
     int loaded;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 3 && strcmp(argv[1], "--child") == 0)
+        return child_main(argv[2]);
     signal(SIGSEGV, crashed);
     printf("TAP version 13\n");
     if ((loaded = load_driver()) <= 0)
         return loaded < 0;
     cucap_set_warning_handler(quiet, NULL);
-    {
-        pthread_t dog;
-        pthread_create(&dog, NULL, watchdog, NULL);
-        pthread_detach(dog);
-    }
+    start_watchdog();
     capturing_threads(BESIDE_NOTHING, "16 fresh threads in global mode");
     capturing_threads(BESIDE_POOLS, "16 fresh threads beside pool setup");
-    capturing_threads(BESIDE_INVALIDATOR, "16 fresh threads beside a thread invalidating their captures");
+    invalidator_scenarios(argv[0]);
     D.cuDevicePrimaryCtxRetain(&ctx, 0);
     D.cuCtxSetCurrent(ctx);
     D.cuMemAlloc(&memory, 4096);

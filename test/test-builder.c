@@ -3,6 +3,8 @@
  * unjoined forks, join partial failure, a real fork/join graph with exec
  * update, and fault injection over a whole cycle. */
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -676,4 +678,243 @@ FAULT_BACKEND_TEST(builder, close_retries_an_end_that_left_the_capture_running)
         cr_assert_eq(sim_live_settled("stream"), 0);
         cr_assert_eq(sim_live_settled("graph"), 0);
     }
+}
+
+/* ---------------------------------------------------------------- isolation (issue: never break another capture) */
+
+/* A body's stream that the user made part of another capture, then the
+ * body destroyed: the stream must not go back to the cache, or the next
+ * split of an unrelated builder merges two captures. */
+BACKEND_TEST(builder, a_destroyed_builder_never_hands_out_a_stream_inside_another_capture)
+{
+    cucap_builder *p = new_builder(), *q = new_builder(), *fp = NULL, *body = NULL, *fq = NULL;
+    CUgraphConditionalHandle c;
+    CUevent ev;
+    CUdeviceptr d;
+    int building = 0;
+
+    cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_SUCCESS);
+    cr_assert_eq(D.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(p, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(p, 2, &fp, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d, 1, 64, cucap_builder_stream(fp)), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(q, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_create_condition(q, 1, 1, &c, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_if(q, c, &body, NULL), CUDA_SUCCESS);
+    /* the body's stream joins P's capture behind the library's back */
+    cr_assert_eq(D.cuEventRecord(ev, cucap_builder_stream(fp)), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamWaitEvent(cucap_builder_stream(body), ev, 0), CUDA_SUCCESS);
+    cr_assert_eq(capture_status(cucap_builder_stream(body)), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    cucap_builder_destroy(body);
+    cr_assert_eq(cucap_builder_split(q, 2, &fq, NULL), CUDA_SUCCESS, "Q's fork must be a stream of no capture");
+    cr_assert_eq(cucap_builder_is_building(q, &building, NULL), CUDA_SUCCESS, "Q stays ACTIVE");
+    cr_assert_eq(building, 1);
+    cr_assert_eq(cucap_builder_is_building(p, &building, NULL), CUDA_SUCCESS, "P stays ACTIVE");
+    cr_assert_eq(building, 1);
+    cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ q, fq }, 2, NULL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ p, fp }, 2, NULL, NULL), CUDA_SUCCESS);
+    cucap_builder_destroy(fq);
+    cucap_builder_destroy(fp);
+    cucap_builder_destroy(q);
+    cucap_builder_destroy(p);
+    D.cuEventDestroy(ev);
+    D.cuMemFree(d);
+}
+
+static void noop_host(void *p)
+{
+    (void)p;
+}
+
+/* join's root must be capturing: a NOT_STARTED body or a fork whose
+ * capture ended would silently join the capture of whatever it waits on. */
+BACKEND_TEST(builder, join_refuses_a_root_that_is_not_capturing)
+{
+    cucap_builder *p = new_builder(), *q = new_builder(), *r = new_builder(), *fp = NULL, *fr = NULL, *body = NULL;
+    CUgraphConditionalHandle c;
+    cucap_error *err = NULL;
+
+    cr_assert_eq(cucap_builder_begin(p, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(p, 2, &fp, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(q, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_create_condition(q, 1, 1, &c, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_if(q, c, &body, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ body, fp }, 2, NULL, &err), CUDA_ERROR_ILLEGAL_STATE);
+    cr_assert_not_null(strstr(cucap_error_message(err), "root"), "%s", cucap_error_message(err));
+    cr_assert_not_null(strstr(cucap_error_message(err), "NOT_STARTED"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_eq(cucap_builder_get_state(fp), CUCAP_BUILDER_CAPTURING, "a refused join touches nothing");
+    cr_assert_eq(capture_status(cucap_builder_stream(body)), CU_STREAM_CAPTURE_STATUS_NONE);
+    /* a fork whose capture ended, as the root */
+    cr_assert_eq(cucap_builder_begin(r, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(r, 2, &fr, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuLaunchHostFunc(cucap_builder_stream(fr), noop_host, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(r, NULL), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+    cr_assert_eq(cucap_builder_get_state(fr), CUCAP_BUILDER_INVALIDATED, "a fork's capture ends with its primary's");
+    cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ fr, fp }, 2, NULL, &err), CUDA_ERROR_ILLEGAL_STATE);
+    cucap_error_free(err);
+    cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ p, fp }, 2, NULL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(p, NULL), CUDA_SUCCESS);
+    cucap_builder_destroy(fr);
+    cucap_builder_destroy(r);
+    cucap_builder_destroy(body);
+    cucap_builder_destroy(q);
+    cucap_builder_destroy(fp);
+    cucap_builder_destroy(p);
+}
+
+BACKEND_TEST(builder, a_fork_whose_capture_ended_reports_it_and_cannot_split)
+{
+    cucap_builder *p = new_builder(), *f = NULL, *g[1] = { NULL };
+    cucap_error *err = NULL;
+
+    cr_assert_eq(cucap_builder_begin(p, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(p, 2, &f, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_get_state(f), CUCAP_BUILDER_CAPTURING);
+    cr_assert_eq(D.cuLaunchHostFunc(cucap_builder_stream(f), noop_host, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(p, NULL), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+    cr_assert_eq(cucap_builder_get_state(f), CUCAP_BUILDER_INVALIDATED);
+    cr_assert_eq(cucap_builder_split(f, 2, g, &err), CUDA_ERROR_ILLEGAL_STATE);
+    cr_assert_null(g[0], "no fork of no capture is handed out");
+    cr_assert_not_null(strstr(cucap_error_message(err), "primary's capture ended"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    cucap_builder_destroy(p);
+    cucap_builder_destroy(f);
+}
+
+/* root may point into the array: inputs are read before outputs are written */
+BACKEND_TEST(builder, join_writes_the_root_after_reading_the_array)
+{
+    cucap_builder *p = new_builder(), *f = NULL, *arr[2];
+
+    cr_assert_eq(cucap_builder_begin(p, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(p, 2, &f, NULL), CUDA_SUCCESS);
+    arr[0] = f;
+    arr[1] = p;
+    cr_assert_eq(cucap_builder_join(arr, 2, &arr[0], NULL), CUDA_SUCCESS);
+    cr_assert_eq(arr[0], p);
+    cr_assert_eq(cucap_builder_end(p, NULL), CUDA_SUCCESS);
+    cucap_builder_destroy(f);
+    cucap_builder_destroy(p);
+}
+
+BACKEND_TEST(builder, split_refuses_a_count_no_array_holds_before_writing)
+{
+    cucap_builder *p = new_builder(), *forks[2] = { (cucap_builder *)&forks, (cucap_builder *)&forks };
+    cucap_error *err = NULL;
+
+    cr_assert_eq(cucap_builder_begin(p, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(p, SIZE_MAX / 8 + 2, forks, &err), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_not_null(strstr(cucap_error_message(err), "65536"), "%s", cucap_error_message(err));
+    cr_assert_eq(forks[0], (cucap_builder *)&forks, "nothing written");
+    cucap_error_free(err);
+    cucap_builder_destroy(p);
+}
+
+/* ---------------------------------------------------------------- a thread that never made a context current */
+
+struct fresh {
+    CUresult create, begin, work, end, complete, launch, alloc, free_rc;
+    CUcontext current_after;
+};
+
+static void *fresh_thread(void *p)
+{
+    struct fresh *r = p;
+    cucap_builder *b = NULL;
+    cucap_exec *exec = NULL;
+    cucap_pool *pool = NULL;
+    CUdeviceptr a = 0;
+
+    r->create = cucap_builder_create(0, &b, NULL);
+    r->begin = cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
+    r->work = cucap_device_pool(0, &pool, NULL);
+    if (r->work == CUDA_SUCCESS)
+        r->work = cucap_pool_alloc(pool, 64, cucap_builder_stream(b), &a, NULL);
+    if (r->work == CUDA_SUCCESS)
+        r->work = cucap_pool_free(pool, a, cucap_builder_stream(b), NULL);
+    r->end = cucap_builder_end(b, NULL);
+    r->complete = cucap_builder_complete(b, NULL, &exec, NULL);
+    r->launch = cucap_exec_launch(exec, NULL, NULL);
+    a = 0;
+    r->alloc = cucap_pool_alloc(pool, 64, NULL, &a, NULL);
+    r->free_rc = cucap_pool_free(pool, a, NULL, NULL);
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(b);
+    D.cuCtxGetCurrent(&r->current_after);
+    return NULL;
+}
+
+BACKEND_TEST(builder, a_fresh_thread_without_a_context_can_do_everything)
+{
+    struct fresh r;
+    pthread_t t;
+
+    memset(&r, 0xff, sizeof r);
+    cr_assert_eq(pthread_create(&t, NULL, fresh_thread, &r), 0);
+    pthread_join(t, NULL);
+    cr_assert_eq(r.create, CUDA_SUCCESS);
+    cr_assert_eq(r.begin, CUDA_SUCCESS);
+    cr_assert_eq(r.work, CUDA_SUCCESS);
+    cr_assert_eq(r.end, CUDA_SUCCESS);
+    cr_assert_eq(r.complete, CUDA_SUCCESS, "instantiate needs a context: the library makes it current");
+    cr_assert_eq(r.launch, CUDA_SUCCESS, "launch on the NULL stream");
+    cr_assert_eq(r.alloc, CUDA_SUCCESS, "an allocation on the NULL stream needs a context");
+    cr_assert_eq(r.free_rc, CUDA_SUCCESS);
+    cr_assert_null(r.current_after, "the thread's own (no) context is restored");
+}
+
+/* ---------------------------------------------------------------- a warning handler that calls the library */
+
+static cucap_builder *reentrant_target;
+static char reentrant_message[512];
+static CUresult reentrant_rc = CUDA_ERROR_UNKNOWN;
+
+static void reentrant_warning(const cucap_error *w, void *data)
+{
+    cucap_builder *f = NULL;
+
+    (void)data;
+    snprintf(reentrant_message, sizeof reentrant_message, "%s", cucap_error_message(w));
+    if (reentrant_target) {
+        cucap_builder *b = reentrant_target;
+        reentrant_target = NULL;   /* once */
+        reentrant_rc = cucap_builder_split(b, 2, &f, NULL);
+        cucap_builder_destroy(f);
+    }
+}
+
+FAULT_BACKEND_TEST(builder, a_warning_handler_may_call_the_library)
+{
+    cucap_builder *b = new_builder(), *other = new_builder(), *f = NULL, *body = NULL;
+    CUgraphConditionalHandle c;
+
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(other, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    cucap_i_cache_drain();   /* the next split makes the cache, in relaxed mode */
+    reentrant_target = other;
+    cucap_set_warning_handler(reentrant_warning, NULL);
+    cr_assert_eq(set_rules("cuThreadExchangeStreamCaptureMode:2:CUDA_ERROR_UNKNOWN"), 0);
+    cr_assert_eq(cucap_builder_split(b, 2, &f, NULL), CUDA_SUCCESS);
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(reentrant_rc, CUDA_SUCCESS, "the handler's own split ran (no lock held)");
+    cr_assert_eq(strncmp(reentrant_message, "cucap_builder_split:", 20), 0, "%s", reentrant_message);
+    /* the message names the public function that was called */
+    cr_assert_eq(cucap_builder_create_condition(b, 1, 1, &c, NULL), CUDA_SUCCESS);
+    cucap_i_cache_drain();
+    reentrant_message[0] = '\0';
+    cr_assert_eq(set_rules("cuThreadExchangeStreamCaptureMode:2:CUDA_ERROR_UNKNOWN"), 0);
+    cr_assert_eq(cucap_builder_if(b, c, &body, NULL), CUDA_SUCCESS);
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(strncmp(reentrant_message, "cucap_builder_if:", 17), 0, "%s", reentrant_message);
+    cucap_set_warning_handler(NULL, NULL);
+    {
+        CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_GLOBAL;
+        D.cuThreadExchangeStreamCaptureMode(&m);
+    }
+    cucap_builder_destroy(body);
+    cucap_builder_destroy(f);
+    cucap_builder_destroy(other);
+    cucap_builder_destroy(b);
 }

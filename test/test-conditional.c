@@ -3,6 +3,7 @@
  * at complete until captured again, unused handles, nesting, teardown in
  * every order. */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <string.h>
 
 #include "backend.h"
@@ -356,4 +357,65 @@ BACKEND_TEST(cond, teardown_in_every_order)
         cr_assert_eq(sim_live_settled("graph"), 0);
         cr_assert_eq(sim_live_settled("stream"), 0);
     }
+}
+
+/* ---------------------------------------------------------------- node types a body may not hold */
+
+static void noop_host(void *p)
+{
+    (void)p;
+}
+
+/* The H200 refuses to instantiate a parent whose body holds a host-function
+ * node (INVALID_VALUE, NODE_OPERATION_NOT_SUPPORTED): the body's end says
+ * so, naming the body and the node type, and the body can be captured
+ * again without it. */
+BACKEND_TEST(cond, a_body_with_a_host_function_node_is_refused_at_its_end)
+{
+    struct fixture f = start(CU_STREAM_CAPTURE_MODE_RELAXED);
+    CUgraphConditionalHandle h;
+    cucap_builder *body = NULL;
+    cucap_exec *exec = NULL;
+    cucap_error *err = NULL;
+    unsigned char spans[4];
+
+    cr_assert_eq(cucap_builder_create_condition(f.parent, 1, 1, &h, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_if(f.parent, h, &body, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(body, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuLaunchHostFunc(cucap_builder_stream(body), noop_host, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(body, &err), CUDA_ERROR_NOT_SUPPORTED);
+    cr_assert_not_null(strstr(cucap_error_message(err), "body 0 of the IF node"), "%s", cucap_error_message(err));
+    cr_assert_not_null(strstr(cucap_error_message(err), "host function node"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_eq(cucap_builder_end(f.parent, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_complete(f.parent, NULL, &exec, &err), CUDA_ERROR_ILLEGAL_STATE);
+    cr_assert_not_null(strstr(cucap_error_message(err), "body 0"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    fill_body(body, f.d, 0, 0x21, CU_STREAM_CAPTURE_MODE_RELAXED);   /* again, with allowed work */
+    cr_assert_eq(cucap_builder_complete(f.parent, NULL, &exec, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_exec_launch(exec, f.s, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(f.s), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemcpyDtoH(spans, f.d, 1), CUDA_SUCCESS);
+    cr_assert_eq(spans[0], 0x21);
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(body);
+    done(&f);
+}
+
+BACKEND_TEST(cond, a_switch_count_beyond_the_limit_says_so)
+{
+    struct fixture f = start(CU_STREAM_CAPTURE_MODE_GLOBAL);
+    CUgraphConditionalHandle h;
+    cucap_builder *bodies[1] = { NULL };
+    cucap_error *err = NULL;
+
+    cr_assert_eq(cucap_builder_create_condition(f.parent, 0, 1, &h, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_switch(f.parent, h, (size_t)UINT_MAX + 1, bodies, &err), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_null(strstr(cucap_error_message(err), "at least one"), "%s", cucap_error_message(err));
+    cr_assert_not_null(strstr(cucap_error_message(err), "65536"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    cr_assert_null(bodies[0]);
+    cr_assert_eq(cucap_builder_end(f.parent, NULL), CUDA_SUCCESS, "a refused switch leaves the capture intact");
+    done(&f);
 }

@@ -412,6 +412,97 @@ BACKEND_TEST(pool, a_pool_frees_only_its_own_allocations)
     D.cuStreamDestroy(s);
 }
 
+/* A captured allocation whose graph was destroyed unlaunched gives its
+ * address back to the driver, which may hand it to another pool: the first
+ * pool must not free it any more. */
+BACKEND_TEST(pool, an_address_handed_to_another_pool_is_that_pools)
+{
+    cucap_pool *a = NULL, *b = NULL;
+    cucap_error *err = NULL;
+    CUstream s = new_stream();
+    CUdeviceptr x = 0, y = 0, held[64];
+    CUgraph g = NULL;
+    int i, n = 0, found = 0;
+
+    cr_assert_eq(cucap_pool_create(0, NULL, &a, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_create(0, NULL, &b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_alloc(a, 4096, s, &x, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    cr_assert_eq(D.cuGraphDestroy(g), CUDA_SUCCESS, "never launched: the address is free again");
+    for (i = 0; i < 64 && !found; i++) {
+        cr_assert_eq(cucap_pool_alloc(b, 4096, s, &y, NULL), CUDA_SUCCESS);
+        held[n++] = y;
+        found = y == x;
+    }
+    if (!found) {   /* the driver chose other addresses: nothing to check */
+        for (i = 0; i < n; i++)
+            cr_assert_eq(cucap_pool_free(b, held[i], s, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_pool_close(a, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_pool_close(b, NULL), CUDA_SUCCESS);
+        D.cuStreamDestroy(s);
+        if (on_simulator())
+            cr_assert_fail("the simulator reuses addresses: it should have handed x out again");
+        return;
+    }
+    cr_assert_eq(cucap_pool_free(a, x, s, &err), CUDA_ERROR_INVALID_VALUE, "A no longer holds x");
+    cr_assert_not_null(strstr(cucap_error_message(err), "another pool"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    for (i = 0; i < n; i++)
+        cr_assert_eq(cucap_pool_free(b, held[i], s, NULL), CUDA_SUCCESS, "B frees its own, x included");
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_close(a, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_close(b, NULL), CUDA_SUCCESS);
+    D.cuStreamDestroy(s);
+}
+
+/* The pointer set's memory follows the live pointers. */
+BACKEND_TEST(pool, tracking_memory_follows_the_live_allocations)
+{
+    cucap_pool *p = NULL;
+    CUstream s = new_stream();
+    CUdeviceptr many[1000];
+    size_t before = cucap_i_pool_tracked_bytes(), peak;
+    int i;
+
+    cr_assert_eq(cucap_device_pool(0, &p, NULL), CUDA_SUCCESS);
+    for (i = 0; i < 1000; i++)
+        cr_assert_eq(cucap_pool_alloc(p, 64, s, &many[i], NULL), CUDA_SUCCESS);
+    peak = cucap_i_pool_tracked_bytes();
+    cr_assert_gt(peak, before);
+    for (i = 0; i < 1000; i++)
+        cr_assert_eq(cucap_pool_free(p, many[i], s, NULL), CUDA_SUCCESS);
+    for (i = 0; i < 200000; i++) {   /* at most one pointer live */
+        CUdeviceptr x = 0;
+        cr_assert_eq(cucap_pool_alloc(p, 64, s, &x, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_pool_free(p, x, s, NULL), CUDA_SUCCESS);
+    }
+    cr_assert_leq(cucap_i_pool_tracked_bytes(), before, "%zu bytes held for no live pointer",
+                  cucap_i_pool_tracked_bytes());
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    D.cuStreamDestroy(s);
+}
+
+/* A free the driver refused is not resurrected: the pool forgets the
+ * pointer, so that it can never free an address handed out again. */
+FAULT_BACKEND_TEST(pool, a_refused_free_forgets_the_pointer)
+{
+    cucap_pool *p = NULL;
+    CUstream s = new_stream();
+    CUdeviceptr x = 0;
+
+    cr_assert_eq(cucap_pool_create(0, NULL, &p, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_alloc(p, 64, s, &x, NULL), CUDA_SUCCESS);
+    cr_assert_eq(set_rules("cuMemFreeAsync:1:CUDA_ERROR_INVALID_VALUE"), 0);
+    cr_assert_eq(cucap_pool_free(p, x, s, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(cucap_pool_free(p, x, s, NULL), CUDA_ERROR_INVALID_VALUE, "no longer the pool's");
+    cr_assert_eq(D.cuMemFreeAsync(x, s), CUDA_SUCCESS, "the caller still owns it through the driver");
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_close(p, NULL), CUDA_SUCCESS);
+    D.cuStreamDestroy(s);
+}
+
 /* ---------------------------------------------------------------- restore failures, by fault injection */
 
 /* The thread's mode after a failed restore is RELAXED: put it back. */

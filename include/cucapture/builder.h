@@ -89,11 +89,21 @@ CUCAP_API CUresult cucap_builder_end(cucap_builder *b, cucap_error **err);
 /**
  * \brief       Fork the capture into count - 1 new FORKED builders
  *
- * \param       forks   Receives count - 1 builders; b stays itself.
- * \return      CUDA_ERROR_INVALID_VALUE for count < 2 or NULL pointers;
- *              CUDA_ERROR_ILLEGAL_STATE unless b is CAPTURING; a driver
- *              error (no fork is handed out then).
+ * \param       b       A CAPTURING builder of any kind.
+ * \param       count   2 to CUCAP_SPLIT_MAX: b and count - 1 forks.
+ * \param       forks   Receives count - 1 builders; b stays itself.  Not
+ *                      written when the count is refused.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_ERROR_INVALID_VALUE for a count outside 2 to
+ *              CUCAP_SPLIT_MAX or NULL pointers;
+ *              CUDA_ERROR_ILLEGAL_STATE unless b is CAPTURING (a fork whose
+ *              primary's capture ended is ENDED or INVALIDATED);
+ *              a driver error (no fork is handed out then).
  */
+/** The most builders one split may make (count), and the most bodies of a SWITCH. */
+#define CUCAP_SPLIT_MAX 65536
+#define CUCAP_SWITCH_MAX 65536
+
 CUCAP_API CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err);
 
 /**
@@ -105,10 +115,16 @@ CUCAP_API CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_bui
  * failure to close is a note on the returned error.  The root's capture is
  * never ended here.
  *
- * \param       root    Receives the root (may be NULL).
+ * \param       builders  count builders; every one CAPTURING.
+ * \param       count   2 or more.
+ * \param       root    Receives the root (may be NULL; may point into
+ *                      builders: it is written after they are read).
+ * \param       err     Receives the error on failure (may be NULL).
  * \return      CUDA_ERROR_INVALID_VALUE for fewer than two builders, a NULL
  *              or repeated entry; CUDA_ERROR_ILLEGAL_STATE for a closed
- *              entry (nothing done then); a driver error.
+ *              entry or one that is not capturing, the root included (a
+ *              NOT_STARTED body, a fork whose primary's capture ended):
+ *              nothing is done then; a driver error.
  */
 CUCAP_API CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_builder **root,
                                       cucap_error **err);
@@ -232,6 +248,9 @@ CUCAP_API CUresult cucap_builder_while(cucap_builder *b, CUgraphConditionalHandl
 /**
  * \brief       Add a SWITCH node with count bodies: body n runs when c is n,
  *              none when c >= count (CUDA 12.8 drivers)
+ *
+ * \return      CUDA_ERROR_INVALID_VALUE for a count outside 1 to
+ *              CUCAP_SWITCH_MAX or NULL bodies; otherwise as cucap_builder_if.
  */
 CUCAP_API CUresult cucap_builder_switch(cucap_builder *b, CUgraphConditionalHandle c, size_t count,
                                         cucap_builder **bodies, cucap_error **err);

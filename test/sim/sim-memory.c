@@ -24,6 +24,8 @@ struct allocation {
     struct allocation *next;
 };
 
+#define ALLOCATION_HEADER 256        /* the record before the memory; keeps 256-byte steps */
+
 static struct allocation *allocations;
 static struct sim_pool default_pools[SIM_MAX_DEVICES];
 
@@ -80,11 +82,11 @@ CUdeviceptr sim_memory_allocate(size_t bytes, CUmemoryPool pool, struct sim_grap
 
     if (bytes > SIM_DEVICE_MEMORY)
         return 0;
-    a = calloc(1, sizeof *a);
-    if (!a || !(a->base = calloc(1, bytes))) {
-        free(a);
+    /* the record and the memory in one block: a released address comes
+     * back for the next allocation of the same size, as on a device */
+    if (bytes > SIZE_MAX - ALLOCATION_HEADER || !(a = calloc(1, ALLOCATION_HEADER + bytes)))
         return 0;
-    }
+    a->base = (unsigned char *)a + ALLOCATION_HEADER;
     a->size = bytes;
     a->pool = pool_of(pool);
     a->owner = owner;
@@ -110,7 +112,6 @@ static void unlink_allocation(struct allocation *a)
         }
     if (a->pool)
         a->pool->used -= a->size;
-    free(a->base);
     free(a);
     sim_live_add(SIM_ALLOCATION, -1);
 }
