@@ -489,6 +489,11 @@ static void invalidator_scenarios(const char *self)
     else if (!lib_ok)
         printf("not ok %d - 16 threads beside a thread invalidating their captures: the library %s where raw "
                "driver code survives (%s)\n", ++tests, lib_fate, raw);
+    if (!lib_ok) {   /* what the library's child said, for the log */
+        char *save = NULL, *l;
+        for (l = strtok_r(lib, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+            printf("# library child: %s\n", l);
+    }
 }
 
 /* ---------------------------------------------------------------- 4: body end against the parent's discarded end */
