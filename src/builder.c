@@ -37,11 +37,25 @@ struct cucap_builder {
     int record_failed;               /* the last capture failed or could not be attached */
 };
 
+/* The context a stream's work runs in.  For a stream of a green context
+ * that is the green context's own CUcontext (cuCtxFromGreenCtx): streams
+ * made with it current belong to the green context, so forks stay in the
+ * SM partition the user chose.  cuStreamGetCtx_v2 returns the device's
+ * primary context there and the green context beside it; the first
+ * variant returns the converted context itself. */
+static CUresult stream_context(CUstream s, CUcontext *ctx)
+{
 #if CUDA_VERSION >= 12050
-#  define STREAM_GET_CTX(s, ctx) cucap_i_drv.cuStreamGetCtx((s), (ctx), NULL)
+    CUgreenCtx green = NULL;
+    CUresult rc = cucap_i_drv.cuStreamGetCtx(s, ctx, &green);
+
+    if (rc == CUDA_SUCCESS && green)
+        rc = cucap_i_drv.cuCtxFromGreenCtx ? cucap_i_drv.cuCtxFromGreenCtx(ctx, green) : CUDA_ERROR_NOT_SUPPORTED;
+    return rc;
 #else
-#  define STREAM_GET_CTX(s, ctx) cucap_i_drv.cuStreamGetCtx((s), (ctx))
+    return cucap_i_drv.cuStreamGetCtx(s, ctx);
 #endif
+}
 
 static const char *const state_names[] = { "NOT_STARTED", "CAPTURING", "ENDED", "INVALIDATED", "CLOSED" };
 
@@ -232,7 +246,7 @@ CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_e
         return rc;
     if (!(hold = calloc(1, sizeof *hold)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    if ((rc = STREAM_GET_CTX(s, &hold->ctx)) != CUDA_SUCCESS) {
+    if ((rc = stream_context(s, &hold->ctx)) != CUDA_SUCCESS) {
         free(hold);
         return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCtx");
     }

@@ -30,6 +30,9 @@ CUCAP_DRIVER_ENTRY(cuDevicePrimaryCtxRelease, PFN_cuDevicePrimaryCtxRelease_v110
 CUCAP_DRIVER_ENTRY(cuCtxGetCurrent, PFN_cuCtxGetCurrent_v4000)
 CUCAP_DRIVER_ENTRY(cuCtxSetCurrent, PFN_cuCtxSetCurrent_v4000)
 CUCAP_DRIVER_ENTRY(cuCtxGetDevice, CUCAP_PFN_cuCtxGetDevice)
+#if CUDA_VERSION >= 12050
+CUCAP_DRIVER_ENTRY(cuCtxFromGreenCtx, PFN_cuCtxFromGreenCtx_v12040)
+#endif
 /* streams and events */
 CUCAP_DRIVER_ENTRY(cuStreamCreate, PFN_cuStreamCreate_v2000)
 CUCAP_DRIVER_ENTRY(cuStreamDestroy, PFN_cuStreamDestroy_v4000)

@@ -158,6 +158,19 @@ int cucap_driver_version(void)
     return atomic_load_explicit(&driver_version, memory_order_relaxed);
 }
 
+void *cucap_i_driver_entry_point_at(const char *symbol, int cuda_version)
+{
+    CUdriverProcAddressQueryResult found;
+    void *fn = NULL;
+
+    if (!symbol || cucap_i_driver("cucap_driver_entry_point", NULL) != CUDA_SUCCESS)
+        return NULL;
+    if (loaded_get_proc(symbol, &fn, cuda_version, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
+        found != CU_GET_PROC_ADDRESS_SUCCESS)
+        return NULL;
+    return fn;
+}
+
 void *cucap_driver_entry_point(const char *symbol)
 {
     CUdriverProcAddressQueryResult found;

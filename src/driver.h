@@ -26,6 +26,10 @@ CUresult cucap_i_driver(const char *caller, cucap_error **err);
  * message starting with `caller` otherwise). */
 CUresult cucap_i_check_device(CUdevice dev, const char *caller, cucap_error **err);
 
+/* An entry point at a given CUDA version's ABI, NULL when the driver has
+ * none (or no driver is loaded). */
+void *cucap_i_driver_entry_point_at(const char *symbol, int cuda_version);
+
 /* The driver's own name and description of a code, NULL when no driver is
  * loaded or it does not know the code. */
 const char *cucap_i_driver_error_name(CUresult code);

@@ -918,3 +918,100 @@ FAULT_BACKEND_TEST(builder, a_warning_handler_may_call_the_library)
     cucap_builder_destroy(other);
     cucap_builder_destroy(b);
 }
+
+/* ---------------------------------------------------------------- green contexts */
+
+/* A green context over part of device 0's SMs, and a stream of it. */
+struct green {
+    CUgreenCtx ctx;
+    CUstream stream;
+    unsigned int sms;
+};
+
+#define ENTRY(type, name) ((type)cucap_driver_entry_point(name))
+
+static int make_green(struct green *g)
+{
+    CUdevResource all, part[1], rest;
+    CUdevResourceDesc desc;
+    unsigned int groups = 1;
+
+    memset(g, 0, sizeof *g);
+    if (!cucap_driver_entry_point("cuGreenCtxCreate") || !cucap_driver_entry_point("cuGreenCtxStreamCreate"))
+        return 0;
+    cr_assert_eq(ENTRY(PFN_cuDeviceGetDevResource_v12040, "cuDeviceGetDevResource")(0, &all, CU_DEV_RESOURCE_TYPE_SM),
+                 CUDA_SUCCESS);
+    cr_assert_eq(ENTRY(PFN_cuDevSmResourceSplitByCount_v12040, "cuDevSmResourceSplitByCount")(part, &groups, &all,
+                                                                                                &rest, 0, 8),
+                 CUDA_SUCCESS);
+    cr_assert_eq(groups, 1);
+    cr_assert_lt(part[0].sm.smCount, all.sm.smCount, "a part of the SMs");
+    g->sms = part[0].sm.smCount;
+    cr_assert_eq(ENTRY(PFN_cuDevResourceGenerateDesc_v12040, "cuDevResourceGenerateDesc")(&desc, part, 1), CUDA_SUCCESS);
+    cr_assert_eq(ENTRY(PFN_cuGreenCtxCreate_v12040, "cuGreenCtxCreate")(&g->ctx, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM),
+                 CUDA_SUCCESS);
+    cr_assert_eq(ENTRY(PFN_cuGreenCtxStreamCreate_v12050, "cuGreenCtxStreamCreate")(&g->stream, g->ctx,
+                                                                                      CU_STREAM_NON_BLOCKING, 0),
+                 CUDA_SUCCESS);
+    return 1;
+}
+
+static CUgreenCtx green_of(CUstream s)
+{
+    CUcontext ctx = NULL;
+    CUgreenCtx green = NULL;
+
+    cr_assert_eq(D.cuStreamGetCtx(s, &ctx, &green), CUDA_SUCCESS);
+    return green;
+}
+
+BACKEND_TEST(builder, forks_of_a_green_context_stream_stay_in_the_green_context)
+{
+    cucap_builder *b = NULL, *f[2] = { NULL, NULL }, *body = NULL;
+    CUgraphConditionalHandle c;
+    cucap_exec *exec = NULL;
+    cucap_error *err = NULL;
+    struct green g;
+    CUstream launch = new_stream();
+    CUdeviceptr d;
+
+    if (!make_green(&g))
+        cr_skip_test("the driver has no green contexts (CUDA 12.5 needed)");
+    cr_assert_eq(green_of(g.stream), g.ctx);
+    cr_assert_eq(D.cuMemAlloc(&d, 256), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_create_on_stream(g.stream, &b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 3, f, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(green_of(cucap_builder_stream(f[0])), g.ctx, "a fork of a green stream is a green stream");
+    cr_assert_eq(green_of(cucap_builder_stream(f[1])), g.ctx);
+    cr_assert_eq(cucap_builder_create_condition(b, 1, 1, &c, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_if(b, c, &body, NULL), CUDA_SUCCESS);
+    cr_assert_eq(green_of(cucap_builder_stream(body)), g.ctx, "so is a body's");
+    cr_assert_eq(D.cuMemsetD8Async(d, 1, 64, cucap_builder_stream(f[0])), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d + 64, 2, 64, cucap_builder_stream(f[1])), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(body, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d + 128, 3, 64, cucap_builder_stream(body)), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(body, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ b, f[0], f[1] }, 3, NULL, &err), CUDA_SUCCESS, "%s",
+                 cucap_error_message(err));
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_complete(b, NULL, &exec, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_exec_launch(exec, launch, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(launch), CUDA_SUCCESS);
+    {
+        unsigned char host[192];
+        int i;
+        cr_assert_eq(D.cuMemcpyDtoH(host, d, sizeof host), CUDA_SUCCESS);
+        for (i = 0; i < 192; i++)
+            cr_assert_eq(host[i], i / 64 + 1, "byte %d", i);
+    }
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(body);
+    cucap_builder_destroy(f[0]);
+    cucap_builder_destroy(f[1]);
+    cucap_builder_destroy(b);
+    D.cuStreamDestroy(launch);
+    D.cuStreamDestroy(g.stream);
+    cr_assert_eq(ENTRY(PFN_cuGreenCtxDestroy_v12040, "cuGreenCtxDestroy")(g.ctx), CUDA_SUCCESS);
+    D.cuMemFree(d);
+}

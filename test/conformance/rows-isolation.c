@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "conformance.h"
+#include "cucapture.h"
 
 static char observed[256];
 
@@ -335,6 +336,56 @@ static void rows_legacy_stream_query(void)
              "CUDA_SUCCESS");
 }
 
+/* ---------------------------------------------------------------- green contexts */
+
+#define ENTRY(type, name) ((type)cucap_driver_entry_point(name))
+
+static void rows_green_context(void)
+{
+    CUdevResource all, part[1], rest;
+    CUdevResourceDesc desc;
+    CUgreenCtx g = NULL, got = NULL, got2 = NULL;
+    CUcontext converted = NULL, ctx = NULL, ctx2 = NULL, v1 = NULL;
+    CUstream gs = NULL, made = NULL;
+    unsigned int groups = 1;
+    PFN_cuStreamGetCtx_v9020 get_ctx_v1 = (PFN_cuStreamGetCtx_v9020)cucap_i_driver_entry_point_at("cuStreamGetCtx", 9020);
+
+    if (!cucap_driver_entry_point("cuGreenCtxStreamCreate")) {
+        conf_row("green contexts", "none", "not available", "available");
+        return;
+    }
+    ENTRY(PFN_cuDeviceGetDevResource_v12040, "cuDeviceGetDevResource")(conf_dev, &all, CU_DEV_RESOURCE_TYPE_SM);
+    ENTRY(PFN_cuDevSmResourceSplitByCount_v12040, "cuDevSmResourceSplitByCount")(part, &groups, &all, &rest, 0, 8);
+    ENTRY(PFN_cuDevResourceGenerateDesc_v12040, "cuDevResourceGenerateDesc")(&desc, part, 1);
+    ENTRY(PFN_cuGreenCtxCreate_v12040, "cuGreenCtxCreate")(&g, desc, conf_dev, CU_GREEN_CTX_DEFAULT_STREAM);
+    ENTRY(PFN_cuGreenCtxStreamCreate_v12050, "cuGreenCtxStreamCreate")(&gs, g, CU_STREAM_NON_BLOCKING, 0);
+    ENTRY(PFN_cuCtxFromGreenCtx_v12040, "cuCtxFromGreenCtx")(&converted, g);
+    snprintf(observed, sizeof observed, "split into %u group of %s SMs (of %s)", groups,
+             part[0].sm.smCount >= 8 ? ">= 8" : "< 8", part[0].sm.smCount < all.sm.smCount ? "fewer" : "all");
+    conf_row("cuDevSmResourceSplitByCount(minCount 8) of device 0's SMs", "none", observed,
+             "split into 1 group of >= 8 SMs (of fewer)");
+    D.cuStreamGetCtx(gs, &ctx, &got);
+    snprintf(observed, sizeof observed, "green %s; context %s", got == g ? "the green context" : "other",
+             ctx == conf_ctx ? "the primary context" : ctx == converted ? "the converted context" : "other");
+    conf_row("cuStreamGetCtx_v2 on a stream of cuGreenCtxStreamCreate", "none", observed,
+             "green the green context; context the primary context");
+    if (get_ctx_v1)
+        get_ctx_v1(gs, &v1);
+    conf_row("cuStreamGetCtx (9.2 variant) on a stream of cuGreenCtxStreamCreate", "none",
+             v1 == converted ? "the converted context" : v1 == conf_ctx ? "the primary context" : "other",
+             "the converted context");
+    D.cuCtxSetCurrent(converted);
+    D.cuStreamCreate(&made, CU_STREAM_NON_BLOCKING);
+    D.cuCtxSetCurrent(conf_ctx);
+    D.cuStreamGetCtx(made, &ctx2, &got2);
+    conf_row("cuStreamCreate with cuCtxFromGreenCtx's context current", "none",
+             got2 == g ? "a stream of the green context" : "a stream of another context",
+             "a stream of the green context");
+    D.cuStreamDestroy(made);
+    D.cuStreamDestroy(gs);
+    ENTRY(PFN_cuGreenCtxDestroy_v12040, "cuGreenCtxDestroy")(g);
+}
+
 void conf_rows_isolation(void)
 {
     rows_calls_from_another_thread();
@@ -344,4 +395,5 @@ void conf_rows_isolation(void)
     body_node_row(0);
     body_node_row(1);
     rows_legacy_stream_query();
+    rows_green_context();
 }

@@ -43,14 +43,24 @@ void sim_live_add(enum sim_kind kind, int delta);
 void sim_track(void *object);     /* keep a live object reachable */
 void sim_untrack(void *object);
 
+struct sim_green;
 struct sim_ctx {
     uint32_t magic;
     int device;
     int retain_count;
+    struct sim_green *green;         /* the green context this one was converted from, or NULL */
 };
 struct sim_ctx *sim_ctx_of_device(int device);
 struct sim_ctx *sim_current_ctx(void);
 int sim_ctx_valid(CUcontext c);
+void sim_clear_current_ctx(void);
+void sim_retain_primary(int device, CUcontext *out);
+void sim_release_primary(int device);
+
+/* ---------------------------------------------------------------- sim-green.c */
+
+struct sim_green *sim_green_of(CUgreenCtx g);
+int sim_green_ctx_valid(const struct sim_ctx *c);
 
 /* ---------------------------------------------------------------- sim-graph.c */
 
@@ -111,6 +121,8 @@ CUresult sim_stream_enqueue(CUstream s, int *captured);
 /* Append a node to the capture of s and make it the stream's dependency. */
 struct sim_node *sim_stream_capture_node(CUstream s, CUgraphNodeType type);
 struct sim_graph *sim_stream_capture_graph(CUstream s);
+/* A new stream of context ctx. */
+CUresult sim_stream_create_in(struct sim_ctx *ctx, CUstream *out, unsigned int flags);
 /* Invalidate the capture s is part of (a call the capture refuses). */
 void sim_stream_invalidate_capture(CUstream s);
 
@@ -135,8 +147,8 @@ struct sim_entry {
 #define SIM_ENTRY(name, version) { #name, version, (void *)sim_##name }
 
 extern const struct sim_entry sim_core_entries[], sim_stream_entries[],
-                              sim_graph_entries[], sim_memory_entries[];
+                              sim_graph_entries[], sim_memory_entries[], sim_green_entries[];
 extern const size_t sim_core_entry_count, sim_stream_entry_count,
-                    sim_graph_entry_count, sim_memory_entry_count;
+                    sim_graph_entry_count, sim_memory_entry_count, sim_green_entry_count;
 
 #endif

@@ -464,7 +464,7 @@ struct sim_node *sim_stream_capture_node(CUstream s, CUgraphNodeType type)
 
 /* ---------------------------------------------------------------- streams */
 
-static CUresult sim_cuStreamCreate(CUstream *out, unsigned int flags)
+CUresult sim_stream_create_in(struct sim_ctx *ctx, CUstream *out, unsigned int flags)
 {
     struct sim_stream *st;
 
@@ -472,18 +472,23 @@ static CUresult sim_cuStreamCreate(CUstream *out, unsigned int flags)
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_is_initialised())
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (!sim_current_ctx())
+    if (!ctx)
         return CUDA_ERROR_INVALID_CONTEXT;
     st = calloc(1, sizeof *st);
     if (!st)
         return CUDA_ERROR_OUT_OF_MEMORY;
     st->magic = SIM_STREAM_MAGIC;
-    st->ctx = sim_current_ctx();
+    st->ctx = ctx;   /* a green context's converted context: a stream of that green context */
     st->flags = flags;
     sim_live_add(SIM_STREAM, 1);
     sim_track(st);
     *out = (CUstream)st;
     return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuStreamCreate(CUstream *out, unsigned int flags)
+{
+    return sim_stream_create_in(sim_current_ctx(), out, flags);
 }
 
 static CUresult sim_cuStreamDestroy(CUstream s)
@@ -566,11 +571,21 @@ static CUresult sim_cuStreamGetCtx(CUstream s, CUcontext *ctx)
     return stream_ctx(s, ctx);
 }
 
+/* A stream of a green context: the green context, and the device's
+ * primary context as the context (cuStreamGetCtx, the first variant,
+ * returns the green context's converted CUcontext instead). */
 static CUresult sim_cuStreamGetCtx_v2(CUstream s, CUcontext *ctx, CUgreenCtx *green)
 {
+    CUcontext handle = NULL;
+    CUresult rc = stream_ctx(s, &handle);
+    struct sim_ctx *c = (struct sim_ctx *)handle;
+
+    if (rc != CUDA_SUCCESS)
+        return rc;
     if (green)
-        *green = NULL;
-    return stream_ctx(s, ctx);
+        *green = (CUgreenCtx)c->green;
+    *ctx = (CUcontext)(c->green ? sim_ctx_of_device(c->device) : c);
+    return CUDA_SUCCESS;
 }
 
 /* ---------------------------------------------------------------- events */

@@ -238,7 +238,28 @@ int sim_ctx_valid(CUcontext c)
     for (i = 0; i < SIM_MAX_DEVICES; i++)
         if (x == &contexts[i])
             return x->magic == SIM_CTX_MAGIC && i < sim_device_count();
-    return 0;
+    return sim_green_ctx_valid(x);
+}
+
+void sim_clear_current_ctx(void)
+{
+    current_ctx = NULL;
+}
+
+void sim_retain_primary(int device, CUcontext *out)
+{
+    sim_lock();
+    contexts[device].retain_count++;
+    sim_unlock();
+    *out = (CUcontext)&contexts[device];
+}
+
+void sim_release_primary(int device)
+{
+    sim_lock();
+    if (contexts[device].retain_count > 0)
+        contexts[device].retain_count--;
+    sim_unlock();
 }
 
 static CUresult sim_cuDevicePrimaryCtxRetain(CUcontext *out, CUdevice dev)
@@ -370,6 +391,7 @@ static const struct {
     { sim_stream_entries, &sim_stream_entry_count },
     { sim_graph_entries, &sim_graph_entry_count },
     { sim_memory_entries, &sim_memory_entry_count },
+    { sim_green_entries, &sim_green_entry_count },
 };
 
 CUDASIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
