@@ -10,7 +10,12 @@
  *   - builder states moved only along the contract's transitions;
  *   - the thread's capture mode is what it was before the call;
  * and at the end, destroying everything in an order the input chooses
- * leaves no live driver object in the simulator. */
+ * leaves no live driver object in the simulator.
+ *
+ * Differential mode (fuzz_setup_differential): the same inputs with no
+ * fault layer and faults off, on the simulator or on the real driver,
+ * recording every return code; two transcripts that differ are a
+ * simulator bug or a library bug. */
 #include "config.h"
 
 #include <dlfcn.h>
@@ -49,6 +54,50 @@ static cudafault_last_injected_fn last_injected;
 static cudafault_injected_fn injected;
 static CUcontext ctx;
 static int step;
+static int differential;             /* no fault layer; record return codes */
+static char transcript[8192];
+static size_t transcript_len;
+
+/* The return codes of one input, space-separated (differential mode). */
+static void record(CUresult rc)
+{
+    int n;
+
+    if (!differential || transcript_len + 8 >= sizeof transcript)
+        return;
+    n = snprintf(transcript + transcript_len, sizeof transcript - transcript_len, "%d ", (int)rc);
+    if (n > 0)
+        transcript_len += (size_t)n;
+}
+
+const char *fuzz_transcript(void)
+{
+    return transcript;
+}
+
+/* Stand-ins for the fault layer's and the simulator's hooks where they
+ * are not loaded. */
+static int no_rules(const char *rules)
+{
+    (void)rules;
+    return 0;
+}
+
+static const char *no_fault(void)
+{
+    return NULL;
+}
+
+static long no_count(void)
+{
+    return 0;
+}
+
+static long no_live(const char *kind)
+{
+    (void)kind;
+    return 0;
+}
 
 struct ptr {
     CUdeviceptr p;
@@ -96,6 +145,35 @@ int fuzz_setup(void)
     injected = (cudafault_injected_fn)dlsym(hf, "cudafault_injected");
     if (!sim_live || !set_rules || !last_injected || !injected)
         return -1;
+    if (D.cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS || D.cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+        return -1;
+    cucap_set_warning_handler(NULL, NULL);
+    return 0;
+}
+
+int fuzz_setup_differential(int on_simulator)
+{
+    const char *sim = getenv("CUCAPTURE_TEST_SIM");
+    CUresult rc;
+
+    differential = 1;
+    set_rules = no_rules;
+    last_injected = no_fault;
+    injected = no_count;
+    sim_live = no_live;
+    if (on_simulator) {
+        void *hs;
+        if (!sim)
+            return -1;
+        setenv("CUCAPTURE_DRIVER", sim, 1);
+        if (cucap_init(NULL) != CUDA_SUCCESS || !(hs = dlopen(sim, RTLD_NOW | RTLD_NOLOAD)) ||
+            !(sim_live = (cudasim_live_fn)dlsym(hs, "cudasim_live")))
+            return -1;
+    } else {
+        unsetenv("CUCAPTURE_DRIVER");
+        if ((rc = cucap_init(NULL)) != CUDA_SUCCESS)
+            return 77;   /* no GPU here */
+    }
     if (D.cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS || D.cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
         return -1;
     cucap_set_warning_handler(NULL, NULL);
@@ -160,6 +238,7 @@ static void note_fault(void)
 /* After a library call: the error convention. */
 static void checked(CUresult rc, cucap_error *err, const char *what)
 {
+    record(rc);
     CHECK((rc == CUDA_SUCCESS) == (err == NULL), "%s returned %d with%s an error object", what, rc,
           err ? "" : "out");
     if (err) {
@@ -345,18 +424,18 @@ static void run_step(struct input *in)
         }
         break;
     case 7:
-        D.cuMemsetD8Async(st.buffer + (c % 16) * 64, (unsigned char)c, 64, stream_of(in));
+        record(D.cuMemsetD8Async(st.buffer + (c % 16) * 64, (unsigned char)c, 64, stream_of(in)));
         note_fault();
         break;
     case 8:
-        D.cuStreamSynchronize(stream_of(in));
+        record(D.cuStreamSynchronize(stream_of(in)));
         note_fault();
         break;
     case 9: {
         CUevent ev;
         if (D.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
-            D.cuEventRecord(ev, stream_of(in));
-            D.cuStreamWaitEvent(stream_of(in), ev, 0);
+            record(D.cuEventRecord(ev, stream_of(in)));
+            record(D.cuStreamWaitEvent(stream_of(in), ev, 0));
             if (D.cuEventDestroy(ev) != CUDA_SUCCESS)
                 st.fault_in_release = 1;
         }
@@ -587,6 +666,8 @@ void fuzz_one(const uint8_t *data, size_t size)
     int i;
 
     memset(&st, 0, sizeof st);
+    transcript[0] = '\0';
+    transcript_len = 0;
     set_rules("");
     cucap_set_warning_handler(quiet, NULL);
     cucap_i_cache_drain();

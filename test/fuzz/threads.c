@@ -1,16 +1,25 @@
-/* The thread harness of the API fuzzer: several threads run pseudo-random
- * sequences on builders of their own (begin in any mode, split, memsets,
- * join, end, complete, launch, teardown in any order) while all of them
- * share the process-wide device pool, allocating and freeing through it,
- * on the simulated driver.  Run under ThreadSanitizer by CI (configure
- * --enable-sanitizers=thread); a plain TAP program, since Criterion's runner
- * does not start under TSan.
+/* The thread harness of the API fuzzer, two parts:
+ *   1. several threads run pseudo-random sequences on builders of their own
+ *      (begin in any mode, split, memsets, join, end, complete, launch,
+ *      teardown in any order) while all of them share the process-wide
+ *      device pool, allocating and freeing through it;
+ *   2. four threads work at once on the builders of ONE hierarchy - the
+ *      parent, its forks, a conditional body and a graph reference of the
+ *      previous round's graph - with barriers forcing the interleavings that
+ *      matter: the parent's end (often UNJOINED or INVALIDATED) against a
+ *      body's end and attach, a fork's split, destroy or invalidating
+ *      synchronize, and an instantiate of a graph reference.
+ * Built as fuzz-threads (the simulated driver; CI runs it under
+ * ThreadSanitizer: a plain TAP program, since Criterion's runner does not
+ * start under TSan) and fuzz-threads-gpu (the real driver).
  *     fuzz-threads [THREADS [ROUNDS [SEED]]] */
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cucapture.h"
 #include "driver.h"
@@ -26,6 +35,21 @@ struct worker {
     int failures;          /* invariant breaks */
     int built;             /* graphs that ran */
 };
+
+/* cuStreamSynchronize in relaxed thread mode: it still invalidates a
+ * capture its stream is part of, but never other threads' global captures
+ * (a global-mode call racing other threads' captures crashes the real
+ * driver itself: test/stress-threads.c). */
+static CUresult relaxed_synchronize(CUstream s)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CUresult rc;
+
+    D.cuThreadExchangeStreamCaptureMode(&mode);
+    rc = D.cuStreamSynchronize(s);
+    D.cuThreadExchangeStreamCaptureMode(&mode);
+    return rc;
+}
 
 static unsigned rnd(struct worker *w)
 {
@@ -71,14 +95,14 @@ static void *work(void *p)
             for (i = 0; i <= n; i++)
                 D.cuMemsetD8Async(d + i * 64, (unsigned char)i, 64, cucap_builder_stream(all[i]));
             if (rnd(w) % 8 == 0)
-                D.cuStreamSynchronize(cucap_builder_stream(all[rnd(w) % (n + 1)]));   /* invalidate */
+                relaxed_synchronize(cucap_builder_stream(all[rnd(w) % (n + 1)]));   /* invalidate */
             cucap_builder_join(all, n + 1, NULL, NULL);
             cucap_pool_free(pool, d, cucap_builder_stream(b), NULL);
         }
         if (cucap_builder_end(b, NULL) == CUDA_SUCCESS &&
             cucap_builder_complete(b, NULL, &exec, NULL) == CUDA_SUCCESS &&
             cucap_exec_launch(exec, cucap_builder_stream(b), NULL) == CUDA_SUCCESS) {
-            D.cuStreamSynchronize(cucap_builder_stream(b));
+            relaxed_synchronize(cucap_builder_stream(b));
             w->built++;
         } else if (cucap_builder_get_state(b) == CUCAP_BUILDER_CAPTURING) {
             w->failures++;   /* end always settles the state */
@@ -102,10 +126,199 @@ static void quiet(const cucap_error *w, void *data)
     (void)data;
 }
 
+/* ---------------------------------------------------------------- part 2: one hierarchy, four threads */
+
+struct shared_round {
+    pthread_barrier_t go, done;
+    cucap_builder *parent, *forks[3], *body;
+    cucap_graph *previous;           /* a reference to the previous round's graph */
+    CUdeviceptr memory;
+    unsigned rng[4];
+    int breaks;                      /* the error convention or a state broken */
+    int rounds;
+};
+
+static atomic_int hierarchy_breaks;
+
+/* The error convention: a code and its error object agree.  CHECKED(call)
+ * runs the call (which fills err) before reading err. */
+#define CHECKED(call)                                                                                          \
+    do {                                                                                                       \
+        CUresult checked_rc_ = (call);                                                                         \
+        convention(checked_rc_, err);                                                                          \
+        err = NULL;                                                                                            \
+    } while (0)
+
+static void convention(CUresult rc, cucap_error *err)
+{
+    if ((rc == CUDA_SUCCESS) != (err == NULL) || (err && cucap_error_code(err) != rc))
+        atomic_fetch_add(&hierarchy_breaks, 1);
+    cucap_error_free(err);
+}
+
+static unsigned rnd_of(unsigned *rng)
+{
+    *rng = *rng * 1103515245u + 12345u;
+    return *rng >> 16;
+}
+
+static void fork_work(struct shared_round *r, cucap_builder **f, unsigned *rng)
+{
+    cucap_builder *more = NULL;
+    cucap_error *err = NULL;
+    int building = 0;
+
+    switch (rnd_of(rng) % 5) {
+    case 0: D.cuMemsetD8Async(r->memory + 64, 1, 64, cucap_builder_stream(*f)); break;
+    case 1: cucap_builder_destroy(*f); *f = NULL; break;
+    case 2: CHECKED(cucap_builder_is_building(*f, &building, &err)); break;
+    case 3:
+        CHECKED(cucap_builder_split(*f, 2, &more, &err));
+        cucap_builder_destroy(more);
+        break;
+    default: relaxed_synchronize(cucap_builder_stream(*f)); break;   /* invalidates the whole capture */
+    }
+}
+
+static void *hierarchy_worker(void *p)
+{
+    struct shared_round *r = ((struct shared_round **)p)[0];
+    int me = (int)(long)((void **)p)[1], round;
+
+    D.cuCtxSetCurrent(ctx);
+    for (round = 0; round < r->rounds; round++) {
+        cucap_error *err = NULL;
+        unsigned *rng = &r->rng[me];
+        pthread_barrier_wait(&r->go);
+        if (me == 0) {   /* the parent and its first fork */
+            unsigned what = rnd_of(rng) % 3;
+            D.cuMemsetD8Async(r->memory, 2, 64, cucap_builder_stream(r->parent));
+            if (what == 0) {
+                cucap_builder *pair[2];
+                pair[0] = r->parent;
+                pair[1] = r->forks[0];
+                CHECKED(cucap_builder_join(pair, 2, NULL, &err));
+            }
+            if (what < 2)
+                CHECKED(cucap_builder_end(r->parent, &err));
+            else
+                CHECKED(cucap_builder_close(r->parent, &err));
+        } else if (me == 1 || me == 2) {
+            if (r->forks[me])
+                fork_work(r, &r->forks[me], rng);
+        } else {   /* the body and the previous round's graph */
+            cucap_exec *exec = NULL;
+            CUresult begun;
+            if (rnd_of(rng) % 2 && r->previous) {
+                CHECKED(cucap_graph_instantiate(r->previous, NULL, &exec, &err));
+                cucap_exec_destroy(exec);
+            }
+            err = NULL;
+            begun = cucap_builder_begin(r->body, CU_STREAM_CAPTURE_MODE_RELAXED, &err);
+            convention(begun, err);
+            err = NULL;
+            if (begun == CUDA_SUCCESS) {
+                D.cuMemsetD8Async(r->memory + 128, 3, 64, cucap_builder_stream(r->body));
+                CHECKED(cucap_builder_end(r->body, &err));
+            }
+        }
+        pthread_barrier_wait(&r->done);
+    }
+    return NULL;
+}
+
+/* Each round: a relaxed capture with an IF body and three forks, handed
+ * to four threads at once; then the checks and the teardown here. */
+static int one_hierarchy(int round_count, unsigned seed_value)
+{
+    struct shared_round r;
+    pthread_t t[4];
+    void *args[4][2];
+    int i, round, settled_breaks = 0;
+
+    memset(&r, 0, sizeof r);
+    r.rounds = round_count;
+    pthread_barrier_init(&r.go, NULL, 5);
+    pthread_barrier_init(&r.done, NULL, 5);
+    D.cuCtxSetCurrent(ctx);
+    D.cuMemAlloc(&r.memory, 256);
+    for (i = 0; i < 4; i++) {
+        r.rng[i] = seed_value * 31u + (unsigned)i;
+        args[i][0] = &r;
+        args[i][1] = (void *)(long)i;
+        pthread_create(&t[i], NULL, hierarchy_worker, args[i]);
+    }
+    for (round = 0; round < round_count; round++) {
+        CUgraphConditionalHandle c;
+        cucap_builder_state state;
+        if (cucap_builder_create(0, &r.parent, NULL) != CUDA_SUCCESS ||
+            cucap_builder_begin(r.parent, CU_STREAM_CAPTURE_MODE_RELAXED, NULL) != CUDA_SUCCESS ||
+            cucap_builder_create_condition(r.parent, 0, 1, &c, NULL) != CUDA_SUCCESS ||
+            cucap_builder_if(r.parent, c, &r.body, NULL) != CUDA_SUCCESS ||
+            cucap_builder_split(r.parent, 4, r.forks, NULL) != CUDA_SUCCESS)
+            settled_breaks++;
+        pthread_barrier_wait(&r.go);
+        pthread_barrier_wait(&r.done);
+        state = cucap_builder_get_state(r.parent);
+        if (state == CUCAP_BUILDER_CAPTURING || state == CUCAP_BUILDER_NOT_STARTED)
+            settled_breaks++;   /* end and close always settle the parent */
+        cucap_graph_unref(r.previous);
+        r.previous = NULL;
+        if (state == CUCAP_BUILDER_ENDED)
+            cucap_builder_graph(r.parent, &r.previous, NULL);
+        /* teardown in an order of the round's choosing */
+        if (round % 2)
+            cucap_builder_destroy(r.parent);
+        for (i = 0; i < 3; i++)
+            cucap_builder_destroy(r.forks[(i + round) % 3]);
+        cucap_builder_destroy(r.body);
+        if (round % 2 == 0)
+            cucap_builder_destroy(r.parent);
+        r.parent = r.body = NULL;
+        memset(r.forks, 0, sizeof r.forks);
+    }
+    for (i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    cucap_graph_unref(r.previous);
+    pthread_barrier_destroy(&r.go);
+    pthread_barrier_destroy(&r.done);
+    D.cuMemFree(r.memory);
+    return settled_breaks + atomic_load(&hierarchy_breaks);
+}
+
+static int load(void)
+{
+#ifdef FUZZ_THREADS_GPU
+    const char *required = getenv("CUCAPTURE_REQUIRE_GPU");
+    cucap_error *err = NULL;
+
+    unsetenv("CUCAPTURE_DRIVER");
+    if (cucap_init(&err) != CUDA_SUCCESS) {
+        if (required && !strcmp(required, "1"))
+            printf("Bail out! CUCAPTURE_REQUIRE_GPU=1 but the GPU is unusable: %s\n", cucap_error_message(err));
+        else
+            printf("1..0 # SKIP no usable CUDA GPU: %s\n", cucap_error_message(err));
+        cucap_error_free(err);
+        return required && !strcmp(required, "1") ? -1 : 0;
+    }
+#else
+    const char *sim = getenv("CUCAPTURE_TEST_SIM");
+
+    if (!sim || setenv("CUCAPTURE_DRIVER", sim, 1) != 0 || cucap_init(NULL) != CUDA_SUCCESS) {
+        printf("Bail out! the simulated driver (CUCAPTURE_TEST_SIM) cannot be used\n");
+        return -1;
+    }
+#endif
+    if (D.cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS) {
+        printf("Bail out! cannot retain device 0's primary context\n");
+        return -1;
+    }
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
-    int threads = argc > 1 ? atoi(argv[1]) : 4, i, failures = 0, built = 0;
-    const char *sim = getenv("CUCAPTURE_TEST_SIM");
+    int threads = argc > 1 ? atoi(argv[1]) : 4, i, failures = 0, built = 0, loaded, breaks;
     pthread_t t[16];
     struct worker w[16];
 
@@ -113,12 +326,10 @@ int main(int argc, char **argv)
     seed = argc > 3 ? (unsigned)atoi(argv[3]) : 1;
     if (threads < 1 || threads > 16)
         threads = 4;
-    printf("TAP version 13\n1..2\n");
-    if (!sim || setenv("CUCAPTURE_DRIVER", sim, 1) != 0 || cucap_init(NULL) != CUDA_SUCCESS ||
-        D.cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS) {
-        printf("Bail out! the simulated driver (CUCAPTURE_TEST_SIM) cannot be used\n");
-        return 1;
-    }
+    printf("TAP version 13\n");
+    if ((loaded = load()) <= 0)
+        return loaded < 0;
+    printf("1..3\n");
     cucap_set_warning_handler(quiet, NULL);
     for (i = 0; i < threads; i++) {
         w[i].rng = seed * 7919u + (unsigned)i;
@@ -133,5 +344,9 @@ int main(int argc, char **argv)
     printf("%s 1 - %d threads x %d rounds: every end settled its builder (%d invariant breaks)\n",
            failures ? "not ok" : "ok", threads, rounds, failures);
     printf("%s 2 - graphs were built and ran (%d)\n", built > 0 ? "ok" : "not ok", built);
+    breaks = one_hierarchy(rounds, seed);
+    printf("%s 3 - four threads on one hierarchy x %d rounds (parent end against body end, fork split, destroy and "
+           "invalidation, graph-reference instantiate): %d breaks of the error convention or of settled states\n",
+           breaks ? "not ok" : "ok", rounds, breaks);
     return 0;
 }
