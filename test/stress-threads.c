@@ -16,8 +16,6 @@
 #define _GNU_SOURCE 1   /* dladdr, for the crash report */
 #include "config.h"
 
-#include <dlfcn.h>
-#include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -28,6 +26,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "crash-report.h"
 #include "cucapture.h"
 #include "driver.h"
 
@@ -575,28 +574,6 @@ static void body_against_discarded_parent(CUdeviceptr memory)
 
 /* ---------------------------------------------------------------- main */
 
-/* A crash inside the driver is this program's finding: say where. */
-static void crashed(int sig)
-{
-    void *frames[32];
-    int n = backtrace(frames, 32), i;
-    char line[512];
-
-    for (i = 0; i < n; i++) {
-        Dl_info info;
-        int len;
-        if (dladdr(frames[i], &info) && info.dli_fname)
-            len = snprintf(line, sizeof line, "# crash frame %d: %s+%#lx (%s)\n", i, info.dli_fname,
-                           (unsigned long)((char *)frames[i] - (char *)info.dli_fbase),
-                           info.dli_sname ? info.dli_sname : "?");
-        else
-            len = snprintf(line, sizeof line, "# crash frame %d: %p\n", i, frames[i]);
-        if (len > 0)
-            (void)!write(1, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1);
-    }
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
 
 static int load_driver(void);
 
@@ -659,7 +636,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc == 3 && strcmp(argv[1], "--child") == 0)
         return child_main(argv[2]);
-    signal(SIGSEGV, crashed);
+    crash_report_install();
     printf("TAP version 13\n");
     if ((loaded = load_driver()) <= 0)
         return loaded < 0;

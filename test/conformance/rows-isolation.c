@@ -386,6 +386,76 @@ static void rows_green_context(void)
     ENTRY(PFN_cuGreenCtxDestroy_v12040, "cuGreenCtxDestroy")(g);
 }
 
+/* ---------------------------------------------------------------- found by the differential run */
+
+static void rows_differential_findings(void)
+{
+    CUstream s = conf_stream(), other = conf_stream();
+    CUgraph g = NULL, bodies[1] = { NULL };
+    CUgraphExec exec = NULL;
+    CUgraphConditionalHandle h;
+    CUmemoryPool pool = NULL;
+    CUdeviceptr p = 0;
+    CUevent ev = NULL;
+    struct objects o;
+    CUresult before, after, rc;
+    unsigned int result = 0;
+
+    /* a graph allocation freed outside the graph, before and after the graph ran */
+    D.cuDeviceGetDefaultMemPool(&pool, conf_dev);
+    D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    D.cuMemAllocFromPoolAsync(&p, 256, pool, s);
+    D.cuStreamEndCapture(s, &g);
+    before = D.cuMemFreeAsync(p, other);
+    instantiate(&exec, g, NULL);
+    D.cuGraphLaunch(exec, s);
+    D.cuStreamSynchronize(s);
+    after = D.cuMemFreeAsync(p, other);
+    D.cuStreamSynchronize(other);
+    snprintf(observed, sizeof observed, "before the graph ran %s; after %s", conf_code(before), conf_code(after));
+    conf_row("cuMemFreeAsync outside the graph of a captured allocation", "global", observed,
+             "before the graph ran CUDA_ERROR_INVALID_VALUE; after CUDA_SUCCESS");
+    D.cuGraphExecDestroy(exec);
+    D.cuGraphDestroy(g);
+
+    /* a launch into a capture that is invalidated already */
+    make_objects(&o);
+    D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+    D.cuStreamSynchronize(s);
+    rc = D.cuGraphLaunch(o.exec, s);
+    snprintf(observed, sizeof observed, "%s, capture %s", conf_code(rc), conf_status(s));
+    conf_row("cuGraphLaunch into an invalidated capture", "relaxed", observed,
+             "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, capture INVALIDATED");
+    conf_drop(s);
+    drop_objects(&o);
+    s = conf_stream();
+
+    /* a capture waiting on an event recorded outside any capture */
+    D.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    D.cuEventRecord(ev, other);
+    D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+    rc = D.cuStreamWaitEvent(s, ev, 0);
+    snprintf(observed, sizeof observed, "%s, capture %s", conf_code(rc), conf_status(s));
+    conf_row("cuStreamWaitEvent in a capture on an event recorded outside captures", "relaxed", observed,
+             "CUDA_ERROR_STREAM_CAPTURE_ISOLATION, capture INVALIDATED");
+    conf_drop(s);
+    D.cuEventDestroy(ev);
+    s = conf_stream();
+
+    /* a conditional node's body graph instantiated on its own */
+    D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+    conf_add_conditional(s, CU_GRAPH_COND_TYPE_IF, 1, 1, &h, bodies);
+    exec = NULL;
+    rc = instantiate(&exec, bodies[0], &result);
+    snprintf(observed, sizeof observed, "%s, capture %s", conf_code(rc), conf_status(s));
+    conf_row("instantiate a conditional body graph on its own, during the capture", "relaxed", observed,
+             "CUDA_ERROR_NOT_SUPPORTED, capture ACTIVE");
+    if (exec)
+        D.cuGraphExecDestroy(exec);
+    conf_drop(s);
+    D.cuStreamDestroy(other);
+}
+
 void conf_rows_isolation(void)
 {
     rows_calls_from_another_thread();
@@ -396,4 +466,5 @@ void conf_rows_isolation(void)
     body_node_row(1);
     rows_legacy_stream_query();
     rows_green_context();
+    rows_differential_findings();
 }

@@ -59,13 +59,15 @@ static char transcript[8192];
 static size_t transcript_len;
 
 /* The return codes of one input, space-separated (differential mode). */
+static unsigned current_op;
+
 static void record(CUresult rc)
 {
     int n;
 
-    if (!differential || transcript_len + 8 >= sizeof transcript)
+    if (!differential || transcript_len + 12 >= sizeof transcript)
         return;
-    n = snprintf(transcript + transcript_len, sizeof transcript - transcript_len, "%d ", (int)rc);
+    n = snprintf(transcript + transcript_len, sizeof transcript - transcript_len, "%u:%d ", current_op, (int)rc);
     if (n > 0)
         transcript_len += (size_t)n;
 }
@@ -349,6 +351,7 @@ static void run_step(struct input *in)
     unsigned op = next(in) % 28, a = next(in), c = next(in);
     cucap_error *err = NULL;
 
+    current_op = op;
     step_reported = 0;
     if (getenv("FUZZ_TRACE"))
         fprintf(stderr, "step %d: op %u a %u c %u (last fault %s, pools %ld, allocations %ld, streams %ld)\n", step, op, a, c,

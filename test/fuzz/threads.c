@@ -13,6 +13,7 @@
  * ThreadSanitizer: a plain TAP program, since Criterion's runner does not
  * start under TSan) and fuzz-threads-gpu (the real driver).
  *     fuzz-threads [THREADS [ROUNDS [SEED]]] */
+#define _GNU_SOURCE 1   /* dladdr, for the crash report */
 #include "config.h"
 
 #include <pthread.h>
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crash-report.h"
 #include "cucapture.h"
 #include "driver.h"
 
@@ -326,6 +328,8 @@ int main(int argc, char **argv)
     seed = argc > 3 ? (unsigned)atoi(argv[3]) : 1;
     if (threads < 1 || threads > 16)
         threads = 4;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    crash_report_install();
     printf("TAP version 13\n");
     if ((loaded = load()) <= 0)
         return loaded < 0;

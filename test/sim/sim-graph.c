@@ -739,6 +739,11 @@ static CUresult sim_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph hg,
     }
     g = (struct sim_graph *)hg;
     check_no_dead_body(g, "cuGraphInstantiateWithParams");
+    if (g->owner && g->owner->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {   /* a body, on its own: the H200 refuses */
+        params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+        goto done;
+    }
     if (has_body_with_forbidden_node(g, 0)) {
         params->result_out = CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED;
         rc = CUDA_ERROR_INVALID_VALUE;
@@ -841,6 +846,9 @@ static void run_node(struct sim_exec *e, const struct sim_node *n)
     case CU_GRAPH_NODE_TYPE_GRAPH:
         run_graph(e, n->u.child.graph);
         break;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        sim_memory_alloc_node(n->u.alloc.ptr);
+        break;
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
         sim_memory_free_node(n->u.free.ptr);
         break;
@@ -893,6 +901,11 @@ static CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream s)
 
     sim_lock();
     e = exec_of(h);
+    if (e && sim_stream_in_capture(s)) {   /* measured: refused even when the capture is invalidated already */
+        sim_stream_invalidate_capture(s);
+        sim_unlock();
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     rc = e ? sim_stream_enqueue(s, &captured) : CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS && captured) {
         /* measured on the H200: refused, and the capture is invalidated */

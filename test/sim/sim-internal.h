@@ -125,12 +125,14 @@ struct sim_graph *sim_stream_capture_graph(CUstream s);
 CUresult sim_stream_create_in(struct sim_ctx *ctx, CUstream *out, unsigned int flags);
 /* Invalidate the capture s is part of (a call the capture refuses). */
 void sim_stream_invalidate_capture(CUstream s);
+int sim_stream_in_capture(CUstream s);   /* ACTIVE or INVALIDATED */
 
 /* ---------------------------------------------------------------- sim-memory.c */
 
 void *sim_memory(CUdeviceptr p, size_t bytes);   /* NULL unless inside a live allocation */
 CUdeviceptr sim_memory_allocate(size_t bytes, CUmemoryPool pool, struct sim_graph *owner);
 int sim_memory_release(CUdeviceptr p);
+void sim_memory_alloc_node(CUdeviceptr p);       /* an allocation node ran: the memory exists */
 void sim_memory_free_node(CUdeviceptr p);       /* a free node ran: graph-owned memory stays */
 void sim_memory_release_owned_by(struct sim_graph *g);
 void sim_memory_init_device_pools(void);

@@ -21,6 +21,7 @@ struct allocation {
     size_t size;
     struct sim_pool *pool;
     struct sim_graph *owner;         /* captured into this graph: lives as long as it */
+    int materialized;                /* exists on the device: not captured, or its allocation node ran */
     struct allocation *next;
 };
 
@@ -90,6 +91,7 @@ CUdeviceptr sim_memory_allocate(size_t bytes, CUmemoryPool pool, struct sim_grap
     a->size = bytes;
     a->pool = pool_of(pool);
     a->owner = owner;
+    a->materialized = owner == NULL;
     if (a->pool) {
         a->pool->used += bytes;
         if (a->pool->used > a->pool->used_high)
@@ -124,6 +126,23 @@ int sim_memory_release(CUdeviceptr p)
         return -1;
     unlink_allocation(a);
     return 0;
+}
+
+void sim_memory_alloc_node(CUdeviceptr p)
+{
+    struct allocation *a = find(p, 0, 1);
+
+    if (a)
+        a->materialized = 1;
+}
+
+/* Freeing outside a graph needs memory that exists: a graph allocation
+ * exists only once its graph ran (the H200: INVALID_VALUE before). */
+static int freeable(CUdeviceptr p)
+{
+    struct allocation *a = find(p, 0, 1);
+
+    return a && a->materialized;
 }
 
 void sim_memory_free_node(CUdeviceptr p)
@@ -340,7 +359,9 @@ static CUresult sim_cuMemFreeAsync(CUdeviceptr ptr, CUstream s)
     sim_lock();
     if (!find(ptr, 0, 1)) {
         rc = CUDA_ERROR_INVALID_VALUE;
-    } else if ((rc = sim_stream_enqueue(s, &captured)) == CUDA_SUCCESS &&
+    } else if ((rc = sim_stream_enqueue(s, &captured)) == CUDA_SUCCESS && !captured && !freeable(ptr)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (rc == CUDA_SUCCESS &&
                (captured || (rc = sim_capture_check_unsafe()) == CUDA_SUCCESS)) {
         if (captured) {
             struct sim_node *node = sim_stream_capture_node(s, CU_GRAPH_NODE_TYPE_MEM_FREE);

@@ -43,6 +43,7 @@ struct sim_event {
     uint32_t magic;
     struct sim_ctx *ctx;
     unsigned long long capture_id;   /* 0: not recorded in a capture */
+    int recorded_outside;            /* last recorded on a stream that was not capturing */
     struct sim_node **deps;
     size_t dep_count;
 };
@@ -437,6 +438,13 @@ CUresult sim_stream_enqueue(CUstream s, int *captured)
     return rc;
 }
 
+int sim_stream_in_capture(CUstream s)
+{
+    struct sim_stream *st = stream_of(s);
+
+    return st && st->cap;
+}
+
 void sim_stream_invalidate_capture(CUstream s)
 {
     struct sim_stream *st = stream_of(s);
@@ -646,8 +654,10 @@ static CUresult sim_cuEventRecord(CUevent e, CUstream s)
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         else
             ev->capture_id = st->cap->id;
+        ev->recorded_outside = 0;
     } else if (rc == CUDA_SUCCESS) {
         ev->capture_id = 0;
+        ev->recorded_outside = 1;
         set_deps(&ev->deps, &ev->dep_count, NULL, 0);
     }
     sim_unlock();
@@ -689,6 +699,12 @@ static CUresult sim_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
         goto done;
     }
     from = capture_by_id(ev->capture_id);
+    if (!from && st && st->cap && ev->recorded_outside) {
+        /* measured on the H200: a capture may not wait on work outside it */
+        invalidate(st->cap);
+        rc = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+        goto done;
+    }
     if (!from)
         goto done;                    /* a completed event: nothing to wait for */
     if (!st) {
