@@ -3,6 +3,7 @@
 
 #include <limits.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,48 @@ static CUresult no_graph(const char *caller, cucap_error **err)
     return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                         "%s: the capture was invalidated and the driver discarded its graph; this builder has no "
                         "graph", caller);
+}
+
+/* Driver calls on the streams of a running capture take its hierarchy's
+ * graph lock shared; the root's end takes it exclusive.  So no fork,
+ * body or join of one thread ever calls into a capture that another
+ * thread's end is tearing down (the H200 crashes in cuStreamWaitEvent
+ * then).  Returns whether the capture is still running; the caller
+ * unlocks with capture_unlock whatever it returned. */
+static int capture_lock(const cucap_builder *b)
+{
+    if (!b->h)
+        return 0;
+    cucap_i_hier_lock_shared(b->h);
+    return !cucap_i_hier_is_capture_over(b->h);
+}
+
+static void capture_unlock(const cucap_builder *b)
+{
+    if (b->h)
+        cucap_i_hier_unlock(b->h);
+}
+
+/* The same for two builders (join's root and another), in a fixed order. */
+static int capture_lock_pair(const cucap_builder *a, const cucap_builder *b)
+{
+    int running;
+
+    if (!a->h || !b->h || a->h == b->h)
+        return capture_lock(a) & (a->h == b->h ? 1 : capture_lock(b));
+    if ((uintptr_t)a->h < (uintptr_t)b->h) {
+        running = capture_lock(a);
+        return capture_lock(b) & running;
+    }
+    running = capture_lock(b);
+    return capture_lock(a) & running;
+}
+
+static void capture_unlock_pair(const cucap_builder *a, const cucap_builder *b)
+{
+    capture_unlock(a);
+    if (b->h != a->h)
+        capture_unlock(b);
 }
 
 /* Make a new non-blocking stream in ctx. */
@@ -534,7 +577,9 @@ static void release(cucap_builder *b, const char *caller)
 
     cucap_i_capture_unregister(&b->registration);
     if (b->cached_stream) {
+        (void)capture_lock(b);
         release_cached_stream(b, caller);
+        capture_unlock(b);
     } else if (b->owns_stream) {
         /* an origin stream whose capture could not be ended is left alone */
         if (b->kind != CUCAP_BUILDER_FORKED && b->state == CUCAP_BUILDER_CAPTURING &&
@@ -635,12 +680,21 @@ CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **for
                             state_names[state], b->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
     for (i = 0; i < count - 1; i++)
         forks[i] = NULL;
+    if (!capture_lock(b)) {   /* the primary's capture ended since the check above */
+        capture_unlock(b);
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: the builder must be building before it can be split (its primary's capture "
+                            "ended)", caller);
+    }
     /* one event where b stands; every new stream waits on it and so joins the capture there */
-    if ((rc = take_event(b->ctx, &ev, caller)) != CUDA_SUCCESS)
+    if ((rc = take_event(b->ctx, &ev, caller)) != CUDA_SUCCESS) {
+        capture_unlock(b);
         return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
+    }
     if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
         cucap_i_hier_capture_failed(b->h, caller, rc);
         give_event(b->ctx, b->h, ev);
+        capture_unlock(b);
         return cucap_i_fail_driver(err, rc, caller, "cuEventRecord");
     }
     for (made = 0; made < count - 1; made++) {
@@ -668,6 +722,7 @@ CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **for
         forks[made] = f;
     }
     give_event(b->ctx, b->h, ev);
+    capture_unlock(b);
     if (rc != CUDA_SUCCESS) {
         /* a failed split hands out nothing: forks that did no work join
          * nothing, and their streams can go */
@@ -742,7 +797,13 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
         cucap_error *close_err = NULL;
         if (builders[i] == root)
             continue;
-        if ((rc = wait_on(root, builders[i], caller, err)) != CUDA_SUCCESS)
+        if (!capture_lock_pair(root, builders[i]))
+            rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture of builder %zu or of the root ended "
+                              "while join ran (its end came from another thread)", caller, i);
+        else
+            rc = wait_on(root, builders[i], caller, err);
+        capture_unlock_pair(root, builders[i]);
+        if (rc != CUDA_SUCCESS)
             break;
         closed = close_as(builders[i], caller, "closing a joined builder", err ? &close_err : NULL);
         if (closed != CUDA_SUCCESS) {
@@ -809,7 +870,14 @@ CUresult cucap_builder_is_building(const cucap_builder *b, int *building, cucap_
     *building = 0;
     if ((rc = check_open(b, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL)) != CUDA_SUCCESS)
+    if (b->kind == CUCAP_BUILDER_FORKED && !capture_lock(b)) {   /* its primary's capture is over */
+        capture_unlock(b);
+        return CUDA_SUCCESS;
+    }
+    rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL);
+    if (b->kind == CUCAP_BUILDER_FORKED)
+        capture_unlock(b);
+    if (rc != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCaptureInfo");
     if (status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
         return cucap_i_fail(err, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
@@ -901,14 +969,11 @@ CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned in
     return CUDA_SUCCESS;
 }
 
+static CUresult embed_locked(cucap_builder *parent, cucap_builder *child, const char *caller, cucap_error **err);
+
 CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_embed";
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUgraph capture_graph = NULL;
-    const CUgraphNode *deps = NULL;
-    size_t n = 0;
-    CUgraphNode node = NULL;
     CUresult rc;
 
     if ((rc = check_ended(child, caller, err)) != CUDA_SUCCESS)
@@ -918,6 +983,26 @@ CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_
     if (parent->state != CUCAP_BUILDER_CAPTURING)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the parent graph is not being built (it is %s)",
                             caller, state_names[parent->state]);
+    (void)capture_lock_pair(parent, child);
+    if (cucap_i_hier_is_capture_over(parent->h))
+        rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the parent graph is not being built (its capture "
+                          "ended)", caller);
+    else
+        rc = embed_locked(parent, child, caller, err);
+    capture_unlock_pair(parent, child);
+    return rc;
+}
+
+/* embed, under the locks of both captures */
+static CUresult embed_locked(cucap_builder *parent, cucap_builder *child, const char *caller, cucap_error **err)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUgraph capture_graph = NULL;
+    const CUgraphNode *deps = NULL;
+    size_t n = 0;
+    CUgraphNode node = NULL;
+    CUresult rc;
+
     rc = cucap_i_drv.cuStreamGetCaptureInfo(parent->stream, &status, NULL, &capture_graph, &deps, NULL, &n);
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCaptureInfo");
@@ -925,9 +1010,7 @@ CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: the parent graph is not being built (the driver reports its capture %s)", caller,
                             status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? "invalidated" : "over");
-    cucap_i_hier_lock_shared(child->h);
     rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, capture_graph, deps, n, cucap_i_hier_root(child->h));
-    cucap_i_hier_unlock(child->h);
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed: %s: %s%s", caller, cucap_i_result_label(rc),
                             cucap_i_result_description(rc),
@@ -948,6 +1031,27 @@ CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_
 
 #define IF_ELSE_SWITCH_FLOOR 12080    /* IF with two bodies and SWITCH: CUDA 12.8 drivers */
 #define SWITCH_MAX ((unsigned int)CUCAP_SWITCH_MAX)
+
+/* Conditional calls write into the capture graph: under the capture's
+ * lock (see capture_lock), refused once a fork's primary ended. */
+static CUresult conditional_lock(const cucap_builder *b, const char *caller, cucap_error **err)
+{
+    if (!b || b->state == CUCAP_BUILDER_CLOSED || !b->h)
+        return CUDA_SUCCESS;   /* the prologue refuses these */
+    if (!capture_lock(b) && b->state == CUCAP_BUILDER_CAPTURING) {
+        capture_unlock(b);
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: cannot add conditional work when not actively capturing (the capture ended)",
+                            caller);
+    }
+    return CUDA_SUCCESS;
+}
+
+static void conditional_unlock(const cucap_builder *b)
+{
+    if (b && b->state != CUCAP_BUILDER_CLOSED)
+        capture_unlock(b);
+}
 
 /* The checks every conditional call shares; fills the capture point. */
 static CUresult conditional_prologue(cucap_builder *b, int driver_floor, const char *caller, CUgraph *graph,
@@ -993,22 +1097,44 @@ CUresult cucap_builder_create_condition(cucap_builder *b, unsigned int default_v
     if (!out)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
     *out = 0;
-    if ((rc = conditional_prologue(b, 12030, caller, &graph, NULL, NULL, NULL, err)) != CUDA_SUCCESS)
+    if ((rc = conditional_lock(b, caller, err)) != CUDA_SUCCESS)
         return rc;
-    rc = cucap_i_drv.cuGraphConditionalHandleCreate(out, graph, b->ctx->ctx, assign_default ? default_value : 0,
-                                                    assign_default ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0);
-    if (rc != CUDA_SUCCESS) {
+    if ((rc = conditional_prologue(b, 12030, caller, &graph, NULL, NULL, NULL, err)) == CUDA_SUCCESS &&
+        (rc = cucap_i_drv.cuGraphConditionalHandleCreate(out, graph, b->ctx->ctx, assign_default ? default_value : 0,
+                                                         assign_default ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0)) !=
+            CUDA_SUCCESS) {
         cucap_i_hier_capture_failed(b->h, caller, rc);
-        return cucap_i_fail_driver(err, rc, caller, "cuGraphConditionalHandleCreate");
+        cucap_i_fail_driver(err, rc, caller, "cuGraphConditionalHandleCreate");
     }
-    return CUDA_SUCCESS;
+    conditional_unlock(b);
+    return rc;
 }
 
 /* Add a conditional node at b's capture point and hand out one BODY
  * builder per body graph. */
+static CUresult add_conditional_locked(cucap_builder *b, CUgraphConditionalHandle c, CUgraphConditionalNodeType type,
+                                       unsigned int size, int driver_floor, const char *caller, const char *node_name,
+                                       cucap_builder **bodies, cucap_error **err);
+
 static CUresult add_conditional(cucap_builder *b, CUgraphConditionalHandle c, CUgraphConditionalNodeType type,
                                 unsigned int size, int driver_floor, const char *caller, const char *node_name,
                                 cucap_builder **bodies, cucap_error **err)
+{
+    unsigned int i;
+    CUresult rc;
+
+    for (i = 0; i < size; i++)
+        bodies[i] = NULL;
+    if ((rc = conditional_lock(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    rc = add_conditional_locked(b, c, type, size, driver_floor, caller, node_name, bodies, err);
+    conditional_unlock(b);
+    return rc;
+}
+
+static CUresult add_conditional_locked(cucap_builder *b, CUgraphConditionalHandle c, CUgraphConditionalNodeType type,
+                                       unsigned int size, int driver_floor, const char *caller, const char *node_name,
+                                       cucap_builder **bodies, cucap_error **err)
 {
     CUgraph graph = NULL;
     const CUgraphNode *deps = NULL;
@@ -1019,8 +1145,6 @@ static CUresult add_conditional(cucap_builder *b, CUgraphConditionalHandle c, CU
     unsigned int i, made;
     CUresult rc;
 
-    for (i = 0; i < size; i++)
-        bodies[i] = NULL;
     if ((rc = conditional_prologue(b, driver_floor, caller, &graph, &deps, &edges, &n, err)) != CUDA_SUCCESS)
         return rc;
     /* everything that can fail comes before the node, which cannot be removed */

@@ -503,8 +503,8 @@ static unsigned int instantiate_flags(const cucap_complete_options *opts, CUstre
 }
 
 /* cuGraphInstantiateWithParams and its result, turned into the library's error. */
-static CUresult instantiate_graph(CUgraph root, const cucap_complete_options *opts, CUgraphExec *exec,
-                                  const char *caller, cucap_error **err)
+static CUresult instantiate_graph(CUgraph root, int conditional, const cucap_complete_options *opts,
+                                  CUgraphExec *exec, const char *caller, cucap_error **err)
 {
     CUDA_GRAPH_INSTANTIATE_PARAMS params;
     CUresult rc;
@@ -526,6 +526,10 @@ static CUresult instantiate_graph(CUgraph root, const cucap_complete_options *op
         return cucap_i_fail(err, rc, "%s: cuGraphInstantiateWithParams failed: %s: unexpected instantiate "
                             "result %d", caller, cucap_i_result_label(rc), (int)params.result_out);
     }
+    if (rc == CUDA_ERROR_NOT_SUPPORTED && conditional)
+        return cucap_i_fail(err, rc, "%s: cuGraphInstantiateWithParams failed: %s: %s (a graph with conditional "
+                            "nodes has one executable graph at a time: destroy the other one first)", caller,
+                            cucap_i_result_label(rc), cucap_i_result_description(rc));
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuGraphInstantiateWithParams");
     if (!*exec)
@@ -559,7 +563,7 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
         cucap_i_fail_driver(err, rc, caller, "making the graph's context current (cuCtxSetCurrent)");
     if (rc == CUDA_SUCCESS) {
         if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) == CUDA_SUCCESS) {
-            rc = instantiate_graph(root, opts, &exec, caller, err);
+            rc = instantiate_graph(root, h->bodies != NULL, opts, &exec, caller, err);
             rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
         }
         if ((left = cucap_i_ctx_leave(h->ctx, saved)) != CUDA_SUCCESS) {

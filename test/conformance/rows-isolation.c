@@ -453,6 +453,41 @@ static void rows_differential_findings(void)
     if (exec)
         D.cuGraphExecDestroy(exec);
     conf_drop(s);
+    s = conf_stream();
+
+    /* a free node of memory that is not a graph allocation */
+    D.cuMemAlloc(&p, 256);
+    D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+    rc = D.cuMemFreeAsync(p, s);
+    snprintf(observed, sizeof observed, "%s, capture %s", conf_code(rc), conf_status(s));
+    conf_row("cuMemFreeAsync in a capture of memory allocated outside it", "relaxed", observed,
+             "CUDA_ERROR_INVALID_VALUE, capture ACTIVE");
+    conf_drop(s);
+    D.cuMemFree(p);
+    s = conf_stream();
+
+    /* a graph with a conditional node instantiated a second time */
+    {
+        CUgraphExec first = NULL, second = NULL;
+        CUresult again;
+        g = NULL;
+        D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+        conf_add_conditional(s, CU_GRAPH_COND_TYPE_IF, 1, 0, &h, bodies);
+        D.cuStreamEndCapture(s, &g);
+        rc = instantiate(&first, g, NULL);
+        again = instantiate(&second, g, NULL);
+        snprintf(observed, sizeof observed, "first %s, second while the first lives %s", conf_code(rc),
+                 conf_code(again));
+        conf_row("instantiate a graph with a conditional node twice", "relaxed", observed,
+                 "first CUDA_SUCCESS, second while the first lives CUDA_ERROR_NOT_SUPPORTED");
+        if (second)
+            D.cuGraphExecDestroy(second);
+        if (first)
+            D.cuGraphExecDestroy(first);
+        if (g)
+            D.cuGraphDestroy(g);
+    }
+    D.cuStreamDestroy(s);
     D.cuStreamDestroy(other);
 }
 

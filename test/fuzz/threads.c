@@ -30,6 +30,7 @@
 
 static CUcontext ctx;
 static int rounds;
+static atomic_long progress;         /* for the watchdog */
 static unsigned seed;
 
 struct worker {
@@ -70,6 +71,7 @@ static void *work(void *p)
     D.cuCtxSetCurrent(ctx);
     for (r = 0; r < rounds; r++) {
         cucap_builder *b = NULL, *forks[3] = { NULL, NULL, NULL }, *all[4];
+        atomic_fetch_add(&progress, 1);
         cucap_exec *exec = NULL;
         CUdeviceptr d = 0;
         size_t n = 1 + rnd(w) % 3, i;
@@ -191,6 +193,7 @@ static void *hierarchy_worker(void *p)
     for (round = 0; round < r->rounds; round++) {
         cucap_error *err = NULL;
         unsigned *rng = &r->rng[me];
+        atomic_fetch_add(&progress, 1);
         pthread_barrier_wait(&r->go);
         if (me == 0) {   /* the parent and its first fork */
             unsigned what = rnd_of(rng) % 3;
@@ -330,6 +333,7 @@ int main(int argc, char **argv)
         threads = 4;
     setvbuf(stdout, NULL, _IOLBF, 0);
     crash_report_install();
+    progress_watch_start(&progress, 60);
     printf("TAP version 13\n");
     if ((loaded = load()) <= 0)
         return loaded < 0;

@@ -285,6 +285,18 @@ static int has_body_with_forbidden_node(const struct sim_graph *g, int in_body)
     return 0;
 }
 
+static int has_conditional_node(const struct sim_graph *g)
+{
+    size_t i;
+
+    for (i = 0; i < g->node_count; i++)
+        if (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_CONDITIONAL ||
+            (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_GRAPH && g->nodes[i]->u.child.graph &&
+             has_conditional_node(g->nodes[i]->u.child.graph)))
+            return 1;
+    return 0;
+}
+
 static void check_no_dead_body(const struct sim_graph *g, const char *call)
 {
     if (sim_graph_has_dead_body(g))
@@ -739,6 +751,13 @@ static CUresult sim_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph hg,
     }
     g = (struct sim_graph *)hg;
     check_no_dead_body(g, "cuGraphInstantiateWithParams");
+    if (g->exec_count > 0 && has_conditional_node(g)) {
+        /* measured by the differential run: a graph with conditional nodes
+         * has one executable graph at a time */
+        params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+        goto done;
+    }
     if (g->owner && g->owner->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {   /* a body, on its own: the H200 refuses */
         params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
         rc = CUDA_ERROR_NOT_SUPPORTED;

@@ -145,6 +145,13 @@ static int freeable(CUdeviceptr p)
     return a && a->materialized;
 }
 
+static int graph_allocation(CUdeviceptr p)
+{
+    struct allocation *a = find(p, 0, 1);
+
+    return a && a->owner;
+}
+
 void sim_memory_free_node(CUdeviceptr p)
 {
     struct allocation *a = find(p, 0, 1);
@@ -363,7 +370,10 @@ static CUresult sim_cuMemFreeAsync(CUdeviceptr ptr, CUstream s)
         rc = CUDA_ERROR_INVALID_VALUE;
     } else if (rc == CUDA_SUCCESS &&
                (captured || (rc = sim_capture_check_unsafe()) == CUDA_SUCCESS)) {
-        if (captured) {
+        if (captured && !graph_allocation(ptr)) {
+            /* measured by the differential run: a free node frees graph allocations only */
+            rc = CUDA_ERROR_INVALID_VALUE;
+        } else if (captured) {
             struct sim_node *node = sim_stream_capture_node(s, CU_GRAPH_NODE_TYPE_MEM_FREE);
             if (node)
                 node->u.free.ptr = ptr;
