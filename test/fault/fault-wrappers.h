@@ -17,6 +17,9 @@ FAULT_WRAP(cuCtxGetDevice, CUCAP_PFN_cuCtxGetDevice, (CUdevice *device, CUcontex
 #else
 FAULT_WRAP(cuCtxGetDevice, CUCAP_PFN_cuCtxGetDevice, (CUdevice_v1 *device), (device))
 #endif
+#if CUDA_VERSION >= 12050
+FAULT_WRAP(cuCtxFromGreenCtx, PFN_cuCtxFromGreenCtx_v12040, (CUcontext *pContext, CUgreenCtx hCtx), (pContext, hCtx))
+#endif
 FAULT_WRAP(cuStreamCreate, PFN_cuStreamCreate_v2000, (CUstream *phStream, unsigned int Flags), (phStream, Flags))
 FAULT_WRAP(cuStreamDestroy, PFN_cuStreamDestroy_v4000, (CUstream hStream), (hStream))
 FAULT_WRAP(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000, (CUstream hStream), (hStream))
