@@ -26,6 +26,27 @@ struct allocation {
 };
 
 #define ALLOCATION_HEADER 256        /* the record before the memory; keeps 256-byte steps */
+#define SPARE_BLOCKS 64
+
+/* Released blocks, kept for the next allocation of the same size: a
+ * device hands a released address out again, and so does the simulator
+ * (whatever the host allocator does, under AddressSanitizer too). */
+static struct allocation *spare[SPARE_BLOCKS];
+static int spare_count;
+
+static struct allocation *reuse_block(size_t bytes)
+{
+    int i;
+
+    for (i = spare_count - 1; i >= 0; i--)
+        if (spare[i]->size == bytes) {
+            struct allocation *a = spare[i];
+            spare[i] = spare[--spare_count];
+            memset(a, 0, ALLOCATION_HEADER + bytes);
+            return a;
+        }
+    return NULL;
+}
 
 static struct allocation *allocations;
 static struct sim_pool default_pools[SIM_MAX_DEVICES];
@@ -85,7 +106,8 @@ CUdeviceptr sim_memory_allocate(size_t bytes, CUmemoryPool pool, struct sim_grap
         return 0;
     /* the record and the memory in one block: a released address comes
      * back for the next allocation of the same size, as on a device */
-    if (bytes > SIZE_MAX - ALLOCATION_HEADER || !(a = calloc(1, ALLOCATION_HEADER + bytes)))
+    if (bytes > SIZE_MAX - ALLOCATION_HEADER ||
+        (!(a = reuse_block(bytes)) && !(a = calloc(1, ALLOCATION_HEADER + bytes))))
         return 0;
     a->base = (unsigned char *)a + ALLOCATION_HEADER;
     a->size = bytes;
@@ -114,7 +136,10 @@ static void unlink_allocation(struct allocation *a)
         }
     if (a->pool)
         a->pool->used -= a->size;
-    free(a);
+    if (spare_count < SPARE_BLOCKS && a->size <= 65536)
+        spare[spare_count++] = a;   /* a->size stays: the key for reuse */
+    else
+        free(a);
     sim_live_add(SIM_ALLOCATION, -1);
 }
 
