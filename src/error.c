@@ -218,6 +218,11 @@ CUresult cucap_error_code(const cucap_error *e)
     return e ? e->code : CUDA_SUCCESS;
 }
 
+const char *cucap_result_name(CUresult code)
+{
+    return cucap_i_result_label(code);
+}
+
 const char *cucap_error_name(const cucap_error *e)
 {
     return cucap_i_result_label(cucap_error_code(e));

@@ -117,7 +117,7 @@ static const char *pool_other_thread(CUstreamCaptureMode mode)
     pthread_barrier_wait(&o.done);
     pthread_join(t, NULL);
     if (!why && o.end != CUDA_SUCCESS)
-        why = fail("the other thread's capture ended with %s", cucap_i_result_label(o.end));
+        why = fail("the other thread's capture ended with %s", cucap_result_name(o.end));
     pthread_barrier_destroy(&o.begun);
     pthread_barrier_destroy(&o.done);
     D.cuStreamDestroy(o.s);
@@ -172,7 +172,7 @@ static const char *unjoined_fork(void)
     cucap_builder_destroy(f);
     rc = cucap_builder_end(b, NULL);
     if (rc != CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
-        why = fail("end returned %s, not CUDA_ERROR_STREAM_CAPTURE_UNJOINED", cucap_i_result_label(rc));
+        why = fail("end returned %s, not CUDA_ERROR_STREAM_CAPTURE_UNJOINED", cucap_result_name(rc));
     else if (cucap_builder_get_state(b) != CUCAP_BUILDER_INVALIDATED)
         why = fail("the builder is not INVALIDATED");
     cucap_builder_destroy(b);
@@ -195,7 +195,7 @@ static const char *failed_join(void)
     cucap_builder_split(root, 2, &f, NULL);
     rc = cucap_builder_join((cucap_builder *const[]){ root, bad1, bad2, f }, 4, NULL, NULL);
     if (rc != CUDA_ERROR_STREAM_CAPTURE_MERGE)
-        why = fail("join returned %s, not CUDA_ERROR_STREAM_CAPTURE_MERGE", cucap_i_result_label(rc));
+        why = fail("join returned %s, not CUDA_ERROR_STREAM_CAPTURE_MERGE", cucap_result_name(rc));
     else if (cucap_builder_get_state(bad1) != CUCAP_BUILDER_CLOSED || cucap_builder_get_state(bad2) != CUCAP_BUILDER_CLOSED ||
              cucap_builder_get_state(f) != CUCAP_BUILDER_CLOSED)
         why = fail("join left a builder open");
@@ -222,18 +222,18 @@ static const char *conditional_body(void)
     cucap_builder_begin(p, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
     if ((rc = cucap_builder_create_condition(p, 1, 1, &h, NULL)) != CUDA_SUCCESS ||
         (rc = cucap_builder_if(p, h, &body, NULL)) != CUDA_SUCCESS) {
-        why = fail("adding the IF node failed: %s", cucap_i_result_label(rc));
+        why = fail("adding the IF node failed: %s", cucap_result_name(rc));
         goto out;
     }
     cucap_builder_begin(body, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
     D.cuStreamSynchronize(cucap_builder_stream(body));   /* invalidates the body capture */
     if ((rc = cucap_builder_end(body, NULL)) != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) {
-        why = fail("the body's end returned %s", cucap_i_result_label(rc));
+        why = fail("the body's end returned %s", cucap_result_name(rc));
         goto out;
     }
     cucap_builder_end(p, NULL);
     if ((rc = cucap_builder_complete(p, NULL, &exec, NULL)) != CUDA_ERROR_ILLEGAL_STATE) {
-        why = fail("complete with a failed body returned %s", cucap_i_result_label(rc));
+        why = fail("complete with a failed body returned %s", cucap_result_name(rc));
         goto out;
     }
     cucap_builder_begin(body, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);

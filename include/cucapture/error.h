@@ -61,6 +61,17 @@ CUCAP_API CUresult cucap_error_code(const cucap_error *e);
 CUCAP_API const char *cucap_error_name(const cucap_error *e);
 
 /**
+ * \brief       The symbolic name of any CUresult, for logging
+ *
+ * \param       code    A code returned by this library or by the driver.
+ * \return      A static string such as "CUDA_ERROR_INVALID_VALUE"; for a
+ *              code newer than the library, the loaded driver's name for
+ *              it, else "CUDA_ERROR_UNRECOGNIZED".  Never NULL; valid for
+ *              the life of the process.
+ */
+CUCAP_API const char *cucap_result_name(CUresult code);
+
+/**
  * \brief       The error's message
  *
  * The message starts with the name of the library function that failed,

@@ -1,0 +1,56 @@
+/* cucapture info: the library, the driver, each device and its default
+ * memory pool. */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tools/tool.h"
+
+int tool_info(void)
+{
+    cucap_error *err = NULL;
+    int count = 0, dev;
+
+    printf("libcucapture %s\n", cucap_version_string());
+    if (cucap_init(&err) != CUDA_SUCCESS) {
+        fprintf(stderr, "cucapture info: no usable CUDA driver: %s\n", cucap_error_message(err));
+        cucap_error_free(err);
+        return 1;
+    }
+    if (tool_driver_load("info") != 0)
+        return 1;
+    printf("driver: CUDA %d.%d (%d)\n", cucap_driver_version() / 1000, cucap_driver_version() % 1000 / 10,
+           cucap_driver_version());
+    D.cuDeviceGetCount(&count);
+    printf("devices: %d\n", count);
+    for (dev = 0; dev < count; dev++) {
+        char name[256] = "?";
+        int pools = 0, major = 0, minor = 0;
+        cucap_pool *pool = NULL;
+        cuuint64_t threshold = 0;
+        CUmemoryPool handle = NULL;
+
+        D.cuDeviceGetName(name, sizeof name, dev);
+        D.cuDeviceGetAttribute(&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev);
+        D.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+        D.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+        printf("device %d: %s (compute capability %d.%d)\n", dev, name, major, minor);
+        if (pools && D.cuDeviceGetMemPool(&handle, dev) == CUDA_SUCCESS &&
+            D.cuMemPoolGetAttribute(handle, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold) == CUDA_SUCCESS) {
+            if (threshold == UINT64_MAX)
+                printf("  default pool: release threshold UINT64_MAX (kept)\n");
+            else
+                printf("  default pool: release threshold %llu bytes%s\n", (unsigned long long)threshold,
+                       threshold == 0 ? " (the driver's default: cucap_pool_open_default raises it)" : "");
+        } else {
+            printf("  default pool: %s\n", pools ? "unreadable" : "none (no memory pool support)");
+        }
+        (void)pool;
+        printf("  memory pools: %s\n", pools ? "supported" : "not supported");
+        printf("  conditional nodes: %s\n",
+               cucap_driver_version() >= 12080 ? "IF, IF-ELSE, WHILE, SWITCH"
+               : cucap_driver_version() >= 12030 ? "IF, WHILE" : "not supported");
+    }
+    return 0;
+}
