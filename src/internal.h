@@ -62,12 +62,18 @@ CUresult cucap_i_relaxed_enter(struct cucap_relaxed_scope *scope, const char *ca
 CUresult cucap_i_relaxed_leave(struct cucap_relaxed_scope *scope, CUresult work, const char *caller,
                                cucap_error **err);
 
-/* context.c: make ctx current, remembering the thread's own context;
+/* streams.c: make ctx current, remembering the thread's own context;
  * leave puts it back (and costs nothing when it was ctx already). */
 CUresult cucap_i_ctx_enter(CUcontext ctx, CUcontext *saved);
 CUresult cucap_i_ctx_leave(CUcontext ctx, CUcontext saved);
 
-/* stream-cache.c: non-blocking streams and timing-free events of device
+/* A new non-blocking stream (CUCAP_I_STREAM) or timing-free event
+ * (CUCAP_I_EVENT) made with ctx current, the thread's own context given
+ * back: the one place that does this. */
+enum { CUCAP_I_STREAM, CUCAP_I_EVENT };
+CUresult cucap_i_create_in(CUcontext ctx, int kind, void **out);
+
+/* streams.c: non-blocking streams and timing-free events of device
  * dev's primary context ctx, reused.  A stream given back must not be part
  * of a capture, an event not recorded in a capture that may still run.
  * Only for primary contexts.  caller is the public function on whose

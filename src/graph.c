@@ -1,55 +1,20 @@
-/* Graph hierarchies and their references; executable graphs. */
+/* Graph hierarchies (one root CUgraph and the graphs the driver owns below
+ * it, destroyed once, never after being retired), graph references,
+ * instantiation, executable graphs and their update. */
 #include "config.h"
 
-#include <pthread.h>
+#include <limits.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "builder-internal.h"
+#include "hierarchy-struct.h"
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
-
-struct cucap_box {
-    CUgraph graph;                   /* NULL once retired */
-    struct cucap_box *parent;        /* NULL for the root */
-    struct cucap_box *next;          /* the hierarchy's list, parents before children */
-};
-
-/* A conditional body of a node in this hierarchy, captured standalone. */
-struct cucap_body_record {
-    char node[96];                   /* "the IF node added by cucap_builder_if" */
-    unsigned int index;
-    enum cucap_body_status status;
-    struct cucap_body_record *next;
-};
-
-/* A stream or event released while its capture still ran: it goes back to
- * the stream cache once the capture is over. */
-struct deferred_item {
-    CUcontext ctx;
-    CUdevice dev;
-    void *handle;                    /* CUstream or CUevent */
-    int is_event;
-};
-
-struct cucap_hier {
-    atomic_int refs;
-    struct deferred_item *deferred;
-    size_t deferred_count, deferred_cap;
-    pthread_mutex_t lock;            /* guards everything below but the graphs' use */
-    pthread_rwlock_t graph_lock;     /* see cucap_i_hier_lock_shared */
-    CUcontext ctx;
-    cuuint64_t capture_id;
-    struct cucap_box root;
-    atomic_int owned;                /* the capture's end returned the root */
-    int body_capture;                /* the standalone capture of a conditional body */
-    atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
-    char first_failure_call[128];
-    CUresult first_failure_code;
-    struct cucap_body_record *bodies;
-};
 
 struct cucap_graph {
     atomic_int refs;
@@ -112,22 +77,6 @@ void cucap_i_hier_unlock(struct cucap_hier *h)
     pthread_rwlock_unlock(&h->graph_lock);
 }
 
-static void destroy_item(const struct deferred_item *d)
-{
-    if (d->is_event)
-        cucap_i_drv.cuEventDestroy((CUevent)d->handle);
-    else
-        cucap_i_drv.cuStreamDestroy((CUstream)d->handle);
-}
-
-static void give_item(const struct deferred_item *d, const char *caller)
-{
-    if (d->is_event)
-        cucap_i_cache_give_event(d->ctx, d->dev, (CUevent)d->handle, caller);
-    else
-        cucap_i_cache_give_stream(d->ctx, d->dev, (CUstream)d->handle, caller);
-}
-
 void cucap_i_hier_ref(struct cucap_hier *h)
 {
     atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
@@ -147,14 +96,7 @@ void cucap_i_hier_unref(struct cucap_hier *h)
         h->root.next = b->next;
         free(b);
     }
-    while (h->bodies) {
-        struct cucap_body_record *r = h->bodies;
-        h->bodies = r->next;
-        free(r);
-    }
-    while (h->deferred_count)   /* a capture that never ended: destroying its streams and events is legal */
-        destroy_item(&h->deferred[--h->deferred_count]);
-    free(h->deferred);
+    cucap_i_hier_release_session(h);
     pthread_rwlock_destroy(&h->graph_lock);
     pthread_mutex_destroy(&h->lock);
     free(h);
@@ -179,58 +121,6 @@ void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
         if (b->parent && !b->parent->graph)
             b->graph = NULL;
     pthread_mutex_unlock(&h->lock);
-}
-
-static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle, int is_event)
-{
-    struct deferred_item item = { ctx, dev, handle, is_event };
-    int over;
-
-    pthread_mutex_lock(&h->lock);
-    over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
-    if (!over && h->deferred_count == h->deferred_cap) {
-        size_t cap = h->deferred_cap ? h->deferred_cap * 2 : 8;
-        struct deferred_item *grown = realloc(h->deferred, cap * sizeof *grown);
-        if (!grown) {
-            pthread_mutex_unlock(&h->lock);
-            return -1;
-        }
-        h->deferred = grown;
-        h->deferred_cap = cap;
-    }
-    if (!over)
-        h->deferred[h->deferred_count++] = item;
-    pthread_mutex_unlock(&h->lock);
-    if (over)   /* the capture is over already */
-        give_item(&item, "cucap_builder_destroy");
-    return 0;
-}
-
-int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s)
-{
-    return defer(h, ctx, dev, s, 0);
-}
-
-int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e)
-{
-    return defer(h, ctx, dev, e, 1);
-}
-
-void cucap_i_hier_capture_over(struct cucap_hier *h)
-{
-    struct deferred_item *d;
-    size_t n, i;
-
-    pthread_mutex_lock(&h->lock);
-    d = h->deferred;
-    n = h->deferred_count;
-    h->deferred = NULL;
-    h->deferred_count = h->deferred_cap = 0;
-    atomic_store_explicit(&h->capture_over, 1, memory_order_release);
-    pthread_mutex_unlock(&h->lock);
-    for (i = 0; i < n; i++)
-        give_item(&d[i], "cucap_builder_end");
-    free(d);
 }
 
 struct cucap_box *cucap_i_hier_root_box(struct cucap_hier *h)
@@ -264,78 +154,6 @@ CUgraph cucap_i_box_graph(struct cucap_hier *h, const struct cucap_box *box)
     return g;
 }
 
-void cucap_i_hier_mark_body_capture(struct cucap_hier *h)
-{
-    h->body_capture = 1;
-}
-
-int cucap_i_hier_is_body_capture(const struct cucap_hier *h)
-{
-    return h && h->body_capture;
-}
-
-struct cucap_body_record *cucap_i_hier_add_body(struct cucap_hier *h, const char *node, unsigned int index)
-{
-    struct cucap_body_record *r = calloc(1, sizeof *r);
-
-    if (!r)
-        return NULL;
-    snprintf(r->node, sizeof r->node, "%s", node);
-    r->index = index;
-    r->status = CUCAP_BODY_EMPTY;
-    pthread_mutex_lock(&h->lock);
-    r->next = h->bodies;
-    h->bodies = r;
-    pthread_mutex_unlock(&h->lock);
-    return r;
-}
-
-unsigned int cucap_i_body_index(const struct cucap_body_record *r)
-{
-    return r->index;
-}
-
-const char *cucap_i_body_node(const struct cucap_body_record *r)
-{
-    return r->node;
-}
-
-void cucap_i_hier_set_body(struct cucap_hier *h, struct cucap_body_record *r, enum cucap_body_status status)
-{
-    pthread_mutex_lock(&h->lock);
-    r->status = status;
-    pthread_mutex_unlock(&h->lock);
-}
-
-/* Refuse to instantiate while a body failed or is still capturing: the
- * driver would run the body graph empty or half-built. */
-static CUresult check_bodies(struct cucap_hier *h, const char *caller, cucap_error **err)
-{
-    const struct cucap_body_record *r;
-    char node[96];
-    unsigned int index = 0;
-    enum cucap_body_status status = CUCAP_BODY_EMPTY;
-
-    pthread_mutex_lock(&h->lock);
-    for (r = h->bodies; r; r = r->next)
-        if (r->status == CUCAP_BODY_FAILED || r->status == CUCAP_BODY_CAPTURING) {
-            snprintf(node, sizeof node, "%s", r->node);
-            index = r->index;
-            status = r->status;
-            if (status == CUCAP_BODY_FAILED)
-                break;
-        }
-    pthread_mutex_unlock(&h->lock);
-    if (status == CUCAP_BODY_FAILED)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                            "%s: body %u of %s was invalidated (its capture failed); capture that body again "
-                            "before completing", caller, index, node);
-    if (status == CUCAP_BODY_CAPTURING)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                            "%s: body %u of %s is still capturing; end it before completing", caller, index, node);
-    return CUDA_SUCCESS;
-}
-
 CUgraph cucap_i_hier_root(struct cucap_hier *h)
 {
     CUgraph g;
@@ -345,90 +163,6 @@ CUgraph cucap_i_hier_root(struct cucap_hier *h)
     pthread_mutex_unlock(&h->lock);
     return g;
 }
-
-/* ---------------------------------------------------------------- capture failures */
-
-int cucap_i_is_capture_error(CUresult code)
-{
-    return (code >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && code <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
-}
-
-void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresult code)
-{
-    if (!h || !cucap_i_is_capture_error(code))
-        return;
-    pthread_mutex_lock(&h->lock);
-    if (!h->first_failure_call[0]) {
-        snprintf(h->first_failure_call, sizeof h->first_failure_call, "%s", call);
-        h->first_failure_code = code;
-    }
-    pthread_mutex_unlock(&h->lock);
-}
-
-void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
-{
-    char call[128];
-    CUresult code;
-
-    if (!h)
-        return;
-    pthread_mutex_lock(&h->lock);
-    snprintf(call, sizeof call, "%s", h->first_failure_call);
-    code = h->first_failure_code;
-    pthread_mutex_unlock(&h->lock);
-    if (call[0])
-        cucap_i_note_failure(err, call, "this capture ran (the first library call on it that failed)", code);
-}
-
-/* The streams taking part in captures; the entries live in the builders. */
-static struct cucap_registration *registrations;
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void cucap_i_capture_register(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
-{
-    r->stream = s;
-    r->h = h;
-    r->prev = NULL;
-    pthread_mutex_lock(&registry_lock);
-    r->next = registrations;
-    if (registrations)
-        registrations->prev = r;
-    registrations = r;
-    r->linked = 1;
-    pthread_mutex_unlock(&registry_lock);
-}
-
-void cucap_i_capture_unregister(struct cucap_registration *r)
-{
-    pthread_mutex_lock(&registry_lock);
-    if (r->linked) {
-        if (r->prev)
-            r->prev->next = r->next;
-        else
-            registrations = r->next;
-        if (r->next)
-            r->next->prev = r->prev;
-        r->linked = 0;
-    }
-    pthread_mutex_unlock(&registry_lock);
-}
-
-void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code)
-{
-    struct cucap_registration *r;
-
-    if (!cucap_i_is_capture_error(code))
-        return;
-    pthread_mutex_lock(&registry_lock);
-    for (r = registrations; r; r = r->next)
-        if (r->stream == s) {
-            cucap_i_hier_capture_failed(r->h, call, code);
-            break;
-        }
-    pthread_mutex_unlock(&registry_lock);
-}
-
-/* ---------------------------------------------------------------- references */
 
 cucap_graph *cucap_i_hier_graph(struct cucap_hier *h, struct cucap_box *box)
 {
@@ -462,8 +196,6 @@ CUgraph cucap_graph_handle(const cucap_graph *g)
 {
     return g ? cucap_i_box_graph(g->h, g->box) : NULL;
 }
-
-/* ---------------------------------------------------------------- instantiation */
 
 static const char *instantiate_result_text(CUgraphInstantiateResult r, int device_launch)
 {
@@ -558,7 +290,7 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
                           "%s: the capture was invalidated and the driver discarded its graph; there is no "
                           "graph to instantiate", caller);
     else
-        rc = check_bodies(h, caller, err);
+        rc = cucap_i_hier_check_bodies(h, caller, err);
     if (rc == CUDA_SUCCESS && (rc = cucap_i_ctx_enter(h->ctx, &saved)) != CUDA_SUCCESS)
         cucap_i_fail_driver(err, rc, caller, "making the graph's context current (cuCtxSetCurrent)");
     if (rc == CUDA_SUCCESS) {
@@ -596,8 +328,6 @@ CUresult cucap_graph_instantiate(cucap_graph *g, const cucap_complete_options *o
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "cucap_graph_instantiate: the graph is NULL");
     return cucap_i_hier_instantiate(g->h, g->box, opts, out, "cucap_graph_instantiate", err);
 }
-
-/* ---------------------------------------------------------------- executable graphs */
 
 /* Run an executable-graph call in the graph's context. */
 static CUresult in_context(CUcontext ctx, CUcontext *saved, const char *caller, cucap_error **err)
@@ -705,4 +435,69 @@ void cucap_exec_destroy(cucap_exec *e)
         return;
     cucap_i_exec_destroy_handle(e->exec, e->ctx, "cucap_exec_destroy");
     free(e);
+}
+
+/* ---------------------------------------------------------------- exec update */
+
+static const char *update_result_text(CUgraphExecUpdateResult r)
+{
+    switch (r) {
+    case CU_GRAPH_EXEC_UPDATE_ERROR: return "CU_GRAPH_EXEC_UPDATE_ERROR (an invalid value)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED (the topology changed)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED (a node's type changed)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED (a kernel's function changed)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED (parameters changed in a way that is not supported)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED: return "CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED (something about the node is not supported)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE: return "CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE (the function changed in an unsupported way)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED (node attributes changed)";
+    default: return "an unknown update result";
+    }
+}
+
+const char *cucap_i_node_type_text(CUgraphNodeType t)
+{
+    static const char *const names[] = { "kernel", "memcpy", "memset", "host function", "child graph", "empty", "event wait",
+                                         "event record", "semaphore signal", "semaphore wait", "allocation", "free",
+                                         "batch memory operation", "conditional" };
+    return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "unknown";
+}
+
+CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **err)
+{
+    static const char caller[] = "cucap_exec_update";
+    CUgraphExecUpdateResultInfo info;
+    CUgraphNodeType type;
+    CUcontext ctx, saved = NULL;
+    char where[96] = "";
+    CUresult rc, left;
+
+    if (!e)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
+    if ((rc = cucap_i_builder_check_ended(source, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    ctx = cucap_i_exec_context(e);
+    if ((rc = cucap_i_ctx_enter(ctx, &saved)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "making the graph's context current (cuCtxSetCurrent)");
+    memset(&info, 0, sizeof info);
+    cucap_i_hier_lock_shared(source->h);
+    rc = cucap_i_drv.cuGraphExecUpdate(cucap_exec_handle(e), cucap_i_hier_root(source->h), &info);
+    cucap_i_hier_unlock(source->h);
+    if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
+        /* name the node only when the driver named one */
+        if (info.errorNode && cucap_i_drv.cuGraphNodeGetType(info.errorNode, &type) == CUDA_SUCCESS)
+            snprintf(where, sizeof where, ", at node %p (a %s node)", (void *)info.errorNode, cucap_i_node_type_text(type));
+        else if (info.errorNode)
+            snprintf(where, sizeof where, ", at node %p", (void *)info.errorNode);
+        cucap_i_fail(err, rc, "%s: the executable graph cannot be updated from this graph: %s%s", caller,
+                     update_result_text(info.result), where);
+    } else if (rc != CUDA_SUCCESS) {
+        cucap_i_fail_driver(err, rc, caller, "cuGraphExecUpdate");
+    }
+    if ((left = cucap_i_ctx_leave(ctx, saved)) != CUDA_SUCCESS) {
+        if (rc != CUDA_SUCCESS)
+            cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", left);
+        else
+            rc = cucap_i_fail_driver(err, left, caller, "restoring the thread's context (cuCtxSetCurrent)");
+    }
+    return rc;
 }

@@ -1,16 +1,19 @@
-/* Streams and events reused by split, join and the conditional calls, per
- * context, instead of being created and destroyed for every call. */
+/* Streams and events of forks, bodies and joins: reused per primary
+ * context through a cache instead of being created and destroyed for every
+ * call; the one helper that makes a context current for a call and gives
+ * the thread its own back. */
 #include "config.h"
 
 #include <pthread.h>
 
+#include "builder-internal.h"
 #include "driver.h"
 #include "internal.h"
 
 #define CACHED_CONTEXTS 8
 #define CACHED_PER_KIND 256
 
-enum { STREAMS, EVENTS, KINDS };
+enum { STREAMS = CUCAP_I_STREAM, EVENTS = CUCAP_I_EVENT, KINDS };
 
 static struct cache {
     CUcontext ctx;                   /* a device's primary context, retained by the cache */
@@ -19,6 +22,20 @@ static struct cache {
     int count[KINDS];
 } caches[CACHED_CONTEXTS];
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+CUresult cucap_i_ctx_enter(CUcontext ctx, CUcontext *saved)
+{
+    CUresult rc = cucap_i_drv.cuCtxGetCurrent(saved);
+
+    if (rc == CUDA_SUCCESS && *saved != ctx)
+        rc = cucap_i_drv.cuCtxSetCurrent(ctx);
+    return rc;
+}
+
+CUresult cucap_i_ctx_leave(CUcontext ctx, CUcontext saved)
+{
+    return saved == ctx ? CUDA_SUCCESS : cucap_i_drv.cuCtxSetCurrent(saved);
+}
 
 /* Under cache_lock: the cache of ctx, or NULL. */
 static struct cache *find_cache(CUcontext ctx)
@@ -76,7 +93,7 @@ static struct cache *install_cache(CUcontext ctx, CUdevice dev, const char *call
 
 /* Create a stream or event with ctx current, giving the thread its own
  * context back. */
-static CUresult create_in(CUcontext ctx, int kind, void **out)
+CUresult cucap_i_create_in(CUcontext ctx, int kind, void **out)
 {
     CUcontext saved = NULL;
     CUresult rc = cucap_i_ctx_enter(ctx, &saved), left;
@@ -110,7 +127,7 @@ static CUresult take(CUcontext ctx, CUdevice dev, int kind, void **out, const ch
     pthread_mutex_unlock(&cache_lock);
     if (!c)
         (void)install_cache(ctx, dev, caller);
-    return create_in(ctx, kind, out);
+    return cucap_i_create_in(ctx, kind, out);
 }
 
 static void give(CUcontext ctx, CUdevice dev, int kind, void *item, const char *caller)
@@ -173,4 +190,48 @@ void cucap_i_cache_drain(void)
         caches[i].ctx = NULL;
     }
     pthread_mutex_unlock(&cache_lock);
+}
+
+/* ---------------------------------------------------------------- a builder's streams and events */
+
+/* Make a new non-blocking stream in ctx. */
+CUresult cucap_i_stream_in(CUcontext ctx, CUstream *s, const char *caller, cucap_error **err)
+{
+    CUresult rc = cucap_i_create_in(ctx, CUCAP_I_STREAM, (void **)s);
+
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuStreamCreate (with the stream's context made current)");
+    return CUDA_SUCCESS;
+}
+
+/* Streams and events of forks, bodies and joins: reused through the cache
+ * in a primary context the builders retain, made and destroyed otherwise. */
+CUresult cucap_i_take_stream(struct ctx_hold *c, CUstream *s, const char *caller)
+{
+    return c->retained ? cucap_i_cache_take_stream(c->ctx, c->dev, s, caller) : cucap_i_stream_in(c->ctx, s, "", NULL);
+}
+
+void cucap_i_give_stream(struct ctx_hold *c, CUstream s, const char *caller)
+{
+    if (c->retained)
+        cucap_i_cache_give_stream(c->ctx, c->dev, s, caller);
+    else
+        cucap_i_drv.cuStreamDestroy(s);
+}
+
+CUresult cucap_i_take_event(struct ctx_hold *c, CUevent *e, const char *caller)
+{
+    if (c->retained)
+        return cucap_i_cache_take_event(c->ctx, c->dev, e, caller);
+    return cucap_i_create_in(c->ctx, CUCAP_I_EVENT, (void **)e);
+}
+
+/* An event recorded in h's capture: reused only once that capture is over,
+ * so that no event is ever recorded in two captures that may both still run
+ * (the driver crashes when a capture's end races a re-record of its event). */
+void cucap_i_give_event(struct ctx_hold *c, struct cucap_hier *h, CUevent e)
+{
+    if (c->retained && h && cucap_i_hier_defer_event(h, c->ctx, c->dev, e) == 0)
+        return;
+    cucap_i_drv.cuEventDestroy(e);   /* legal during capture */
 }

@@ -1,0 +1,77 @@
+/* What builder.c, fork.c and conditional.c share: the builder object and
+ * the helpers they all use.  Internal. */
+#ifndef CUCAPTURE_BUILDER_INTERNAL_H
+#define CUCAPTURE_BUILDER_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "cucapture.h"
+#include "hierarchy.h"
+
+/* The context a builder's stream lives in, shared with its forks; a
+ * primary context the library retained is released with the last holder. */
+struct ctx_hold {
+    atomic_int refs;
+    CUcontext ctx;
+    CUdevice dev;
+    int retained;
+};
+
+struct cucap_builder {
+    cucap_builder_kind kind;
+    cucap_builder_state state;
+    CUstream stream;
+    int owns_stream;
+    struct ctx_hold *ctx;
+    struct cucap_hier *h;            /* from begin (forks: their parent's) */
+    int cached_stream;               /* the stream comes from the stream cache */
+    struct cucap_registration registration;    /* the stream's entry in the capture registry */
+    /* BODY only: the body graph of a conditional node in the parent's
+     * hierarchy, which the body's standalone capture is attached to */
+    struct cucap_hier *parent_h;
+    struct cucap_box *body_box;
+    struct cucap_body_record *record;
+    int record_failed;               /* the last capture failed or could not be attached */
+};
+
+extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
+
+/* builder.c */
+cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
+                                   struct ctx_hold *ctx);
+void cucap_i_ctx_hold_release(struct ctx_hold *c);
+CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err);
+CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller, cucap_error **err);
+CUresult cucap_i_builder_no_graph(const char *caller, cucap_error **err);
+/* Close as `caller` would ("closing ..." for the note): end a live
+ * capture first, release the stream, CLOSED. */
+CUresult cucap_i_builder_close_as(cucap_builder *b, const char *caller, const char *doing, cucap_error **err);
+
+/* Driver calls on the streams of a running capture take its hierarchy's
+ * graph lock shared; the root's end takes it exclusive.  So no fork,
+ * body or join of one thread ever calls into a capture that another
+ * thread's end is tearing down (the H200 crashes in cuStreamWaitEvent
+ * then).  lock returns whether the capture is still running; unlock
+ * whatever it returned. */
+int cucap_i_capture_lock(const cucap_builder *b);
+void cucap_i_capture_unlock(const cucap_builder *b);
+int cucap_i_capture_lock_pair(const cucap_builder *a, const cucap_builder *b);
+void cucap_i_capture_unlock_pair(const cucap_builder *a, const cucap_builder *b);
+
+/* conditional.c: a body's capture ended with graph g: attach it to its node. */
+CUresult cucap_i_attach_body(cucap_builder *b, CUgraph g, const char *caller, cucap_error **err);
+
+/* graph.c: "host function", "memset", ... */
+const char *cucap_i_node_type_text(CUgraphNodeType t);
+
+/* streams.c: streams and events of forks, bodies and joins, from the cache
+ * in a primary context the builders retain, made and destroyed otherwise.
+ * An event recorded in h's capture is reused only once that capture is
+ * over. */
+CUresult cucap_i_stream_in(CUcontext ctx, CUstream *s, const char *caller, cucap_error **err);
+CUresult cucap_i_take_stream(struct ctx_hold *c, CUstream *s, const char *caller);
+void cucap_i_give_stream(struct ctx_hold *c, CUstream s, const char *caller);
+CUresult cucap_i_take_event(struct ctx_hold *c, CUevent *e, const char *caller);
+void cucap_i_give_event(struct ctx_hold *c, struct cucap_hier *h, CUevent e);
+
+#endif

@@ -1,0 +1,252 @@
+/* The capture session of a hierarchy: streams and events that wait for
+ * its end before being reused, the records of its conditional bodies, the
+ * first library call that failed while it ran, and the registry of the
+ * streams taking part in captures. */
+#include "config.h"
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hierarchy-struct.h"
+#include "driver.h"
+#include "hierarchy.h"
+#include "internal.h"
+
+static void destroy_item(const struct deferred_item *d)
+{
+    if (d->is_event)
+        cucap_i_drv.cuEventDestroy((CUevent)d->handle);
+    else
+        cucap_i_drv.cuStreamDestroy((CUstream)d->handle);
+}
+
+static void give_item(const struct deferred_item *d, const char *caller)
+{
+    if (d->is_event)
+        cucap_i_cache_give_event(d->ctx, d->dev, (CUevent)d->handle, caller);
+    else
+        cucap_i_cache_give_stream(d->ctx, d->dev, (CUstream)d->handle, caller);
+}
+
+static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle, int is_event)
+{
+    struct deferred_item item = { ctx, dev, handle, is_event };
+    int over;
+
+    pthread_mutex_lock(&h->lock);
+    over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
+    if (!over && h->deferred_count == h->deferred_cap) {
+        size_t cap = h->deferred_cap ? h->deferred_cap * 2 : 8;
+        struct deferred_item *grown = realloc(h->deferred, cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&h->lock);
+            return -1;
+        }
+        h->deferred = grown;
+        h->deferred_cap = cap;
+    }
+    if (!over)
+        h->deferred[h->deferred_count++] = item;
+    pthread_mutex_unlock(&h->lock);
+    if (over)   /* the capture is over already */
+        give_item(&item, "cucap_builder_destroy");
+    return 0;
+}
+
+int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s)
+{
+    return defer(h, ctx, dev, s, 0);
+}
+
+int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e)
+{
+    return defer(h, ctx, dev, e, 1);
+}
+
+void cucap_i_hier_capture_over(struct cucap_hier *h)
+{
+    struct deferred_item *d;
+    size_t n, i;
+
+    pthread_mutex_lock(&h->lock);
+    d = h->deferred;
+    n = h->deferred_count;
+    h->deferred = NULL;
+    h->deferred_count = h->deferred_cap = 0;
+    atomic_store_explicit(&h->capture_over, 1, memory_order_release);
+    pthread_mutex_unlock(&h->lock);
+    for (i = 0; i < n; i++)
+        give_item(&d[i], "cucap_builder_end");
+    free(d);
+}
+
+void cucap_i_hier_mark_body_capture(struct cucap_hier *h)
+{
+    h->body_capture = 1;
+}
+
+int cucap_i_hier_is_body_capture(const struct cucap_hier *h)
+{
+    return h && h->body_capture;
+}
+
+struct cucap_body_record *cucap_i_hier_add_body(struct cucap_hier *h, const char *node, unsigned int index)
+{
+    struct cucap_body_record *r = calloc(1, sizeof *r);
+
+    if (!r)
+        return NULL;
+    snprintf(r->node, sizeof r->node, "%s", node);
+    r->index = index;
+    r->status = CUCAP_BODY_EMPTY;
+    pthread_mutex_lock(&h->lock);
+    r->next = h->bodies;
+    h->bodies = r;
+    pthread_mutex_unlock(&h->lock);
+    return r;
+}
+
+unsigned int cucap_i_body_index(const struct cucap_body_record *r)
+{
+    return r->index;
+}
+
+const char *cucap_i_body_node(const struct cucap_body_record *r)
+{
+    return r->node;
+}
+
+void cucap_i_hier_set_body(struct cucap_hier *h, struct cucap_body_record *r, enum cucap_body_status status)
+{
+    pthread_mutex_lock(&h->lock);
+    r->status = status;
+    pthread_mutex_unlock(&h->lock);
+}
+
+/* Refuse to instantiate while a body failed or is still capturing: the
+ * driver would run the body graph empty or half-built. */
+CUresult cucap_i_hier_check_bodies(struct cucap_hier *h, const char *caller, cucap_error **err)
+{
+    const struct cucap_body_record *r;
+    char node[96];
+    unsigned int index = 0;
+    enum cucap_body_status status = CUCAP_BODY_EMPTY;
+
+    pthread_mutex_lock(&h->lock);
+    for (r = h->bodies; r; r = r->next)
+        if (r->status == CUCAP_BODY_FAILED || r->status == CUCAP_BODY_CAPTURING) {
+            snprintf(node, sizeof node, "%s", r->node);
+            index = r->index;
+            status = r->status;
+            if (status == CUCAP_BODY_FAILED)
+                break;
+        }
+    pthread_mutex_unlock(&h->lock);
+    if (status == CUCAP_BODY_FAILED)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: body %u of %s was invalidated (its capture failed); capture that body again "
+                            "before completing", caller, index, node);
+    if (status == CUCAP_BODY_CAPTURING)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: body %u of %s is still capturing; end it before completing", caller, index, node);
+    return CUDA_SUCCESS;
+}
+
+void cucap_i_hier_release_session(struct cucap_hier *h)
+{
+    while (h->bodies) {
+        struct cucap_body_record *r = h->bodies;
+        h->bodies = r->next;
+        free(r);
+    }
+    while (h->deferred_count)   /* a capture that never ended: destroying its streams and events is legal */
+        destroy_item(&h->deferred[--h->deferred_count]);
+    free(h->deferred);
+    h->deferred = NULL;
+}
+
+/* ---------------------------------------------------------------- capture failures */
+
+int cucap_i_is_capture_error(CUresult code)
+{
+    return (code >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && code <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+}
+
+void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresult code)
+{
+    if (!h || !cucap_i_is_capture_error(code))
+        return;
+    pthread_mutex_lock(&h->lock);
+    if (!h->first_failure_call[0]) {
+        snprintf(h->first_failure_call, sizeof h->first_failure_call, "%s", call);
+        h->first_failure_code = code;
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
+void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
+{
+    char call[128];
+    CUresult code;
+
+    if (!h)
+        return;
+    pthread_mutex_lock(&h->lock);
+    snprintf(call, sizeof call, "%s", h->first_failure_call);
+    code = h->first_failure_code;
+    pthread_mutex_unlock(&h->lock);
+    if (call[0])
+        cucap_i_note_failure(err, call, "this capture ran (the first library call on it that failed)", code);
+}
+
+/* The streams taking part in captures; the entries live in the builders. */
+static struct cucap_registration *registrations;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void cucap_i_capture_register(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
+{
+    r->stream = s;
+    r->h = h;
+    r->prev = NULL;
+    pthread_mutex_lock(&registry_lock);
+    r->next = registrations;
+    if (registrations)
+        registrations->prev = r;
+    registrations = r;
+    r->linked = 1;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void cucap_i_capture_unregister(struct cucap_registration *r)
+{
+    pthread_mutex_lock(&registry_lock);
+    if (r->linked) {
+        if (r->prev)
+            r->prev->next = r->next;
+        else
+            registrations = r->next;
+        if (r->next)
+            r->next->prev = r->prev;
+        r->linked = 0;
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code)
+{
+    struct cucap_registration *r;
+
+    if (!cucap_i_is_capture_error(code))
+        return;
+    pthread_mutex_lock(&registry_lock);
+    for (r = registrations; r; r = r->next)
+        if (r->stream == s) {
+            cucap_i_hier_capture_failed(r->h, call, code);
+            break;
+        }
+    pthread_mutex_unlock(&registry_lock);
+}

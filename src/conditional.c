@@ -1,0 +1,320 @@
+/* Conditional nodes: condition handles, IF, IF-ELSE, WHILE and SWITCH, and
+ * attaching a body's standalone capture to its node. */
+#include "config.h"
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builder-internal.h"
+#include "driver.h"
+#include "hierarchy.h"
+#include "internal.h"
+
+#define IF_ELSE_SWITCH_FLOOR 12080    /* IF with two bodies and SWITCH: CUDA 12.8 drivers */
+#define SWITCH_MAX ((unsigned int)CUCAP_SWITCH_MAX)
+
+/* Node types the driver allows in a conditional body (CUDA 12.3 to 13.0);
+ * a body holding another type makes the parent's instantiate fail. */
+static int allowed_in_body(CUgraphNodeType t)
+{
+    return t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_MEMCPY || t == CU_GRAPH_NODE_TYPE_MEMSET ||
+           t == CU_GRAPH_NODE_TYPE_EMPTY || t == CU_GRAPH_NODE_TYPE_GRAPH || t == CU_GRAPH_NODE_TYPE_CONDITIONAL;
+}
+
+/* The first node of g (or of a child graph in it) that a body may not
+ * hold: CUDA_SUCCESS and *bad set to its type, or -1 in *bad for none. */
+static CUresult find_disallowed_node(CUgraph g, int depth, int *bad)
+{
+    CUgraphNode stack_nodes[64], *nodes = stack_nodes;
+    size_t n = 0, i;
+    CUresult rc;
+
+    *bad = -1;
+    if ((rc = cucap_i_drv.cuGraphGetNodes(g, NULL, &n)) != CUDA_SUCCESS || n == 0)
+        return rc;
+    if (n > 64 && !(nodes = malloc(n * sizeof *nodes)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = cucap_i_drv.cuGraphGetNodes(g, nodes, &n);
+    for (i = 0; rc == CUDA_SUCCESS && i < n && *bad < 0; i++) {
+        CUgraphNodeType t;
+        CUgraph child;
+        if ((rc = cucap_i_drv.cuGraphNodeGetType(nodes[i], &t)) != CUDA_SUCCESS)
+            break;
+        if (!allowed_in_body(t))
+            *bad = (int)t;
+        else if (t == CU_GRAPH_NODE_TYPE_GRAPH && depth < 8 &&
+                 (rc = cucap_i_drv.cuGraphChildGraphNodeGetGraph(nodes[i], &child)) == CUDA_SUCCESS)
+            rc = find_disallowed_node(child, depth + 1, bad);
+    }
+    if (nodes != stack_nodes)
+        free(nodes);
+    return rc;
+}
+
+/* A body's capture ended with graph g: add it to the node's body graph as a
+ * child-graph node (the driver clones it).  Capturing straight into the
+ * body graph instead crashes the driver when that capture is invalidated.
+ * Exclusive on the parent's hierarchy: the parent's end may be discarding
+ * the body graph at this moment. */
+CUresult cucap_i_attach_body(cucap_builder *b, CUgraph g, const char *caller, cucap_error **err)
+{
+    CUgraphNode node;
+    CUgraph body;
+    CUresult rc;
+    int bad = -1;
+
+    if ((rc = find_disallowed_node(g, 0, &bad)) == CUDA_SUCCESS && bad >= 0) {
+        rc = cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
+                          "%s: body %u of %s holds a %s node, which the driver does not allow in a conditional "
+                          "body (allowed: kernel, memset, memcpy, empty, child graph and conditional nodes); the "
+                          "body is marked failed: capture it again without that work", caller,
+                          cucap_i_body_index(b->record), cucap_i_body_node(b->record),
+                          cucap_i_node_type_text((CUgraphNodeType)bad));
+    } else if (rc != CUDA_SUCCESS) {
+        cucap_i_fail_driver(err, rc, caller, "cuGraphGetNodes (reading the captured body)");
+    } else {
+        cucap_i_hier_lock_exclusive(b->parent_h);
+        body = cucap_i_box_graph(b->parent_h, b->body_box);
+        if (!body)
+            rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                              "%s: the parent's capture was invalidated and the driver discarded its graph, this "
+                              "body's graph with it; the body cannot be attached", caller);
+        else if ((rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, body, NULL, 0, g)) != CUDA_SUCCESS)
+            cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed while attaching the captured body to its "
+                         "conditional node: %s: %s; the body is marked failed", caller, cucap_i_result_label(rc),
+                         cucap_i_result_description(rc));
+        cucap_i_hier_unlock(b->parent_h);
+    }
+    b->record_failed = rc != CUDA_SUCCESS;
+    cucap_i_hier_set_body(b->parent_h, b->record, rc == CUDA_SUCCESS ? CUCAP_BODY_ATTACHED : CUCAP_BODY_FAILED);
+    return rc;
+}
+
+/* Conditional calls write into the capture graph: under the capture's
+ * lock (see cucap_i_capture_lock), refused once a fork's primary ended. */
+static CUresult conditional_lock(const cucap_builder *b, const char *caller, cucap_error **err)
+{
+    if (!b || b->state == CUCAP_BUILDER_CLOSED || !b->h)
+        return CUDA_SUCCESS;   /* the prologue refuses these */
+    if (!cucap_i_capture_lock(b) && b->state == CUCAP_BUILDER_CAPTURING) {
+        cucap_i_capture_unlock(b);
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: cannot add conditional work when not actively capturing (the capture ended)",
+                            caller);
+    }
+    return CUDA_SUCCESS;
+}
+
+static void conditional_unlock(const cucap_builder *b)
+{
+    if (b && b->state != CUCAP_BUILDER_CLOSED)
+        cucap_i_capture_unlock(b);
+}
+
+/* The checks every conditional call shares; fills the capture point. */
+static CUresult conditional_prologue(cucap_builder *b, int driver_floor, const char *caller, CUgraph *graph,
+                                     const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n,
+                                     cucap_error **err)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult rc;
+
+    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (cucap_driver_version() < driver_floor)
+        return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
+                            "%s: driver version %d does not support this conditional node (it needs CUDA %d.%d)",
+                            caller, cucap_driver_version(), driver_floor / 1000, driver_floor % 1000 / 10);
+    if (cucap_i_hier_is_body_capture(b->h))
+        return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
+                            "%s: conditional nodes cannot be nested inside a conditional body: a body is captured "
+                            "standalone and attached as a child graph, and the driver refuses child graphs that "
+                            "hold conditional nodes (CUDA_ERROR_NOT_SUPPORTED, measured on CUDA 13.0)", caller);
+    if (b->state != CUCAP_BUILDER_CAPTURING)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: cannot add conditional work when not actively capturing (the builder is %s)", caller,
+                            cucap_i_state_names[b->state]);
+    rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, graph, deps, edges, n);
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCaptureInfo");
+    if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: cannot add conditional work when not actively capturing (the driver reports the "
+                            "capture %s; call cucap_builder_end)", caller,
+                            status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? "invalidated" : "over");
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_builder_create_condition(cucap_builder *b, unsigned int default_value, int assign_default,
+                                        CUgraphConditionalHandle *out, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_create_condition";
+    CUgraph graph = NULL;
+    CUresult rc;
+
+    if (!out)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
+    *out = 0;
+    if ((rc = conditional_lock(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = conditional_prologue(b, 12030, caller, &graph, NULL, NULL, NULL, err)) == CUDA_SUCCESS &&
+        (rc = cucap_i_drv.cuGraphConditionalHandleCreate(out, graph, b->ctx->ctx, assign_default ? default_value : 0,
+                                                         assign_default ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0)) !=
+            CUDA_SUCCESS) {
+        cucap_i_hier_capture_failed(b->h, caller, rc);
+        cucap_i_fail_driver(err, rc, caller, "cuGraphConditionalHandleCreate");
+    }
+    conditional_unlock(b);
+    return rc;
+}
+
+static CUresult add_conditional_locked(cucap_builder *b, CUgraphConditionalHandle c, CUgraphConditionalNodeType type,
+                                       unsigned int size, int driver_floor, const char *caller, const char *node_name,
+                                       cucap_builder **bodies, cucap_error **err);
+
+static CUresult add_conditional(cucap_builder *b, CUgraphConditionalHandle c, CUgraphConditionalNodeType type,
+                                unsigned int size, int driver_floor, const char *caller, const char *node_name,
+                                cucap_builder **bodies, cucap_error **err)
+{
+    unsigned int i;
+    CUresult rc;
+
+    for (i = 0; i < size; i++)
+        bodies[i] = NULL;
+    if ((rc = conditional_lock(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    rc = add_conditional_locked(b, c, type, size, driver_floor, caller, node_name, bodies, err);
+    conditional_unlock(b);
+    return rc;
+}
+
+static CUresult add_conditional_locked(cucap_builder *b, CUgraphConditionalHandle c, CUgraphConditionalNodeType type,
+                                       unsigned int size, int driver_floor, const char *caller, const char *node_name,
+                                       cucap_builder **bodies, cucap_error **err)
+{
+    CUgraph graph = NULL;
+    const CUgraphNode *deps = NULL;
+    const CUgraphEdgeData *edges = NULL;
+    size_t n = 0;
+    CUgraphNodeParams params;
+    CUgraphNode node = NULL;
+    unsigned int i, made;
+    CUresult rc;
+
+    if ((rc = conditional_prologue(b, driver_floor, caller, &graph, &deps, &edges, &n, err)) != CUDA_SUCCESS)
+        return rc;
+    /* everything that can fail comes before the node, which cannot be removed */
+    for (made = 0; made < size; made++) {
+        CUstream s = NULL;
+        if ((rc = cucap_i_take_stream(b->ctx, &s, caller)) != CUDA_SUCCESS) {
+            cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
+            break;
+        }
+        if (!(bodies[made] = cucap_i_builder_new(CUCAP_BUILDER_BODY, CUCAP_BUILDER_NOT_STARTED, s, 1, b->ctx))) {
+            cucap_i_give_stream(b->ctx, s, caller);
+            rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+            break;
+        }
+        bodies[made]->cached_stream = 1;
+        if (!(bodies[made]->record = cucap_i_hier_add_body(b->h, node_name, made))) {
+            rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+            made++;
+            break;
+        }
+    }
+    if (rc == CUDA_SUCCESS) {
+        memset(&params, 0, sizeof params);
+        params.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+        params.conditional.handle = c;
+        params.conditional.type = type;
+        params.conditional.size = size;
+        params.conditional.ctx = b->ctx->ctx;
+        rc = cucap_i_drv.cuGraphAddNode(&node, graph, deps, edges, n, &params);
+        if (rc != CUDA_SUCCESS) {
+            cucap_i_fail_driver(err, rc, caller, "cuGraphAddNode");
+        } else if ((rc = cucap_i_drv.cuStreamUpdateCaptureDependencies(b->stream, &node, NULL, 1,
+                                                                        CU_STREAM_SET_CAPTURE_DEPENDENCIES)) !=
+                   CUDA_SUCCESS) {
+            cucap_i_fail(err, rc, "%s: cuStreamUpdateCaptureDependencies failed: %s: %s; the conditional node "
+                         "stays in the graph, with nothing captured after it depending on it", caller,
+                         cucap_i_result_label(rc), cucap_i_result_description(rc));
+        }
+        if (rc != CUDA_SUCCESS)
+            cucap_i_hier_capture_failed(b->h, caller, rc);
+    }
+    for (i = 0; rc == CUDA_SUCCESS && i < size; i++) {
+        cucap_builder *body = bodies[i];
+        body->body_box = cucap_i_hier_add_child(b->h, cucap_i_hier_root_box(b->h), params.conditional.phGraph_out[i]);
+        if (!body->body_box)
+            rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+        body->parent_h = b->h;
+        cucap_i_hier_ref(b->h);
+    }
+    if (rc != CUDA_SUCCESS) {
+        for (i = 0; i < size; i++) {
+            if (bodies[i] && bodies[i]->record)
+                cucap_i_hier_set_body(b->h, bodies[i]->record, CUCAP_BODY_EMPTY);
+            cucap_builder_destroy(bodies[i]);
+            bodies[i] = NULL;
+        }
+        return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_builder_if(cucap_builder *b, CUgraphConditionalHandle c, cucap_builder **then_body, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_if";
+
+    if (!then_body)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: then_body is NULL", caller);
+    return add_conditional(b, c, CU_GRAPH_COND_TYPE_IF, 1, 12030, caller, "the IF node added by cucap_builder_if",
+                           then_body, err);
+}
+
+CUresult cucap_builder_if_else(cucap_builder *b, CUgraphConditionalHandle c, cucap_builder **then_body,
+                               cucap_builder **else_body, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_if_else";
+    cucap_builder *bodies[2];
+    CUresult rc;
+
+    if (!then_body || !else_body)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: then_body or else_body is NULL", caller);
+    *then_body = *else_body = NULL;
+    rc = add_conditional(b, c, CU_GRAPH_COND_TYPE_IF, 2, IF_ELSE_SWITCH_FLOOR, caller,
+                         "the IF-ELSE node added by cucap_builder_if_else", bodies, err);
+    if (rc == CUDA_SUCCESS) {
+        *then_body = bodies[0];
+        *else_body = bodies[1];
+    }
+    return rc;
+}
+
+CUresult cucap_builder_while(cucap_builder *b, CUgraphConditionalHandle c, cucap_builder **body, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_while";
+
+    if (!body)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: body is NULL", caller);
+    return add_conditional(b, c, CU_GRAPH_COND_TYPE_WHILE, 1, 12030, caller,
+                           "the WHILE node added by cucap_builder_while", body, err);
+}
+
+CUresult cucap_builder_switch(cucap_builder *b, CUgraphConditionalHandle c, size_t count, cucap_builder **bodies,
+                              cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_switch";
+
+    if (!bodies)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: bodies is NULL", caller);
+    if (count == 0 || count > SWITCH_MAX)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a switch has 1 to %u bodies, got %zu", caller,
+                            SWITCH_MAX, count);
+    return add_conditional(b, c, CU_GRAPH_COND_TYPE_SWITCH, (unsigned int)count, IF_ELSE_SWITCH_FLOOR, caller,
+                           "the SWITCH node added by cucap_builder_switch", bodies, err);
+}

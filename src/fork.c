@@ -1,0 +1,216 @@
+/* Split and join: forks of a capture and their way back into it. */
+#include "config.h"
+
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "builder-internal.h"
+#include "driver.h"
+#include "hierarchy.h"
+#include "internal.h"
+
+#define SPLIT_MAX CUCAP_SPLIT_MAX
+
+/* `to` waits on everything captured on `from` so far. */
+static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *caller, cucap_error **err)
+{
+    CUevent ev = NULL;
+    CUresult rc;
+    const char *call = "cuEventCreate";
+
+    rc = cucap_i_take_event(from->ctx, &ev, caller);
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuEventRecord(ev, from->stream)) != CUDA_SUCCESS)
+        call = "cuEventRecord";
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuStreamWaitEvent(to->stream, ev, 0)) != CUDA_SUCCESS)
+        call = "cuStreamWaitEvent";
+    if (rc != CUDA_SUCCESS) {
+        cucap_i_fail_driver(err, rc, caller, call);
+        cucap_i_hier_capture_failed(to->h, caller, rc);
+        cucap_i_hier_capture_failed(from->h, caller, rc);
+    }
+    if (ev)
+        cucap_i_give_event(from->ctx, from->h, ev);
+    return rc;
+}
+
+CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_split";
+    cucap_builder_state state;
+    CUevent ev = NULL;
+    size_t made = 0, i;
+    CUresult rc;
+
+    if (count < 2 || count > SPLIT_MAX)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: invalid split count: expecting 2 to %d, got %zu",
+                            caller, SPLIT_MAX, count);
+    if (!forks)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: forks is NULL", caller);
+    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((state = cucap_builder_get_state(b)) != CUCAP_BUILDER_CAPTURING)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: the builder must be building before it can be split (it is %s%s)", caller,
+                            cucap_i_state_names[state], b->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
+    for (i = 0; i < count - 1; i++)
+        forks[i] = NULL;
+    if (!cucap_i_capture_lock(b)) {   /* the primary's capture ended since the check above */
+        cucap_i_capture_unlock(b);
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: the builder must be building before it can be split (its primary's capture "
+                            "ended)", caller);
+    }
+    /* one event where b stands; every new stream waits on it and so joins the capture there */
+    if ((rc = cucap_i_take_event(b->ctx, &ev, caller)) != CUDA_SUCCESS) {
+        cucap_i_capture_unlock(b);
+        return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
+    }
+    if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
+        cucap_i_hier_capture_failed(b->h, caller, rc);
+        cucap_i_give_event(b->ctx, b->h, ev);
+        cucap_i_capture_unlock(b);
+        return cucap_i_fail_driver(err, rc, caller, "cuEventRecord");
+    }
+    for (made = 0; made < count - 1; made++) {
+        cucap_builder *f;
+        CUstream s = NULL;
+        if ((rc = cucap_i_take_stream(b->ctx, &s, caller)) != CUDA_SUCCESS) {
+            cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
+            break;
+        }
+        if ((rc = cucap_i_drv.cuStreamWaitEvent(s, ev, 0)) != CUDA_SUCCESS) {
+            cucap_i_hier_capture_failed(b->h, caller, rc);
+            cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
+            cucap_i_drv.cuStreamDestroy(s);   /* it may have joined nothing, or the capture: destroying is legal */
+            break;
+        }
+        if (!(f = cucap_i_builder_new(CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, s, 1, b->ctx))) {
+            rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+            cucap_i_drv.cuStreamDestroy(s);
+            break;
+        }
+        f->cached_stream = 1;
+        f->h = b->h;
+        cucap_i_hier_ref(b->h);
+        cucap_i_capture_register(&f->registration, s, b->h);
+        forks[made] = f;
+    }
+    cucap_i_give_event(b->ctx, b->h, ev);
+    cucap_i_capture_unlock(b);
+    if (rc != CUDA_SUCCESS) {
+        /* a failed split hands out nothing: forks that did no work join
+         * nothing, and their streams can go */
+        for (i = 0; i < made; i++) {
+            cucap_builder_destroy(forks[i]);
+            forks[i] = NULL;
+        }
+        return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* join's checks before it touches anything: distinct, open builders, the
+ * root capturing (a root that is not would silently join the capture of
+ * whichever builder it waits on), every other builder capturing too. */
+static CUresult check_join(cucap_builder *const *builders, size_t count, cucap_builder *root, const char *caller,
+                           cucap_error **err)
+{
+    size_t i, j;
+
+    for (i = 0; i < count; i++) {
+        cucap_builder_state state = cucap_builder_get_state(builders[i]);
+        if (state == CUCAP_BUILDER_CAPTURING)
+            continue;
+        if (builders[i] == root)
+            return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                                "%s: the root (builder %zu, %s) is not capturing (it is %s): join waits on the "
+                                "others from a running capture", caller, i,
+                                builders[i]->kind == CUCAP_BUILDER_FORKED ? "a fork" :
+                                builders[i]->kind == CUCAP_BUILDER_BODY ? "a conditional body" : "a primary",
+                                cucap_i_state_names[state]);
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: builder %zu is not capturing (it is %s%s)", caller,
+                            i, cucap_i_state_names[state],
+                            builders[i]->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
+    }
+    for (i = 0; i < count; i++)
+        for (j = 0; j < i; j++)
+            if (builders[j] == builders[i])
+                return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: builder %zu is builder %zu again", caller,
+                                    i, j);
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_builder **root_out,
+                            cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_join";
+    cucap_builder *root = NULL;
+    CUresult rc = CUDA_SUCCESS, closed;
+    size_t i;
+
+    /* inputs are read before any output is written: root_out may point into builders */
+    if (!builders || count < 2) {
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: must join at least two builders, got %zu", caller,
+                            builders ? count : 0);
+    }
+    for (i = 0; i < count; i++) {
+        if (!builders[i])
+            return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: builder %zu is NULL", caller, i);
+        if (builders[i]->state == CUCAP_BUILDER_CLOSED)
+            return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: builder %zu has been closed", caller, i);
+    }
+    for (i = 0; i < count && !root; i++)
+        if (builders[i]->kind != CUCAP_BUILDER_FORKED)
+            root = builders[i];
+    if (!root)
+        root = builders[0];
+    if ((rc = check_join(builders, count, root, caller, err)) != CUDA_SUCCESS)
+        return rc;
+
+    for (i = 0; i < count && rc == CUDA_SUCCESS; i++) {
+        cucap_error *close_err = NULL;
+        if (builders[i] == root)
+            continue;
+        if (!cucap_i_capture_lock_pair(root, builders[i]))
+            rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture of builder %zu or of the root ended "
+                              "while join ran (its end came from another thread)", caller, i);
+        else
+            rc = wait_on(root, builders[i], caller, err);
+        cucap_i_capture_unlock_pair(root, builders[i]);
+        if (rc != CUDA_SUCCESS)
+            break;
+        closed = cucap_i_builder_close_as(builders[i], caller, "closing a joined builder", err ? &close_err : NULL);
+        if (closed != CUDA_SUCCESS) {
+            rc = closed;   /* only a non-forked builder's end can fail */
+            if (err)
+                *err = close_err;
+        }
+    }
+    /* whatever happened, no builder but the root is left open */
+    for (i = 0; i < count; i++) {
+        cucap_error *close_err = NULL;
+        if (builders[i] == root || builders[i]->state == CUCAP_BUILDER_CLOSED)
+            continue;
+        closed = cucap_i_builder_close_as(builders[i], caller, "closing a builder that join could not join", &close_err);
+        if (closed != CUDA_SUCCESS) {
+            if (rc == CUDA_SUCCESS) {
+                rc = closed;
+                if (err)
+                    *err = close_err;
+                close_err = NULL;
+            } else {
+                char what[64];
+                snprintf(what, sizeof what, "closing builder %zu, which join could not join", i);
+                cucap_i_note_failure(err, "cucap_builder_close", what, closed);
+            }
+        }
+        cucap_error_free(close_err);
+    }
+    if (root_out)
+        *root_out = root;
+    return rc;
+}

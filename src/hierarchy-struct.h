@@ -1,0 +1,62 @@
+/* The fields of a graph hierarchy, shared by graph.c (the ownership tree:
+ * root, boxes, graph lock, references) and capture.c (the capture session:
+ * deferred streams and events, body records, the first failure).  No other
+ * file includes this. */
+#ifndef CUCAPTURE_HIERARCHY_STRUCT_H
+#define CUCAPTURE_HIERARCHY_STRUCT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "hierarchy.h"
+
+struct cucap_box {
+    CUgraph graph;                   /* NULL once retired */
+    struct cucap_box *parent;        /* NULL for the root */
+    struct cucap_box *next;          /* the hierarchy's list, parents before children */
+};
+
+/* A conditional body of a node in this hierarchy, captured standalone. */
+struct cucap_body_record {
+    char node[96];                   /* "the IF node added by cucap_builder_if" */
+    unsigned int index;
+    enum cucap_body_status status;
+    struct cucap_body_record *next;
+};
+
+/* A stream or event released while its capture still ran: it goes back to
+ * the stream cache once the capture is over. */
+struct deferred_item {
+    CUcontext ctx;
+    CUdevice dev;
+    void *handle;                    /* CUstream or CUevent */
+    int is_event;
+};
+
+struct cucap_hier {
+    atomic_int refs;
+    pthread_mutex_t lock;            /* guards the fields below but the graphs' use */
+    pthread_rwlock_t graph_lock;     /* see cucap_i_hier_lock_shared */
+    CUcontext ctx;
+    /* the ownership tree (graph.c) */
+    struct cucap_box root;
+    atomic_int owned;                /* the capture's end returned the root */
+    /* the capture session (capture.c) */
+    cuuint64_t capture_id;
+    atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
+    int body_capture;                /* the standalone capture of a conditional body */
+    struct deferred_item *deferred;
+    size_t deferred_count, deferred_cap;
+    char first_failure_call[128];
+    CUresult first_failure_code;
+    struct cucap_body_record *bodies;
+};
+
+/* capture.c: free what the session still holds (the hierarchy's last
+ * reference is going; a capture that never ended may leave streams). */
+void cucap_i_hier_release_session(struct cucap_hier *h);
+/* capture.c: refuse to instantiate while a body failed or is still
+ * capturing (the driver would run its graph empty or half-built). */
+CUresult cucap_i_hier_check_bodies(struct cucap_hier *h, const char *caller, cucap_error **err);
+
+#endif
