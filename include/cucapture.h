@@ -21,6 +21,15 @@
 #include <cucapture/graph.h>
 #include <cucapture/builder.h>
 
+/** The version of the headers, for compile-time checks; the library's own
+ *  is cucap_version_string(). */
+#define CUCAP_VERSION_MAJOR 1
+#define CUCAP_VERSION_MINOR 3
+#define CUCAP_VERSION_PATCH 0
+/** One number to compare: CUCAP_VERSION >= CUCAP_VERSION_NUMBER(1, 3, 0) */
+#define CUCAP_VERSION_NUMBER(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
+#define CUCAP_VERSION CUCAP_VERSION_NUMBER(CUCAP_VERSION_MAJOR, CUCAP_VERSION_MINOR, CUCAP_VERSION_PATCH)
+
 #ifdef __cplusplus
 extern "C" {
 #endif

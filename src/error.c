@@ -218,6 +218,19 @@ CUresult cucap_error_code(const cucap_error *e)
     return e ? e->code : CUDA_SUCCESS;
 }
 
+int cucap_i_reserved_zero(const int *ints, size_t int_bytes, void *const *ptrs, size_t ptr_count)
+{
+    size_t i;
+
+    for (i = 0; i < int_bytes / sizeof *ints; i++)
+        if (ints[i])
+            return 0;
+    for (i = 0; i < ptr_count; i++)
+        if (ptrs[i])
+            return 0;
+    return 1;
+}
+
 const char *cucap_result_name(CUresult code)
 {
     return cucap_i_result_label(code);

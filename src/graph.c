@@ -281,6 +281,9 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
     cucap_exec *e;
     CUresult rc, left;
 
+    if (opts && !cucap_i_reserved_zero(opts->reserved_int, sizeof opts->reserved_int, opts->reserved_ptr,
+                                       sizeof opts->reserved_ptr / sizeof opts->reserved_ptr[0]))
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the options' reserved members must be zero", caller);
     if (!(e = malloc(sizeof *e)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     cucap_i_hier_lock_shared(h);

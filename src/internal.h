@@ -89,6 +89,9 @@ void cucap_i_cache_drain(void);
 /* pool.c: the memory the pools use to track live allocations (tests). */
 size_t cucap_i_pool_tracked_bytes(void);
 
+/* error.c: whether an options struct's reserved members are all zero. */
+int cucap_i_reserved_zero(const int *ints, size_t int_bytes, void *const *ptrs, size_t ptr_count);
+
 /* A driver call failed: "<caller>: <call> failed: NAME: description". */
 CUresult cucap_i_fail_driver(cucap_error **err, CUresult rc, const char *caller, const char *call);
 

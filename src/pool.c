@@ -183,6 +183,9 @@ CUresult cucap_pool_create(CUdevice dev, const cucap_pool_options *opts, cucap_p
     if (!out)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
     *out = NULL;
+    if (opts && !cucap_i_reserved_zero(opts->reserved_int, sizeof opts->reserved_int, opts->reserved_ptr,
+                                       sizeof opts->reserved_ptr / sizeof opts->reserved_ptr[0]))
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the options' reserved members must be zero", caller);
     if (opts && opts->ipc_enabled != 0 && opts->ipc_enabled != 1)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: ipc_enabled is %d; it must be 0 or 1", caller,
                             opts->ipc_enabled);

@@ -229,7 +229,7 @@ static void start_watchdog(void)
 
 static void *pool_thread(void *p)
 {
-    cucap_pool_options opts = { 64u << 20, 0 };
+    cucap_pool_options opts = { .max_size = 64u << 20, .ipc_enabled = 0 };
     int *failures = p;
 
     while (!atomic_load(&stop_others)) {

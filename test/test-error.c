@@ -2,6 +2,7 @@
  * and the out-of-memory paths. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -324,4 +325,21 @@ Test(warning, an_error_already_set_is_left_alone_and_reported)
     cr_assert_eq(seen.code, CUDA_ERROR_ILLEGAL_STATE);
     cucap_set_warning_handler(NULL, NULL);
     cucap_error_free(first);
+}
+
+Test(error, result_name_names_any_code)
+{
+    cr_assert_str_eq(cucap_result_name(CUDA_ERROR_STREAM_CAPTURE_UNJOINED), "CUDA_ERROR_STREAM_CAPTURE_UNJOINED");
+    cr_assert_str_eq(cucap_result_name(CUDA_SUCCESS), "CUDA_SUCCESS");
+    cr_assert_str_eq(cucap_result_name((CUresult)123456), "CUDA_ERROR_UNRECOGNIZED");
+}
+
+Test(error, header_version_macros_match_the_library)
+{
+    char expect[32];
+
+    snprintf(expect, sizeof expect, "%d.%d.%d", CUCAP_VERSION_MAJOR, CUCAP_VERSION_MINOR, CUCAP_VERSION_PATCH);
+    cr_assert_str_eq(cucap_version_string(), expect);
+    cr_assert_eq(CUCAP_VERSION, CUCAP_VERSION_NUMBER(CUCAP_VERSION_MAJOR, CUCAP_VERSION_MINOR, CUCAP_VERSION_PATCH));
+    cr_assert(CUCAP_VERSION >= CUCAP_VERSION_NUMBER(1, 3, 0));
 }

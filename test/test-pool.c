@@ -237,7 +237,7 @@ BACKEND_TEST(pool, alloc_free_under_relaxed_capture)
 
 BACKEND_TEST(pool, alloc_free_outside_capture_and_from_a_created_pool)
 {
-    cucap_pool_options opts = { 64u << 20, 0 };
+    cucap_pool_options opts = { .max_size = 64u << 20, .ipc_enabled = 0 };
     cucap_pool *p = NULL;
     cucap_error *err = NULL;
     CUstream s = new_stream();
@@ -350,7 +350,7 @@ BACKEND_TEST(pool, bad_input_is_refused_clearly)
 {
     cucap_pool *p = (cucap_pool *)&p, *dev = NULL;
     cucap_error *err = NULL;
-    cucap_pool_options bad_ipc = { 0, 2 };
+    cucap_pool_options bad_ipc = { .max_size = 0, .ipc_enabled = 2 };
     CUdeviceptr a = 0, out = 7;
     CUstream s = new_stream();
 
@@ -454,6 +454,33 @@ BACKEND_TEST(pool, an_address_handed_to_another_pool_is_that_pools)
     cr_assert_eq(cucap_pool_close(a, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_pool_close(b, NULL), CUDA_SUCCESS);
     D.cuStreamDestroy(s);
+}
+
+/* Options have reserved members for later releases: non-zero is refused. */
+BACKEND_TEST(pool, reserved_option_members_must_be_zero)
+{
+    cucap_pool_options opts = { .max_size = 0, .ipc_enabled = 0 };
+    cucap_complete_options complete = { .auto_free_on_launch = 0 };
+    cucap_builder *b = NULL;
+    cucap_exec *exec = NULL;
+    cucap_pool *p = NULL;
+    cucap_error *err = NULL;
+
+    opts.reserved_int[3] = 1;
+    cr_assert_eq(cucap_pool_create(0, &opts, &p, &err), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_not_null(strstr(cucap_error_message(err), "reserved"), "%s", cucap_error_message(err));
+    cr_assert_null(p);
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
+    complete.reserved_ptr[0] = &opts;
+    cr_assert_eq(cucap_builder_complete(b, &complete, &exec, &err), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_not_null(strstr(cucap_error_message(err), "reserved"), "%s", cucap_error_message(err));
+    cr_assert_null(exec);
+    cucap_error_free(err);
+    cucap_builder_destroy(b);
 }
 
 /* The pointer set's memory follows the live pointers. */

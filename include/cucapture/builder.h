@@ -52,23 +52,47 @@ typedef enum {
  *
  * The stream is created in the device's primary context, which the
  * builder (and its forks) retain while they live.
+ *
+ * \param       dev     A device ordinal of the loaded driver.
+ * \param       out     Receives the builder (NOT_STARTED); NULL on failure.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for a NULL out or a
+ *              device out of range; CUDA_ERROR_OUT_OF_MEMORY; the loader's
+ *              error (see cucap_init()); a driver error.
  */
 CUCAP_API CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **err);
 
 /**
  * \brief       A PRIMARY builder on the caller's stream, which it borrows
  *
- * The legacy and per-thread default streams cannot capture:
- * CUDA_ERROR_INVALID_VALUE.
+ * The builder works in the stream's context: a device's primary context
+ * is retained like cucap_builder_create()'s; any other context (a green
+ * context's, a context the caller created) stays the caller's to keep
+ * alive.  Forks and bodies of a green-context stream are streams of the
+ * same green context.
+ *
+ * \param       s       A stream made with cuStreamCreate (or
+ *                      cuGreenCtxStreamCreate); it must outlive the builder.
+ * \param       out     Receives the builder (NOT_STARTED); NULL on failure.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for a NULL out, the
+ *              NULL, legacy or per-thread stream (they cannot capture);
+ *              CUDA_ERROR_OUT_OF_MEMORY; a driver error.
  */
 CUCAP_API CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_error **err);
 
 /**
  * \brief       Begin capturing in mode (one of the three CUstreamCaptureMode values)
  *
- * \return      CUDA_ERROR_ILLEGAL_STATE unless a PRIMARY builder is NOT_STARTED;
- *              CUDA_ERROR_INVALID_VALUE for another mode value; a driver
- *              error (nothing begun then).
+ * \param       b       A PRIMARY builder, NOT_STARTED, or a BODY that is
+ *                      NOT_STARTED or whose last capture failed.
+ * \param       mode    CU_STREAM_CAPTURE_MODE_GLOBAL, _THREAD_LOCAL or _RELAXED.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS (b is CAPTURING); CUDA_ERROR_INVALID_VALUE for a
+ *              NULL builder or another mode value; CUDA_ERROR_ILLEGAL_STATE
+ *              for a FORKED, closed, capturing or ended builder, or a body
+ *              whose parent's graph was discarded; a driver error (nothing
+ *              begun then).
  */
 CUCAP_API CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_error **err);
 
@@ -81,7 +105,15 @@ CUCAP_API CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mod
  * driver's error is returned; a note names the first library call on the
  * capture that failed with a capture error, when there was one.
  *
- * \return      CUDA_ERROR_ILLEGAL_STATE for a FORKED builder (the capture
+ * \param       b       A CAPTURING PRIMARY or BODY builder.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS (ENDED); the driver's error when it discarded
+ *              the graph (INVALIDATED: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+ *              _UNJOINED, _WRONG_THREAD, ...); for a body, the error of
+ *              attaching it (CUDA_ERROR_NOT_SUPPORTED for a node type bodies
+ *              may not hold, CUDA_ERROR_ILLEGAL_STATE when the parent's
+ *              graph was discarded); CUDA_ERROR_INVALID_VALUE for NULL;
+ *              CUDA_ERROR_ILLEGAL_STATE for a FORKED builder (the capture
  *              is not touched), or one that is not CAPTURING.
  */
 CUCAP_API CUresult cucap_builder_end(cucap_builder *b, cucap_error **err);
@@ -135,6 +167,11 @@ CUCAP_API CUresult cucap_builder_join(cucap_builder *const *builders, size_t cou
  * Always leaves the builder CLOSED, then returns the end's error, if any.
  * A second close, or a NULL builder, does nothing.  A FORKED builder's
  * capture is never ended.
+ *
+ * \param       b       Any builder, or NULL.
+ * \param       err     Receives the end's error (may be NULL).
+ * \return      CUDA_SUCCESS, or the error of ending a live capture (as
+ *              cucap_builder_end()); the builder is CLOSED either way.
  */
 CUCAP_API CUresult cucap_builder_close(cucap_builder *b, cucap_error **err);
 
@@ -144,23 +181,46 @@ CUCAP_API CUresult cucap_builder_close(cucap_builder *b, cucap_error **err);
  * Ending a global or thread_local capture from a thread other than the one
  * that began it ends it with CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, so a
  * builder destroyed on another thread while capturing loses its capture.
- * NULL is ignored.
+ *
+ * \param       b       Any builder in any state, in any order relative to
+ *                      its forks, bodies and graphs; NULL is ignored.
  */
 CUCAP_API void cucap_builder_destroy(cucap_builder *b);
 
-/** \brief The builder's stream; NULL once closed */
+/**
+ * \brief       The builder's stream, for the caller's own work on it
+ *
+ * \param       b       A builder, or NULL.
+ * \return      The stream; NULL once closed, or for NULL.
+ */
 CUCAP_API CUstream cucap_builder_stream(const cucap_builder *b);
 
-/** \brief The builder's kind (PRIMARY for NULL) */
+/**
+ * \brief       The builder's kind
+ *
+ * \param       b       A builder, or NULL.
+ * \return      Its kind; CUCAP_BUILDER_PRIMARY for NULL.
+ */
 CUCAP_API cucap_builder_kind cucap_builder_get_kind(const cucap_builder *b);
 
-/** \brief The builder's state (CLOSED for NULL) */
+/**
+ * \brief       The builder's state
+ *
+ * A FORKED builder's capture is its primary's: once that ended, the fork
+ * reports ENDED (the primary got a graph) or INVALIDATED.
+ *
+ * \param       b       A builder, or NULL.
+ * \return      Its state; CUCAP_BUILDER_CLOSED for NULL.
+ */
 CUCAP_API cucap_builder_state cucap_builder_get_state(const cucap_builder *b);
 
 /**
  * \brief       Whether the driver reports the capture ACTIVE
  *
- * \return      CUDA_ERROR_STREAM_CAPTURE_INVALIDATED for a capture the
+ * \param       b         A builder that is not closed.
+ * \param       building  Receives 1 while the capture is ACTIVE, else 0.
+ * \param       err       Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL pointers;      CUDA_ERROR_STREAM_CAPTURE_INVALIDATED for a capture the
  *              driver invalidated and nobody ended yet (call end);
  *              CUDA_ERROR_ILLEGAL_STATE when closed.
  */
@@ -169,9 +229,19 @@ CUCAP_API CUresult cucap_builder_is_building(const cucap_builder *b, int *buildi
 /**
  * \brief       Instantiate the ended graph
  *
+ * Instantiation runs in the builder's context and in relaxed thread mode
+ * (so it never invalidates another thread's global capture).
+ *
+ * \param       b       An ENDED PRIMARY builder.
  * \param       opts    NULL for the defaults.
- * \return      CUDA_ERROR_ILLEGAL_STATE unless ENDED (INVALIDATED: the
- *              driver discarded the graph); the driver's error.
+ * \param       out     Receives the executable graph (cucap_exec_destroy() it).
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL pointers;
+ *              CUDA_ERROR_ILLEGAL_STATE unless ENDED (INVALIDATED: the
+ *              driver discarded the graph), for a body, or while a body of
+ *              the graph failed or is still capturing (the message names
+ *              it); the driver's error (CUDA_ERROR_NOT_SUPPORTED for a
+ *              second executable graph of a graph with conditional nodes).
  */
 CUCAP_API CUresult cucap_builder_complete(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **out,
                                           cucap_error **err);
@@ -180,7 +250,14 @@ CUCAP_API CUresult cucap_builder_complete(cucap_builder *b, const cucap_complete
  * \brief       A shared reference to the builder's graph hierarchy
  *
  * Valid after the builder is closed or destroyed; cucap_graph_unref() it.
- * \return      CUDA_ERROR_ILLEGAL_STATE for a FORKED builder, during capture,
+ * For a BODY, the body graph of its node, which lives in the parent's
+ * hierarchy.
+ *
+ * \param       b       An ENDED PRIMARY builder, or a BODY.
+ * \param       out     Receives the reference; NULL on failure.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL pointers;
+ *              CUDA_ERROR_OUT_OF_MEMORY;      CUDA_ERROR_ILLEGAL_STATE for a FORKED builder, during capture,
  *              before begin, and when the driver discarded the graph.
  */
 CUCAP_API CUresult cucap_builder_graph(cucap_builder *b, cucap_graph **out, cucap_error **err);
@@ -188,7 +265,13 @@ CUCAP_API CUresult cucap_builder_graph(cucap_builder *b, cucap_graph **out, cuca
 /**
  * \brief       Write the ended graph as DOT (cuGraphDebugDotPrint)
  *
+ * \param       b       An ENDED builder.
+ * \param       path    The file to write.
  * \param       flags   CU_GRAPH_DEBUG_DOT_FLAGS_* bits; 0 for none.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL pointers;
+ *              CUDA_ERROR_ILLEGAL_STATE unless ENDED; the driver's error
+ *              (the message names the path).
  */
 CUCAP_API CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned int flags,
                                            cucap_error **err);
@@ -198,14 +281,24 @@ CUCAP_API CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, u
  *
  * The driver clones the graph; a graph with allocation, free or
  * conditional nodes cannot be embedded (CUDA_ERROR_NOT_SUPPORTED).
+ *
+ * \param       parent  A CAPTURING builder (any kind).
+ * \param       child   An ENDED builder of another capture.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL;
+ *              CUDA_ERROR_ILLEGAL_STATE unless parent captures and child
+ *              ENDED; the driver's error.
  */
 CUCAP_API CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_error **err);
 
 /**
  * \brief       Create a conditional handle on the graph b is capturing into
  *
+ * \param       b               A CAPTURING builder (not inside a body).
  * \param       default_value   Applied at every launch when assign_default is set.
  * \param       assign_default  0: no default (the value is set by device code).
+ * \param       out             Receives the handle.
+ * \param       err             Receives the error on failure (may be NULL).
  *
  * \return      CUDA_ERROR_ILLEGAL_STATE unless the driver reports b's capture
  *              ACTIVE; CUDA_ERROR_NOT_SUPPORTED inside a conditional body
@@ -227,7 +320,19 @@ CUCAP_API CUresult cucap_builder_create_condition(cucap_builder *b, unsigned int
  * the node.
  *
  * Conditional nodes cannot be nested inside a body: the driver refuses
- * child graphs that hold them (CUDA_ERROR_NOT_SUPPORTED).
+ * child graphs that hold them (CUDA_ERROR_NOT_SUPPORTED).  A body may hold
+ * kernel, memset, memcpy, empty, child-graph and conditional nodes; its
+ * end refuses others (CUDA_ERROR_NOT_SUPPORTED, naming the node type).
+ *
+ * \param       b          A CAPTURING builder (any kind but a body's own).
+ * \param       c          A handle of b's graph (cucap_builder_create_condition()).
+ * \param       then_body  Receives the BODY builder; NULL on failure.
+ * \param       err        Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL pointers;
+ *              CUDA_ERROR_ILLEGAL_STATE unless the driver reports b's
+ *              capture ACTIVE; CUDA_ERROR_NOT_SUPPORTED inside a body or
+ *              on a driver too old for the node; a driver error (no node
+ *              and no body then).
  */
 CUCAP_API CUresult cucap_builder_if(cucap_builder *b, CUgraphConditionalHandle c, cucap_builder **then_body,
                                     cucap_error **err);
@@ -235,12 +340,20 @@ CUCAP_API CUresult cucap_builder_if(cucap_builder *b, CUgraphConditionalHandle c
 /**
  * \brief       Add an IF node with two bodies: then_body runs when c is
  *              non-zero, else_body when it is zero (CUDA 12.8 drivers)
+ *
+ * \param       then_body  Receives the body that runs for non-zero.
+ * \param       else_body  Receives the body that runs for zero.
+ * \return      As cucap_builder_if(); CUDA_ERROR_NOT_SUPPORTED on drivers
+ *              before CUDA 12.8.
  */
 CUCAP_API CUresult cucap_builder_if_else(cucap_builder *b, CUgraphConditionalHandle c, cucap_builder **then_body,
                                          cucap_builder **else_body, cucap_error **err);
 
 /**
  * \brief       Add a WHILE node: its body repeats while c is non-zero
+ *
+ * \param       body    Receives the BODY builder.
+ * \return      As cucap_builder_if().
  */
 CUCAP_API CUresult cucap_builder_while(cucap_builder *b, CUgraphConditionalHandle c, cucap_builder **body,
                                        cucap_error **err);
@@ -249,8 +362,11 @@ CUCAP_API CUresult cucap_builder_while(cucap_builder *b, CUgraphConditionalHandl
  * \brief       Add a SWITCH node with count bodies: body n runs when c is n,
  *              none when c >= count (CUDA 12.8 drivers)
  *
+ * \param       count   1 to CUCAP_SWITCH_MAX bodies.
+ * \param       bodies  Receives count BODY builders.
  * \return      CUDA_ERROR_INVALID_VALUE for a count outside 1 to
- *              CUCAP_SWITCH_MAX or NULL bodies; otherwise as cucap_builder_if.
+ *              CUCAP_SWITCH_MAX or NULL bodies; CUDA_ERROR_NOT_SUPPORTED on
+ *              drivers before CUDA 12.8; otherwise as cucap_builder_if().
  */
 CUCAP_API CUresult cucap_builder_switch(cucap_builder *b, CUgraphConditionalHandle c, size_t count,
                                         cucap_builder **bodies, cucap_error **err);

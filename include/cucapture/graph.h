@@ -41,6 +41,10 @@ typedef struct cucap_complete_options {
     int device_launch;
     /** CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY */
     int use_node_priority;
+    /** Room for options of later releases without a new ABI: keep zero
+     *  (initialise the struct with {0} or memset). */
+    int reserved_int[4];
+    void *reserved_ptr[2];
 } cucap_complete_options;
 
 /** \brief An executable graph, owned by the object */

@@ -38,6 +38,10 @@ typedef struct cucap_pool_options {
     /** 1: allocations can be shared with other processes through POSIX
      *  file descriptors; 0: not. */
     int ipc_enabled;
+    /** Room for options of later releases without a new ABI: keep zero
+     *  (initialise the struct with {0} or memset). */
+    int reserved_int[4];
+    void *reserved_ptr[2];
 } cucap_pool_options;
 
 /**
