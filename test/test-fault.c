@@ -1,4 +1,4 @@
-/* Fault injection through the forwarding driver (test/fault/), over the
+/* Fault injection through the forwarding driver (test/drivers/fault/), over the
  * simulated driver and over the real one. */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
