@@ -11,8 +11,8 @@
 
 #include "cucapture.h"
 #include "driver.h"
+#include "test-driver.h"
 
-#define D cucap_i_drv
 #define THREADS 8
 #define ROUNDS 50
 

@@ -29,8 +29,8 @@
 #include "crash-report.h"
 #include "cucapture.h"
 #include "driver.h"
+#include "test-driver.h"
 
-#define D cucap_i_drv
 #define THREADS 16
 #define FORKS 4
 

@@ -9,7 +9,6 @@
 #include "gpu.h"
 #include "sim-env.h"
 
-#define D cucap_i_drv
 
 /* A whole capture cycle through the driver table.  Returns the first
  * failing code (and stops there, cleaning up), CUDA_SUCCESS otherwise. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gpu.h"
+#include "test-driver.h"
 
 TestSuite(gpu_smoke, .init = gpu_setup, .fini = gpu_teardown, .timeout = 60);
 
@@ -14,7 +15,7 @@ Test(gpu_presence, real_driver_and_device_usable, .timeout = 60)
     int count = 0;
 
     gpu_require();
-    cr_assert_eq(cucap_i_drv.cuDeviceGetCount(&count), CUDA_SUCCESS);
+    cr_assert_eq(D.cuDeviceGetCount(&count), CUDA_SUCCESS);
     cr_assert_geq(count, 1);
 }
 
@@ -24,9 +25,9 @@ Test(gpu_smoke, driver_and_device)
     int count = 0;
 
     cr_assert_geq(cucap_driver_version(), CUDA_VERSION);
-    cr_assert_eq(cucap_i_drv.cuDeviceGetCount(&count), CUDA_SUCCESS);
+    cr_assert_eq(D.cuDeviceGetCount(&count), CUDA_SUCCESS);
     cr_assert_geq(count, 1);
-    cr_assert_eq(cucap_i_drv.cuDeviceGetName(name, sizeof name, gpu_device), CUDA_SUCCESS);
+    cr_assert_eq(D.cuDeviceGetName(name, sizeof name, gpu_device), CUDA_SUCCESS);
     cr_assert_neq(name[0], '\0');
     cr_log_info("device 0: %s, driver %d", name, cucap_driver_version());
 }
@@ -44,13 +45,13 @@ Test(gpu_smoke, memset_round_trip)
     unsigned char host[4096];
     size_t i;
 
-    cr_assert_eq(cucap_i_drv.cuMemAlloc(&d, sizeof host), CUDA_SUCCESS);
-    cr_assert_eq(cucap_i_drv.cuMemsetD8(d, 0x5a, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemAlloc(&d, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8(d, 0x5a, sizeof host), CUDA_SUCCESS);
     memset(host, 0, sizeof host);
-    cr_assert_eq(cucap_i_drv.cuMemcpyDtoH(host, d, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemcpyDtoH(host, d, sizeof host), CUDA_SUCCESS);
     for (i = 0; i < sizeof host; i++)
         cr_assert_eq(host[i], 0x5a, "byte %zu is %#x", i, host[i]);
-    cr_assert_eq(cucap_i_drv.cuMemFree(d), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemFree(d), CUDA_SUCCESS);
 }
 
 Test(gpu_smoke, captured_graph_runs)
@@ -64,26 +65,26 @@ Test(gpu_smoke, captured_graph_runs)
     unsigned char host[256];
     size_t i;
 
-    cr_assert_eq(cucap_i_drv.cuMemAlloc(&d, sizeof host), CUDA_SUCCESS);
-    cr_assert_eq(cucap_i_drv.cuMemsetD8(d, 0, sizeof host), CUDA_SUCCESS);
-    cr_assert_eq(cucap_i_drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-    cr_assert_eq(cucap_i_drv.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-    cr_assert_eq(cucap_i_drv.cuStreamGetCaptureInfo(s, &status, NULL, NULL, NULL, NULL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemAlloc(&d, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8(d, 0, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamGetCaptureInfo(s, &status, NULL, NULL, NULL, NULL, NULL), CUDA_SUCCESS);
     cr_assert_eq(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
-    cr_assert_eq(cucap_i_drv.cuMemsetD8Async(d, 0xc3, sizeof host, s), CUDA_SUCCESS);
-    cr_assert_eq(cucap_i_drv.cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d, 0xc3, sizeof host, s), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamEndCapture(s, &g), CUDA_SUCCESS);
     cr_assert_not_null(g);
     memset(&params, 0, sizeof params);
     params.result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
-    cr_assert_eq(cucap_i_drv.cuGraphInstantiateWithParams(&exec, g, &params), CUDA_SUCCESS);
+    cr_assert_eq(D.cuGraphInstantiateWithParams(&exec, g, &params), CUDA_SUCCESS);
     cr_assert_eq(params.result_out, CUDA_GRAPH_INSTANTIATE_SUCCESS);
-    cr_assert_eq(cucap_i_drv.cuGraphLaunch(exec, s), CUDA_SUCCESS);
-    cr_assert_eq(cucap_i_drv.cuStreamSynchronize(s), CUDA_SUCCESS);
-    cr_assert_eq(cucap_i_drv.cuMemcpyDtoH(host, d, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(D.cuGraphLaunch(exec, s), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemcpyDtoH(host, d, sizeof host), CUDA_SUCCESS);
     for (i = 0; i < sizeof host; i++)
         cr_assert_eq(host[i], 0xc3, "byte %zu is %#x", i, host[i]);
-    cr_assert_eq(cucap_i_drv.cuGraphExecDestroy(exec), CUDA_SUCCESS);
-    cr_assert_eq(cucap_i_drv.cuGraphDestroy(g), CUDA_SUCCESS);
-    cr_assert_eq(cucap_i_drv.cuStreamDestroy(s), CUDA_SUCCESS);
-    cr_assert_eq(cucap_i_drv.cuMemFree(d), CUDA_SUCCESS);
+    cr_assert_eq(D.cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    cr_assert_eq(D.cuGraphDestroy(g), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemFree(d), CUDA_SUCCESS);
 }

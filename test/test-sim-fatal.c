@@ -9,9 +9,9 @@
 
 #include "cucapture.h"
 #include "driver.h"
+#include "test-driver.h"
 #include "sim-env.h"
 
-#define D cucap_i_drv
 
 static CUcontext ctx;
 

@@ -6,8 +6,8 @@
 #include <stddef.h>
 
 #include "driver.h"
+#include "test-driver.h"
 
-#define D cucap_i_drv
 
 extern CUcontext conf_ctx;
 extern CUdevice conf_dev;

@@ -25,12 +25,12 @@
 
 #include "cucapture.h"
 #include "driver.h"
+#include "test-driver.h"
 #include "fault/fault.h"
 #include "fuzz/fuzz.h"
 #include "internal.h"
 #include "sim/sim.h"
 
-#define D cucap_i_drv
 #define BUILDERS 8
 #define POOLS 3
 #define GRAPHS 3

@@ -25,8 +25,8 @@
 #include "crash-report.h"
 #include "cucapture.h"
 #include "driver.h"
+#include "test-driver.h"
 
-#define D cucap_i_drv
 
 static CUcontext ctx;
 static int rounds;

@@ -11,12 +11,12 @@
 
 #include "cucapture.h"
 #include "driver.h"
+#include "test-driver.h"
 #include "internal.h"
 #include "fault-env.h"
 #include "gpu.h"
 #include "sim-env.h"
 
-#define D cucap_i_drv
 
 static inline void sim_setup(void)
 {

@@ -14,6 +14,7 @@
 
 #include "cucapture.h"
 #include "driver.h"
+#include "test-driver.h"
 
 static CUcontext gpu_context;
 static CUdevice gpu_device;
@@ -72,9 +73,9 @@ static inline void gpu_require(void)
 /* Retain device 0's primary context and make it current. */
 static inline void gpu_make_current(void)
 {
-    cr_assert_eq(cucap_i_drv.cuDeviceGet(&gpu_device, 0), CUDA_SUCCESS);
-    cr_assert_eq(cucap_i_drv.cuDevicePrimaryCtxRetain(&gpu_context, gpu_device), CUDA_SUCCESS);
-    cr_assert_eq(cucap_i_drv.cuCtxSetCurrent(gpu_context), CUDA_SUCCESS);
+    cr_assert_eq(D.cuDeviceGet(&gpu_device, 0), CUDA_SUCCESS);
+    cr_assert_eq(D.cuDevicePrimaryCtxRetain(&gpu_context, gpu_device), CUDA_SUCCESS);
+    cr_assert_eq(D.cuCtxSetCurrent(gpu_context), CUDA_SUCCESS);
 }
 
 static inline void gpu_setup(void)
@@ -86,8 +87,8 @@ static inline void gpu_setup(void)
 static inline void gpu_teardown(void)
 {
     if (gpu_context) {
-        cucap_i_drv.cuCtxSetCurrent(NULL);
-        cucap_i_drv.cuDevicePrimaryCtxRelease(gpu_device);
+        D.cuCtxSetCurrent(NULL);
+        D.cuDevicePrimaryCtxRelease(gpu_device);
         gpu_context = NULL;
     }
 }

@@ -1,0 +1,50 @@
+/* The tests' own table of driver entry points (the library's table holds
+ * only what src/ calls): every entry the library resolves plus
+ * test-driver-entries.h, each resolved at the same ABI version through
+ * the loaded driver, so the fault layer wraps them alike.  Use D.name(...)
+ * once the library has loaded a driver (cucap_init). */
+#ifndef CUCAPTURE_TEST_DRIVER_H
+#define CUCAPTURE_TEST_DRIVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "driver.h"
+
+struct test_driver {
+#define CUCAP_DRIVER_ENTRY(name, type) type name;
+#include "driver-entries.h"
+#include "test-driver-entries.h"
+#undef CUCAP_DRIVER_ENTRY
+};
+
+/* One table per translation unit, filled on first use after the library
+ * loaded a driver. */
+static struct test_driver test_driver_table;
+static atomic_int test_driver_filled;
+static pthread_mutex_t test_driver_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static inline struct test_driver *test_driver(void)
+{
+    if (atomic_load_explicit(&test_driver_filled, memory_order_acquire))
+        return &test_driver_table;
+    pthread_mutex_lock(&test_driver_lock);
+    if (!atomic_load_explicit(&test_driver_filled, memory_order_relaxed) &&
+        cucap_i_driver_entry_point_at("cuGetErrorName", CUDA_VERSION)) {
+        void *fn;
+#define CUCAP_DRIVER_ENTRY(name, type)                                                        \
+        fn = cucap_i_driver_entry_point_at(#name, CUDA_VERSION);                              \
+        memcpy(&test_driver_table.name, &fn, sizeof fn);
+#include "driver-entries.h"
+#include "test-driver-entries.h"
+#undef CUCAP_DRIVER_ENTRY
+        atomic_store_explicit(&test_driver_filled, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&test_driver_lock);
+    return &test_driver_table;
+}
+
+#define D (*test_driver())
+
+#endif
