@@ -1,5 +1,11 @@
 /* What builder.c, fork.c and conditional.c share: the builder object and
- * the helpers they all use.  Internal. */
+ * the helpers they all use.  Internal.
+ *
+ * Two dependency circles are deliberate: builder.c and conditional.c
+ * (a body's end attaches its graph to its node; the conditional calls make
+ * body builders), and builder.c and graph.c (a builder owns a hierarchy;
+ * cucap_exec_update, declared in graph.h, reads a builder's graph).  Each
+ * pair shares one object whose life spans both files. */
 #ifndef CUCAPTURE_BUILDER_INTERNAL_H
 #define CUCAPTURE_BUILDER_INTERNAL_H
 
