@@ -173,15 +173,7 @@ void *cucap_i_driver_entry_point_at(const char *symbol, int cuda_version)
 
 void *cucap_driver_entry_point(const char *symbol)
 {
-    CUdriverProcAddressQueryResult found;
-    void *fn = NULL;
-
-    if (!symbol || cucap_i_driver("cucap_driver_entry_point", NULL) != CUDA_SUCCESS)
-        return NULL;
-    if (loaded_get_proc(symbol, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
-        found != CU_GET_PROC_ADDRESS_SUCCESS)
-        return NULL;
-    return fn;
+    return cucap_i_driver_entry_point_at(symbol, CUDA_VERSION);
 }
 
 const char *cucap_i_driver_error_name(CUresult code)

@@ -279,7 +279,7 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
     CUcontext saved = NULL;
     CUgraph root;
     cucap_exec *e;
-    CUresult rc, left;
+    CUresult rc;
 
     if (opts && !cucap_i_reserved_zero(opts->reserved_int, sizeof opts->reserved_int, opts->reserved_ptr,
                                        sizeof opts->reserved_ptr / sizeof opts->reserved_ptr[0]))
@@ -294,19 +294,12 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
                           "graph to instantiate", caller);
     else
         rc = cucap_i_hier_check_bodies(h, caller, err);
-    if (rc == CUDA_SUCCESS && (rc = cucap_i_ctx_enter(h->ctx, &saved)) != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "making the graph's context current (cuCtxSetCurrent)");
-    if (rc == CUDA_SUCCESS) {
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_ctx_enter_for(h->ctx, &saved, caller, err)) == CUDA_SUCCESS) {
         if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) == CUDA_SUCCESS) {
             rc = instantiate_graph(root, h->bodies != NULL, opts, &exec, caller, err);
             rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
         }
-        if ((left = cucap_i_ctx_leave(h->ctx, saved)) != CUDA_SUCCESS) {
-            if (rc != CUDA_SUCCESS)
-                cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", left);
-            else
-                rc = cucap_i_fail_driver(err, left, caller, "restoring the thread's context (cuCtxSetCurrent)");
-        }
+        rc = cucap_i_ctx_leave_for(h->ctx, saved, rc, caller, err);
     }
     cucap_i_hier_unlock(h);
     if (rc != CUDA_SUCCESS) {
@@ -332,29 +325,6 @@ CUresult cucap_graph_instantiate(cucap_graph *g, const cucap_complete_options *o
     return cucap_i_hier_instantiate(g->h, g->box, opts, out, "cucap_graph_instantiate", err);
 }
 
-/* Run an executable-graph call in the graph's context. */
-static CUresult in_context(CUcontext ctx, CUcontext *saved, const char *caller, cucap_error **err)
-{
-    CUresult rc = cucap_i_ctx_enter(ctx, saved);
-
-    if (rc != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "making the graph's context current (cuCtxSetCurrent)");
-    return CUDA_SUCCESS;
-}
-
-static CUresult out_of_context(CUcontext ctx, CUcontext saved, CUresult work, const char *caller, cucap_error **err)
-{
-    CUresult rc = cucap_i_ctx_leave(ctx, saved);
-
-    if (rc == CUDA_SUCCESS)
-        return work;
-    if (work != CUDA_SUCCESS) {
-        cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", rc);
-        return work;
-    }
-    return cucap_i_fail_driver(err, rc, caller, "restoring the thread's context (cuCtxSetCurrent)");
-}
-
 CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err)
 {
     static const char caller[] = "cucap_exec_launch";
@@ -363,7 +333,7 @@ CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err)
 
     if (!e)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
-    if ((rc = in_context(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
+    if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
     if ((rc = cucap_i_drv.cuGraphLaunch(e->exec, s)) != CUDA_SUCCESS) {
         cucap_i_fail(err, rc, "%s: cuGraphLaunch failed: %s: %s%s", caller, cucap_i_result_label(rc),
@@ -373,7 +343,7 @@ CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err)
                            "driver invalidated that capture; embed a graph with cucap_builder_embed instead)" : "");
         cucap_i_capture_stream_failed(s, "cucap_exec_launch (cuGraphLaunch)", rc);
     }
-    return out_of_context(e->ctx, saved, rc, caller, err);
+    return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
 }
 
 CUresult cucap_exec_upload(cucap_exec *e, CUstream s, cucap_error **err)
@@ -384,13 +354,13 @@ CUresult cucap_exec_upload(cucap_exec *e, CUstream s, cucap_error **err)
 
     if (!e)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
-    if ((rc = in_context(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
+    if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
     if ((rc = cucap_i_drv.cuGraphUpload(e->exec, s)) != CUDA_SUCCESS) {
         cucap_i_fail_driver(err, rc, caller, "cuGraphUpload");
         cucap_i_capture_stream_failed(s, "cucap_exec_upload (cuGraphUpload)", rc);
     }
-    return out_of_context(e->ctx, saved, rc, caller, err);
+    return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
 }
 
 CUgraphExec cucap_exec_handle(const cucap_exec *e)
@@ -472,15 +442,15 @@ CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **e
     CUgraphNodeType type;
     CUcontext ctx, saved = NULL;
     char where[96] = "";
-    CUresult rc, left;
+    CUresult rc;
 
     if (!e)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
     if ((rc = cucap_i_builder_check_ended(source, caller, err)) != CUDA_SUCCESS)
         return rc;
     ctx = cucap_i_exec_context(e);
-    if ((rc = cucap_i_ctx_enter(ctx, &saved)) != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "making the graph's context current (cuCtxSetCurrent)");
+    if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) != CUDA_SUCCESS)
+        return rc;
     memset(&info, 0, sizeof info);
     cucap_i_hier_lock_shared(source->h);
     rc = cucap_i_drv.cuGraphExecUpdate(cucap_exec_handle(e), cucap_i_hier_root(source->h), &info);
@@ -496,11 +466,5 @@ CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **e
     } else if (rc != CUDA_SUCCESS) {
         cucap_i_fail_driver(err, rc, caller, "cuGraphExecUpdate");
     }
-    if ((left = cucap_i_ctx_leave(ctx, saved)) != CUDA_SUCCESS) {
-        if (rc != CUDA_SUCCESS)
-            cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", left);
-        else
-            rc = cucap_i_fail_driver(err, left, caller, "restoring the thread's context (cuCtxSetCurrent)");
-    }
-    return rc;
+    return cucap_i_ctx_leave_for(ctx, saved, rc, caller, err);
 }

@@ -66,6 +66,10 @@ CUresult cucap_i_relaxed_leave(struct cucap_relaxed_scope *scope, CUresult work,
  * leave puts it back (and costs nothing when it was ctx already). */
 CUresult cucap_i_ctx_enter(CUcontext ctx, CUcontext *saved);
 CUresult cucap_i_ctx_leave(CUcontext ctx, CUcontext saved);
+/* The same for a public call: a failed switch is the call's error; a
+ * failed restore a note on the work's error, or the error itself. */
+CUresult cucap_i_ctx_enter_for(CUcontext ctx, CUcontext *saved, const char *caller, cucap_error **err);
+CUresult cucap_i_ctx_leave_for(CUcontext ctx, CUcontext saved, CUresult work, const char *caller, cucap_error **err);
 
 /* A new non-blocking stream (CUCAP_I_STREAM) or timing-free event
  * (CUCAP_I_EVENT) made with ctx current, the thread's own context given

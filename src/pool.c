@@ -231,61 +231,32 @@ CUresult cucap_pool_create(CUdevice dev, const cucap_pool_options *opts, cucap_p
     return CUDA_SUCCESS;
 }
 
-/* cuMemAllocFromPoolAsync in the pool's context and in relaxed thread mode:
- * an allocation outside a capture, made in global mode, invalidates every
- * other thread's global capture; and on the NULL stream it needs a current
+/* cuMemAllocFromPoolAsync (ptr receives) or cuMemFreeAsync (ptr given) in
+ * the pool's context and in relaxed thread mode: an allocation or a free
+ * outside a capture, made in global mode, invalidates every other thread's
+ * global capture (measured), and on the NULL stream both need a current
  * context. */
-static CUresult allocate(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *ptr, const char *caller,
-                         cucap_error **err)
+static CUresult stream_ordered(cucap_pool *p, int allocate, size_t size, CUstream s, CUdeviceptr *ptr,
+                               const char *caller, cucap_error **err)
 {
+    const char *call = allocate ? "cuMemAllocFromPoolAsync" : "cuMemFreeAsync";
     struct cucap_relaxed_scope scope;
     CUcontext saved = NULL;
-    CUresult rc, left;
+    CUresult rc;
 
-    if ((rc = cucap_i_ctx_enter(p->ctx, &saved)) != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "making the pool's context current (cuCtxSetCurrent)");
+    if ((rc = cucap_i_ctx_enter_for(p->ctx, &saved, caller, err)) != CUDA_SUCCESS)
+        return rc;
     if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) == CUDA_SUCCESS) {
-        rc = cucap_i_drv.cuMemAllocFromPoolAsync(ptr, size, p->handle, s);
+        rc = allocate ? cucap_i_drv.cuMemAllocFromPoolAsync(ptr, size, p->handle, s)
+                      : cucap_i_drv.cuMemFreeAsync(*ptr, s);
         if (rc != CUDA_SUCCESS) {
-            cucap_i_capture_stream_failed(s, "cucap_pool_alloc (cuMemAllocFromPoolAsync)", rc);
-            cucap_i_fail_driver(err, rc, caller, "cuMemAllocFromPoolAsync");
+            cucap_i_capture_stream_failed(s, allocate ? "cucap_pool_alloc (cuMemAllocFromPoolAsync)"
+                                                      : "cucap_pool_free (cuMemFreeAsync)", rc);
+            cucap_i_fail_driver(err, rc, caller, call);
         }
         rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
     }
-    if ((left = cucap_i_ctx_leave(p->ctx, saved)) != CUDA_SUCCESS) {
-        if (rc != CUDA_SUCCESS)
-            cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", left);
-        else
-            rc = cucap_i_fail_driver(err, left, caller, "restoring the thread's context (cuCtxSetCurrent)");
-    }
-    return rc;
-}
-
-/* cuMemFreeAsync in the pool's context and relaxed thread mode (measured:
- * a global-mode free outside a capture invalidates every other thread's
- * global capture, like an allocation). */
-static CUresult release_to_driver(cucap_pool *p, CUdeviceptr ptr, CUstream s, const char *caller, cucap_error **err)
-{
-    struct cucap_relaxed_scope scope;
-    CUcontext saved = NULL;
-    CUresult rc, left;
-
-    if ((rc = cucap_i_ctx_enter(p->ctx, &saved)) != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "making the pool's context current (cuCtxSetCurrent)");
-    if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) == CUDA_SUCCESS) {
-        if ((rc = cucap_i_drv.cuMemFreeAsync(ptr, s)) != CUDA_SUCCESS) {
-            cucap_i_capture_stream_failed(s, "cucap_pool_free (cuMemFreeAsync)", rc);
-            cucap_i_fail_driver(err, rc, caller, "cuMemFreeAsync");
-        }
-        rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
-    }
-    if ((left = cucap_i_ctx_leave(p->ctx, saved)) != CUDA_SUCCESS) {
-        if (rc != CUDA_SUCCESS)
-            cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", left);
-        else
-            rc = cucap_i_fail_driver(err, left, caller, "restoring the thread's context (cuCtxSetCurrent)");
-    }
-    return rc;
+    return cucap_i_ctx_leave_for(p->ctx, saved, rc, caller, err);
 }
 
 CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *out, cucap_error **err)
@@ -302,13 +273,13 @@ CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *o
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the pool is NULL", caller);
     if (size == 0)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a size of 0 bytes was requested", caller);
-    if ((rc = allocate(p, size, s, &ptr, caller, err)) != CUDA_SUCCESS)
+    if ((rc = stream_ordered(p, 1, size, s, &ptr, caller, err)) != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&live_lock);
     added = cucap_i_ptr_set_add(&live_pointers, ptr, p);
     pthread_mutex_unlock(&live_lock);
     if (added != 0) {
-        rc = release_to_driver(p, ptr, s, caller, NULL);
+        rc = stream_ordered(p, 0, 0, s, &ptr, caller, NULL);
         cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory while recording the allocation", caller);
         if (rc != CUDA_SUCCESS)
             cucap_i_note_failure(err, "cuMemFreeAsync", "giving the allocation back", rc);
@@ -338,7 +309,7 @@ CUresult cucap_pool_free(cucap_pool *p, CUdeviceptr ptr, CUstream s, cucap_error
                             (unsigned long long)ptr);
     /* when the driver refuses, the pool forgets the pointer all the same,
      * so that it can never free an address the driver hands out again */
-    return release_to_driver(p, ptr, s, caller, err);
+    return stream_ordered(p, 0, 0, s, &ptr, caller, err);
 }
 
 CUmemoryPool cucap_pool_handle(const cucap_pool *p)

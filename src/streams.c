@@ -32,6 +32,28 @@ CUresult cucap_i_ctx_enter(CUcontext ctx, CUcontext *saved)
     return rc;
 }
 
+CUresult cucap_i_ctx_enter_for(CUcontext ctx, CUcontext *saved, const char *caller, cucap_error **err)
+{
+    CUresult rc = cucap_i_ctx_enter(ctx, saved);
+
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "making the object's context current (cuCtxSetCurrent)");
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_i_ctx_leave_for(CUcontext ctx, CUcontext saved, CUresult work, const char *caller, cucap_error **err)
+{
+    CUresult rc = cucap_i_ctx_leave(ctx, saved);
+
+    if (rc == CUDA_SUCCESS)
+        return work;
+    if (work != CUDA_SUCCESS) {
+        cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", rc);
+        return work;
+    }
+    return cucap_i_fail_driver(err, rc, caller, "restoring the thread's context (cuCtxSetCurrent)");
+}
+
 CUresult cucap_i_ctx_leave(CUcontext ctx, CUcontext saved)
 {
     return saved == ctx ? CUDA_SUCCESS : cucap_i_drv.cuCtxSetCurrent(saved);

@@ -149,18 +149,6 @@ out:
     return ok;
 }
 
-/* Synchronize in relaxed mode: a global-mode synchronize would itself
- * invalidate the other threads' global captures. */
-static CUresult relaxed_synchronize(CUstream s)
-{
-    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    CUresult rc;
-
-    D.cuThreadExchangeStreamCaptureMode(&mode);
-    rc = D.cuStreamSynchronize(s);
-    D.cuThreadExchangeStreamCaptureMode(&mode);
-    return rc;
-}
 
 static void *capturing_thread(void *p)
 {

@@ -43,16 +43,6 @@ struct worker {
  * capture its stream is part of, but never other threads' global captures
  * (a global-mode call racing other threads' captures crashes the real
  * driver itself: test/stress-threads.c). */
-static CUresult relaxed_synchronize(CUstream s)
-{
-    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    CUresult rc;
-
-    D.cuThreadExchangeStreamCaptureMode(&mode);
-    rc = D.cuStreamSynchronize(s);
-    D.cuThreadExchangeStreamCaptureMode(&mode);
-    return rc;
-}
 
 static unsigned rnd(struct worker *w)
 {

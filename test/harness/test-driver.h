@@ -47,4 +47,19 @@ static inline struct test_driver *test_driver(void)
 
 #define D (*test_driver())
 
+/* cuStreamSynchronize in relaxed thread mode: it still invalidates a
+ * capture its stream is part of, but never other threads' global captures
+ * (a global-mode call racing other threads' captures crashes the real
+ * driver itself: test/stress-threads.c). */
+static inline CUresult relaxed_synchronize(CUstream s)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CUresult rc;
+
+    D.cuThreadExchangeStreamCaptureMode(&mode);
+    rc = D.cuStreamSynchronize(s);
+    D.cuThreadExchangeStreamCaptureMode(&mode);
+    return rc;
+}
+
 #endif
