@@ -8,9 +8,11 @@
  * libcucapture does not link against libcuda.  On first use it loads the
  * driver with dlopen(): the library named by the environment variable
  * CUCAPTURE_DRIVER when it is set, otherwise libcuda.so.1.  Every entry
- * point is resolved through cuGetProcAddress at the CUDA version of the
- * headers the library was built against, so the driver must be at least
- * that version.
+ * point is resolved through cuGetProcAddress at the oldest CUDA version
+ * whose ABI variant the library calls, so one build runs on every driver
+ * from CUDA 12.3 (driver series 545) up, whatever headers it was built
+ * with.  Features that need newer drivers (IF-ELSE and SWITCH nodes: 12.8)
+ * return CUDA_ERROR_NOT_SUPPORTED on older ones, naming the version.
  */
 #ifndef CUCAPTURE_H
 #define CUCAPTURE_H
@@ -77,16 +79,42 @@ CUCAP_API int cucap_driver_version(void);
  *              link against libcuda themselves
  *
  * Loads the driver like cucap_init() if needed and resolves symbol with
- * cuGetProcAddress at the CUDA version of the headers the library was built
- * against.  Cast the result to the matching PFN_<name>_v<version> type of
- * <cudaTypedefs.h>, for example
+ * cuGetProcAddress at CUDA 12.3 (CUCAP_ENTRY_POINT_ABI), whatever headers
+ * the library was built with: every build returns the variant current at
+ * CUDA 12.3, so a program gets the same function type from every build.
+ * Cast the result to the matching PFN_<name>_v<version> type of
+ * <cudaTypedefs.h>, the newest one not newer than 12030, for example
  *     PFN_cuMemsetD8Async_v3020 memset_async =
  *         (PFN_cuMemsetD8Async_v3020)cucap_driver_entry_point("cuMemsetD8Async");
  *
+ * \param       symbol  A driver entry point's name, such as "cuMemsetD8Async".
  * \return      The function, or NULL when the driver cannot be loaded or
  *              does not have it.
  */
 CUCAP_API void *cucap_driver_entry_point(const char *symbol);
+
+/** The CUDA version at which cucap_driver_entry_point() resolves. */
+#define CUCAP_ENTRY_POINT_ABI 12030
+
+/** A driver function of any type: cast it to its PFN_<name>_v<version>
+ *  type.  A function pointer type, so the cast is pedantic-clean. */
+typedef void (*cucap_driver_fn)(void);
+
+/**
+ * \brief       An entry point at the ABI variant of a given CUDA version
+ *
+ * Resolves symbol with cuGetProcAddress at cuda_version: the newest variant
+ * not newer than that version, as the driver defines it.  A version newer
+ * than the loaded driver gives NULL.  For example
+ *     PFN_cuStreamGetCtx_v12050 get_ctx = (PFN_cuStreamGetCtx_v12050)
+ *         cucap_driver_entry_point_version("cuStreamGetCtx", 12050);
+ *
+ * \param       symbol        A driver entry point's name.
+ * \param       cuda_version  1000 * major + 10 * minor, for example 12050.
+ * \return      The function, or NULL when the driver cannot be loaded, is
+ *              older than cuda_version, or does not have the symbol.
+ */
+CUCAP_API cucap_driver_fn cucap_driver_entry_point_version(const char *symbol, int cuda_version);
 
 #ifdef __cplusplus
 }

@@ -27,15 +27,15 @@ const char *const cucap_i_state_names[] = { "NOT_STARTED", "CAPTURING", "ENDED",
 static CUresult stream_context(CUstream s, CUcontext *ctx)
 {
 #if CUDA_VERSION >= 12050
-    CUgreenCtx green = NULL;
-    CUresult rc = cucap_i_drv.cuStreamGetCtx(s, ctx, &green);
-
-    if (rc == CUDA_SUCCESS && green)
-        rc = cucap_i_drv.cuCtxFromGreenCtx ? cucap_i_drv.cuCtxFromGreenCtx(ctx, green) : CUDA_ERROR_NOT_SUPPORTED;
-    return rc;
-#else
-    return cucap_i_drv.cuStreamGetCtx(s, ctx);
+    if (cucap_i_drv.cuStreamGetCtx_v2) {   /* CUDA 12.5 drivers and newer */
+        CUgreenCtx green = NULL;
+        CUresult rc = cucap_i_drv.cuStreamGetCtx_v2(s, ctx, &green);
+        if (rc == CUDA_SUCCESS && green)
+            rc = cucap_i_drv.cuCtxFromGreenCtx ? cucap_i_drv.cuCtxFromGreenCtx(ctx, green) : CUDA_ERROR_NOT_SUPPORTED;
+        return rc;
+    }
 #endif
+    return cucap_i_drv.cuStreamGetCtx(s, ctx);
 }
 
 void cucap_i_ctx_hold_release(struct ctx_hold *c)
@@ -124,24 +124,26 @@ void cucap_i_capture_unlock_pair(const cucap_builder *a, const cucap_builder *b)
         cucap_i_capture_unlock(b);
 }
 
-#if CUDA_VERSION >= 13000
-#  define CTX_GET_DEVICE(ctx, dev) cucap_i_drv.cuCtxGetDevice((dev), (ctx))
-#else
-#  define CTX_GET_DEVICE(ctx, dev) context_device((ctx), (dev))
-/* before CUDA 13 cuCtxGetDevice reads the current context only */
+#define CTX_GET_DEVICE(ctx, dev) context_device((ctx), (dev))
+
+/* The device of a context: cuCtxGetDevice_v2 (CUDA 13 drivers) reads any
+ * context; before it, cuCtxGetDevice reads the current one only. */
 /* before CUDA 13 cuCtxGetDevice reads the current context only */
 static CUresult context_device(CUcontext ctx, CUdevice *dev)
 {
     CUcontext saved = NULL;
-    CUresult rc = cucap_i_ctx_enter(ctx, &saved), left;
+    CUresult rc, left;
 
-    if (rc != CUDA_SUCCESS)
+#if CUDA_VERSION >= 13000
+    if (cucap_i_drv.cuCtxGetDevice_v2)
+        return cucap_i_drv.cuCtxGetDevice_v2(dev, ctx);
+#endif
+    if ((rc = cucap_i_ctx_enter(ctx, &saved)) != CUDA_SUCCESS)
         return rc;
     rc = cucap_i_drv.cuCtxGetDevice(dev);
     left = cucap_i_ctx_leave(ctx, saved);
     return rc != CUDA_SUCCESS ? rc : left;
 }
-#endif
 
 /* ---------------------------------------------------------------- creation */
 

@@ -1,69 +1,69 @@
 /* Every driver entry point the library calls, and no other (the tests
- * resolve their own, test/harness/test-driver-entries.h), with the cudaTypedefs.h
- * type of the variant that cuGetProcAddress returns when asked at the
- * headers' CUDA_VERSION (the newest variant not newer than it).  Included
- * with CUCAP_DRIVER_ENTRY(name, type) defined. */
-
-#if CUDA_VERSION >= 12050
-#  define CUCAP_PFN_cuStreamGetCtx PFN_cuStreamGetCtx_v12050
-#else
-#  define CUCAP_PFN_cuStreamGetCtx PFN_cuStreamGetCtx_v9020
-#endif
-
-#if CUDA_VERSION >= 13000
-#  define CUCAP_PFN_cuCtxGetDevice PFN_cuCtxGetDevice_v13000
-#else
-#  define CUCAP_PFN_cuCtxGetDevice PFN_cuCtxGetDevice_v2000
-#endif
+ * resolve their own, test/harness/test-driver-entries.h):
+ *     CUCAP_DRIVER_ENTRY(field, symbol, version, optional)
+ * The table's field `field` holds `symbol` requested from cuGetProcAddress
+ * at CUDA `version`, the version that introduced the ABI variant the
+ * library calls, whose type is PFN_<symbol>_v<version> (cudaTypedefs.h).
+ * So the headers a build used never raise the driver it needs: the floor
+ * is CUDA 12.3 (conditional handles), and every entry newer than that is
+ * optional (NULL on older drivers; the code that calls it checks, and
+ * falls back or refuses the feature with CUDA_ERROR_NOT_SUPPORTED).
+ * scripts/check-driver-entries checks that rule. */
 
 /* errors and initialisation */
-CUCAP_DRIVER_ENTRY(cuGetErrorName, PFN_cuGetErrorName_v6000)
-CUCAP_DRIVER_ENTRY(cuGetErrorString, PFN_cuGetErrorString_v6000)
-CUCAP_DRIVER_ENTRY(cuInit, PFN_cuInit_v2000)
+CUCAP_DRIVER_ENTRY(cuGetErrorName, cuGetErrorName, 6000, 0)
+CUCAP_DRIVER_ENTRY(cuGetErrorString, cuGetErrorString, 6000, 0)
+CUCAP_DRIVER_ENTRY(cuInit, cuInit, 2000, 0)
 /* devices and contexts */
-CUCAP_DRIVER_ENTRY(cuDeviceGetCount, PFN_cuDeviceGetCount_v2000)
-CUCAP_DRIVER_ENTRY(cuDeviceGetAttribute, PFN_cuDeviceGetAttribute_v2000)
-CUCAP_DRIVER_ENTRY(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain_v7000)
-CUCAP_DRIVER_ENTRY(cuDevicePrimaryCtxRelease, PFN_cuDevicePrimaryCtxRelease_v11000)
-CUCAP_DRIVER_ENTRY(cuCtxGetCurrent, PFN_cuCtxGetCurrent_v4000)
-CUCAP_DRIVER_ENTRY(cuCtxSetCurrent, PFN_cuCtxSetCurrent_v4000)
-CUCAP_DRIVER_ENTRY(cuCtxGetDevice, CUCAP_PFN_cuCtxGetDevice)
-#if CUDA_VERSION >= 12050
-CUCAP_DRIVER_ENTRY(cuCtxFromGreenCtx, PFN_cuCtxFromGreenCtx_v12040)
+CUCAP_DRIVER_ENTRY(cuDeviceGetCount, cuDeviceGetCount, 2000, 0)
+CUCAP_DRIVER_ENTRY(cuDeviceGetAttribute, cuDeviceGetAttribute, 2000, 0)
+CUCAP_DRIVER_ENTRY(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, 0)
+CUCAP_DRIVER_ENTRY(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 11000, 0)
+CUCAP_DRIVER_ENTRY(cuCtxGetCurrent, cuCtxGetCurrent, 4000, 0)
+CUCAP_DRIVER_ENTRY(cuCtxSetCurrent, cuCtxSetCurrent, 4000, 0)
+CUCAP_DRIVER_ENTRY(cuCtxGetDevice, cuCtxGetDevice, 2000, 0)
+#if CUDA_VERSION >= 13000
+CUCAP_DRIVER_ENTRY(cuCtxGetDevice_v2, cuCtxGetDevice, 13000, 1)   /* of any context */
+#endif
+#if CUDA_VERSION >= 12040
+CUCAP_DRIVER_ENTRY(cuCtxFromGreenCtx, cuCtxFromGreenCtx, 12040, 1)
 #endif
 /* streams and events */
-CUCAP_DRIVER_ENTRY(cuStreamCreate, PFN_cuStreamCreate_v2000)
-CUCAP_DRIVER_ENTRY(cuStreamDestroy, PFN_cuStreamDestroy_v4000)
-CUCAP_DRIVER_ENTRY(cuStreamGetCtx, CUCAP_PFN_cuStreamGetCtx)
-CUCAP_DRIVER_ENTRY(cuStreamWaitEvent, PFN_cuStreamWaitEvent_v3020)
-CUCAP_DRIVER_ENTRY(cuEventCreate, PFN_cuEventCreate_v2000)
-CUCAP_DRIVER_ENTRY(cuEventRecord, PFN_cuEventRecord_v2000)
-CUCAP_DRIVER_ENTRY(cuEventDestroy, PFN_cuEventDestroy_v4000)
+CUCAP_DRIVER_ENTRY(cuStreamCreate, cuStreamCreate, 2000, 0)
+CUCAP_DRIVER_ENTRY(cuStreamDestroy, cuStreamDestroy, 4000, 0)
+CUCAP_DRIVER_ENTRY(cuStreamGetCtx, cuStreamGetCtx, 9020, 0)
+#if CUDA_VERSION >= 12050
+CUCAP_DRIVER_ENTRY(cuStreamGetCtx_v2, cuStreamGetCtx, 12050, 1)   /* with the green context */
+#endif
+CUCAP_DRIVER_ENTRY(cuStreamWaitEvent, cuStreamWaitEvent, 3020, 0)
+CUCAP_DRIVER_ENTRY(cuEventCreate, cuEventCreate, 2000, 0)
+CUCAP_DRIVER_ENTRY(cuEventRecord, cuEventRecord, 2000, 0)
+CUCAP_DRIVER_ENTRY(cuEventDestroy, cuEventDestroy, 4000, 0)
 /* stream capture */
-CUCAP_DRIVER_ENTRY(cuStreamBeginCapture, PFN_cuStreamBeginCapture_v10010)
-CUCAP_DRIVER_ENTRY(cuStreamEndCapture, PFN_cuStreamEndCapture_v10000)
-CUCAP_DRIVER_ENTRY(cuStreamGetCaptureInfo, PFN_cuStreamGetCaptureInfo_v12030)
-CUCAP_DRIVER_ENTRY(cuStreamUpdateCaptureDependencies, PFN_cuStreamUpdateCaptureDependencies_v12030)
-CUCAP_DRIVER_ENTRY(cuThreadExchangeStreamCaptureMode, PFN_cuThreadExchangeStreamCaptureMode_v10010)
+CUCAP_DRIVER_ENTRY(cuStreamBeginCapture, cuStreamBeginCapture, 10010, 0)
+CUCAP_DRIVER_ENTRY(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)
+CUCAP_DRIVER_ENTRY(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo, 12030, 0)
+CUCAP_DRIVER_ENTRY(cuStreamUpdateCaptureDependencies, cuStreamUpdateCaptureDependencies, 12030, 0)
+CUCAP_DRIVER_ENTRY(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, 10010, 0)
 /* graphs */
-CUCAP_DRIVER_ENTRY(cuGraphDestroy, PFN_cuGraphDestroy_v10000)
-CUCAP_DRIVER_ENTRY(cuGraphAddNode, PFN_cuGraphAddNode_v12030)
-CUCAP_DRIVER_ENTRY(cuGraphAddChildGraphNode, PFN_cuGraphAddChildGraphNode_v10000)
-CUCAP_DRIVER_ENTRY(cuGraphGetNodes, PFN_cuGraphGetNodes_v10000)
-CUCAP_DRIVER_ENTRY(cuGraphNodeGetType, PFN_cuGraphNodeGetType_v10000)
-CUCAP_DRIVER_ENTRY(cuGraphChildGraphNodeGetGraph, PFN_cuGraphChildGraphNodeGetGraph_v10000)
-CUCAP_DRIVER_ENTRY(cuGraphConditionalHandleCreate, PFN_cuGraphConditionalHandleCreate_v12030)
-CUCAP_DRIVER_ENTRY(cuGraphDebugDotPrint, PFN_cuGraphDebugDotPrint_v11030)
-CUCAP_DRIVER_ENTRY(cuGraphInstantiateWithParams, PFN_cuGraphInstantiateWithParams_v12000)
-CUCAP_DRIVER_ENTRY(cuGraphExecDestroy, PFN_cuGraphExecDestroy_v10000)
-CUCAP_DRIVER_ENTRY(cuGraphExecUpdate, PFN_cuGraphExecUpdate_v12000)
-CUCAP_DRIVER_ENTRY(cuGraphLaunch, PFN_cuGraphLaunch_v10000)
-CUCAP_DRIVER_ENTRY(cuGraphUpload, PFN_cuGraphUpload_v11010)
+CUCAP_DRIVER_ENTRY(cuGraphDestroy, cuGraphDestroy, 10000, 0)
+CUCAP_DRIVER_ENTRY(cuGraphAddNode, cuGraphAddNode, 12030, 0)
+CUCAP_DRIVER_ENTRY(cuGraphAddChildGraphNode, cuGraphAddChildGraphNode, 10000, 0)
+CUCAP_DRIVER_ENTRY(cuGraphGetNodes, cuGraphGetNodes, 10000, 0)
+CUCAP_DRIVER_ENTRY(cuGraphNodeGetType, cuGraphNodeGetType, 10000, 0)
+CUCAP_DRIVER_ENTRY(cuGraphChildGraphNodeGetGraph, cuGraphChildGraphNodeGetGraph, 10000, 0)
+CUCAP_DRIVER_ENTRY(cuGraphConditionalHandleCreate, cuGraphConditionalHandleCreate, 12030, 0)
+CUCAP_DRIVER_ENTRY(cuGraphDebugDotPrint, cuGraphDebugDotPrint, 11030, 0)
+CUCAP_DRIVER_ENTRY(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams, 12000, 0)
+CUCAP_DRIVER_ENTRY(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0)
+CUCAP_DRIVER_ENTRY(cuGraphExecUpdate, cuGraphExecUpdate, 12000, 0)
+CUCAP_DRIVER_ENTRY(cuGraphLaunch, cuGraphLaunch, 10000, 0)
+CUCAP_DRIVER_ENTRY(cuGraphUpload, cuGraphUpload, 11010, 0)
 /* memory */
-CUCAP_DRIVER_ENTRY(cuDeviceGetMemPool, PFN_cuDeviceGetMemPool_v11020)
-CUCAP_DRIVER_ENTRY(cuMemPoolCreate, PFN_cuMemPoolCreate_v11020)
-CUCAP_DRIVER_ENTRY(cuMemPoolDestroy, PFN_cuMemPoolDestroy_v11020)
-CUCAP_DRIVER_ENTRY(cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute_v11020)
-CUCAP_DRIVER_ENTRY(cuMemPoolSetAttribute, PFN_cuMemPoolSetAttribute_v11020)
-CUCAP_DRIVER_ENTRY(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync_v11020)
-CUCAP_DRIVER_ENTRY(cuMemFreeAsync, PFN_cuMemFreeAsync_v11020)
+CUCAP_DRIVER_ENTRY(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, 0)
+CUCAP_DRIVER_ENTRY(cuMemPoolCreate, cuMemPoolCreate, 11020, 0)
+CUCAP_DRIVER_ENTRY(cuMemPoolDestroy, cuMemPoolDestroy, 11020, 0)
+CUCAP_DRIVER_ENTRY(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, 0)
+CUCAP_DRIVER_ENTRY(cuMemPoolSetAttribute, cuMemPoolSetAttribute, 11020, 0)
+CUCAP_DRIVER_ENTRY(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, 0)
+CUCAP_DRIVER_ENTRY(cuMemFreeAsync, cuMemFreeAsync, 11020, 0)

@@ -71,8 +71,8 @@ static void load_driver(void)
         return;
     }
 
-    /* cuDriverGetVersion exists in every driver; asking for every other
-     * entry point at a CUDA_VERSION newer than the driver would fail. */
+    /* cuDriverGetVersion exists in every driver: the floor is checked
+     * before anything else is asked for. */
     rc = get_proc("cuDriverGetVersion", (void **)&get_version, 2020,
                   CU_GET_PROC_ADDRESS_DEFAULT, &found);
     if (rc == CUDA_SUCCESS && get_version)
@@ -86,21 +86,32 @@ static void load_driver(void)
         return;
     }
     atomic_store_explicit(&driver_version, version, memory_order_relaxed);
-    if (version < CUDA_VERSION) {
+    if (version < CUCAP_DRIVER_FLOOR) {
         load_failed(CUDA_ERROR_NOT_SUPPORTED,
-                    "the CUDA driver '%s' supports CUDA %d.%d, but libcucapture was built "
-                    "against CUDA %d.%d headers and needs a driver at least that new",
-                    path, version / 1000, version % 1000 / 10,
-                    CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+                    "the CUDA driver '%s' supports CUDA %d.%d; libcucapture needs CUDA %d.%d or newer "
+                    "(driver series 545 or newer)", path, version / 1000, version % 1000 / 10,
+                    CUCAP_DRIVER_FLOOR / 1000, CUCAP_DRIVER_FLOOR % 1000 / 10);
         dlclose(handle);
         return;
     }
 
-#define CUCAP_DRIVER_ENTRY(name, type)                                              \
-    if (get_proc(#name, (void **)&cucap_i_drv.name, CUDA_VERSION,                   \
-                 CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||            \
-        found != CU_GET_PROC_ADDRESS_SUCCESS)                                       \
-        cucap_i_drv.name = NULL;
+    /* each entry at the version of the variant the library calls; a
+     * required one the driver lacks stops the load */
+#define CUCAP_DRIVER_ENTRY(field, symbol, at, optional)                                           \
+    {                                                                                             \
+        void *fn = NULL;                                                                          \
+        if (get_proc(#symbol, &fn, at, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||     \
+            found != CU_GET_PROC_ADDRESS_SUCCESS)                                                 \
+            fn = NULL;                                                                            \
+        memcpy(&cucap_i_drv.field, &fn, sizeof fn);                                               \
+        if (!fn && !(optional)) {                                                                 \
+            load_failed(CUDA_ERROR_NOT_SUPPORTED, "the CUDA driver '%s' (CUDA %d.%d) lacks %s at "   \
+                        "CUDA %d.%d, which libcucapture needs", path, version / 1000,              \
+                        version % 1000 / 10, #symbol, (at) / 1000, (at) % 1000 / 10);             \
+            dlclose(handle);                                                                      \
+            return;                                                                               \
+        }                                                                                         \
+    }
 #include "driver-entries.h"
 #undef CUCAP_DRIVER_ENTRY
 
@@ -109,10 +120,6 @@ static void load_driver(void)
      * points and driver threads must outlive every library call. */
     atomic_store_explicit(&driver_loaded, 1, memory_order_release);
 
-    if (!cucap_i_drv.cuInit) {
-        load_failed(CUDA_ERROR_NOT_SUPPORTED, "the CUDA driver '%s' has no cuInit", path);
-        return;
-    }
     rc = cucap_i_drv.cuInit(0);
     if (rc != CUDA_SUCCESS)
         load_failed(rc, "cuInit of the CUDA driver '%s' failed: %s: %s", path,
@@ -173,7 +180,16 @@ void *cucap_i_driver_entry_point_at(const char *symbol, int cuda_version)
 
 void *cucap_driver_entry_point(const char *symbol)
 {
-    return cucap_i_driver_entry_point_at(symbol, CUDA_VERSION);
+    return cucap_i_driver_entry_point_at(symbol, CUCAP_ENTRY_POINT_ABI);
+}
+
+cucap_driver_fn cucap_driver_entry_point_version(const char *symbol, int cuda_version)
+{
+    void *fn = cuda_version > 0 ? cucap_i_driver_entry_point_at(symbol, cuda_version) : NULL;
+    cucap_driver_fn out;
+
+    memcpy(&out, &fn, sizeof out);   /* an object pointer that holds a function's address */
+    return out;
 }
 
 const char *cucap_i_driver_error_name(CUresult code)

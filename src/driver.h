@@ -9,13 +9,17 @@
 #include "cucapture/error.h"
 
 struct cucap_driver {
-#define CUCAP_DRIVER_ENTRY(name, type) type name;
+#define CUCAP_DRIVER_ENTRY(field, symbol, version, optional) PFN_##symbol##_v##version field;
 #include "driver-entries.h"
 #undef CUCAP_DRIVER_ENTRY
 };
 
+/* The oldest driver the library runs on: CUDA 12.3 (conditional handles). */
+#define CUCAP_DRIVER_FLOOR 12030
+
 /* The table; its entries are valid only after cucap_i_driver() succeeded.
- * An entry point the driver lacks is NULL. */
+ * Every required entry is then set; an optional one the driver lacks is
+ * NULL. */
 extern struct cucap_driver cucap_i_drv;
 
 /* Load the driver once (cucap_init's work).  On failure *err (when err is

@@ -919,6 +919,7 @@ FAULT_BACKEND_TEST(builder, a_warning_handler_may_call_the_library)
     cucap_builder_destroy(b);
 }
 
+#if CUDA_VERSION >= 12050   /* green contexts and cuStreamGetCtx_v2 */
 /* ---------------------------------------------------------------- green contexts */
 
 /* A green context over part of device 0's SMs, and a stream of it. */
@@ -928,7 +929,7 @@ struct green {
     unsigned int sms;
 };
 
-#define ENTRY(type, name) ((type)cucap_driver_entry_point(name))
+#define ENTRY(symbol, version) ((PFN_##symbol##_v##version)cucap_i_driver_entry_point_at(#symbol, version))
 
 static int make_green(struct green *g)
 {
@@ -937,20 +938,21 @@ static int make_green(struct green *g)
     unsigned int groups = 1;
 
     memset(g, 0, sizeof *g);
-    if (!cucap_driver_entry_point("cuGreenCtxCreate") || !cucap_driver_entry_point("cuGreenCtxStreamCreate"))
+    if (!cucap_i_driver_entry_point_at("cuGreenCtxCreate", 12040) ||
+        !cucap_i_driver_entry_point_at("cuGreenCtxStreamCreate", 12050))
         return 0;
-    cr_assert_eq(ENTRY(PFN_cuDeviceGetDevResource_v12040, "cuDeviceGetDevResource")(0, &all, CU_DEV_RESOURCE_TYPE_SM),
+    cr_assert_eq(ENTRY(cuDeviceGetDevResource, 12040)(0, &all, CU_DEV_RESOURCE_TYPE_SM),
                  CUDA_SUCCESS);
-    cr_assert_eq(ENTRY(PFN_cuDevSmResourceSplitByCount_v12040, "cuDevSmResourceSplitByCount")(part, &groups, &all,
+    cr_assert_eq(ENTRY(cuDevSmResourceSplitByCount, 12040)(part, &groups, &all,
                                                                                                 &rest, 0, 8),
                  CUDA_SUCCESS);
     cr_assert_eq(groups, 1);
     cr_assert_lt(part[0].sm.smCount, all.sm.smCount, "a part of the SMs");
     g->sms = part[0].sm.smCount;
-    cr_assert_eq(ENTRY(PFN_cuDevResourceGenerateDesc_v12040, "cuDevResourceGenerateDesc")(&desc, part, 1), CUDA_SUCCESS);
-    cr_assert_eq(ENTRY(PFN_cuGreenCtxCreate_v12040, "cuGreenCtxCreate")(&g->ctx, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM),
+    cr_assert_eq(ENTRY(cuDevResourceGenerateDesc, 12040)(&desc, part, 1), CUDA_SUCCESS);
+    cr_assert_eq(ENTRY(cuGreenCtxCreate, 12040)(&g->ctx, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM),
                  CUDA_SUCCESS);
-    cr_assert_eq(ENTRY(PFN_cuGreenCtxStreamCreate_v12050, "cuGreenCtxStreamCreate")(&g->stream, g->ctx,
+    cr_assert_eq(ENTRY(cuGreenCtxStreamCreate, 12050)(&g->stream, g->ctx,
                                                                                       CU_STREAM_NON_BLOCKING, 0),
                  CUDA_SUCCESS);
     return 1;
@@ -961,7 +963,7 @@ static CUgreenCtx green_of(CUstream s)
     CUcontext ctx = NULL;
     CUgreenCtx green = NULL;
 
-    cr_assert_eq(D.cuStreamGetCtx(s, &ctx, &green), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamGetCtx_v2(s, &ctx, &green), CUDA_SUCCESS);
     return green;
 }
 
@@ -1012,6 +1014,7 @@ BACKEND_TEST(builder, forks_of_a_green_context_stream_stay_in_the_green_context)
     cucap_builder_destroy(b);
     D.cuStreamDestroy(launch);
     D.cuStreamDestroy(g.stream);
-    cr_assert_eq(ENTRY(PFN_cuGreenCtxDestroy_v12040, "cuGreenCtxDestroy")(g.ctx), CUDA_SUCCESS);
+    cr_assert_eq(ENTRY(cuGreenCtxDestroy, 12040)(g.ctx), CUDA_SUCCESS);
     D.cuMemFree(d);
 }
+#endif

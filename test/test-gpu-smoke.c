@@ -32,10 +32,36 @@ Test(gpu_smoke, driver_and_device)
     cr_log_info("device 0: %s, driver %d", name, cucap_driver_version());
 }
 
-Test(gpu_smoke, every_entry_point_resolved)
+/* Every entry of the library's table resolves on this driver at its
+ * declared version, to what the table holds; and one version earlier the
+ * driver gives another variant or none, so the declared version is the
+ * one that introduced the variant (a version typed too high cannot hide;
+ * one matching no cudaTypedefs.h type does not compile). */
+static void check_entry(const char *symbol, int version, int optional, const void *field, size_t size)
 {
-#define CUCAP_DRIVER_ENTRY(name, type) cr_expect_not_null((void *)cucap_i_drv.name, #name " is not resolved");
+    void *in_table = NULL, *at = cucap_i_driver_entry_point_at(symbol, version);
+    void *before = cucap_i_driver_entry_point_at(symbol, version - 10);
+
+    memcpy(&in_table, field, size);
+    if (optional && cucap_driver_version() < version) {
+        cr_expect_null(in_table, "%s@%d is set on a CUDA %d driver", symbol, version, cucap_driver_version());
+        return;
+    }
+    cr_expect_not_null(at, "%s does not resolve at %d", symbol, version);
+    cr_expect_eq(at, in_table, "%s@%d: the table holds another function", symbol, version);
+    cr_expect_neq(before, at, "%s is the same function at %d and %d: the variant is older than declared", symbol,
+                  version - 10, version);
+}
+
+Test(gpu_smoke, every_entry_point_resolved_at_its_declared_version)
+{
+#define CUCAP_DRIVER_ENTRY(field, symbol, version, optional)                                     \
+    check_entry(#symbol, version, optional, &cucap_i_drv.field, sizeof cucap_i_drv.field);
 #include "driver-entries.h"
+#undef CUCAP_DRIVER_ENTRY
+#define CUCAP_DRIVER_ENTRY(field, symbol, version, optional)                                     \
+    check_entry(#symbol, version, optional, &D.field, sizeof D.field);
+#include "test-driver-entries.h"
 #undef CUCAP_DRIVER_ENTRY
 }
 

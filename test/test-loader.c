@@ -167,10 +167,9 @@ Test(loader, concurrent_init_failure_is_the_same_everywhere)
     }
 }
 
-Test(loader, driver_older_than_headers_is_refused)
+Test(loader, driver_below_the_floor_is_refused)
 {
     cucap_error *err = NULL;
-    char want[64];
     /* keep the simulator mapped after the library unloads it, to read its counters */
     void *pin = dlopen(sim_path(), RTLD_NOW | RTLD_LOCAL);
 
@@ -179,8 +178,7 @@ Test(loader, driver_older_than_headers_is_refused)
     cr_assert_eq(setenv("CUDASIM_DRIVER_VERSION", "12020", 1), 0);
     cr_assert_eq(cucap_init(&err), CUDA_ERROR_NOT_SUPPORTED);
     cr_assert_not_null(strstr(cucap_error_message(err), "CUDA 12.2"), "%s", cucap_error_message(err));
-    snprintf(want, sizeof want, "CUDA %d.%d headers", CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
-    cr_assert_not_null(strstr(cucap_error_message(err), want), "%s", cucap_error_message(err));
+    cr_assert_not_null(strstr(cucap_error_message(err), "CUDA 12.3 or newer"), "%s", cucap_error_message(err));
     cr_assert_eq(sim_counter("cuInit"), 0, "an unsupported driver must not be initialised");
     cr_assert_eq(sim_counter("cuDriverGetVersion"), 1);
     cr_assert_eq(cucap_driver_version(), 12020, "the version found is still reported");

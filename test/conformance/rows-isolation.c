@@ -336,9 +336,10 @@ static void rows_legacy_stream_query(void)
              "CUDA_SUCCESS");
 }
 
+#if CUDA_VERSION >= 12050   /* green contexts and cuStreamGetCtx_v2 */
 /* ---------------------------------------------------------------- green contexts */
 
-#define ENTRY(type, name) ((type)cucap_driver_entry_point(name))
+#define ENTRY(symbol, version) ((PFN_##symbol##_v##version)cucap_i_driver_entry_point_at(#symbol, version))
 
 static void rows_green_context(void)
 {
@@ -350,21 +351,21 @@ static void rows_green_context(void)
     unsigned int groups = 1;
     PFN_cuStreamGetCtx_v9020 get_ctx_v1 = (PFN_cuStreamGetCtx_v9020)cucap_i_driver_entry_point_at("cuStreamGetCtx", 9020);
 
-    if (!cucap_driver_entry_point("cuGreenCtxStreamCreate")) {
+    if (!cucap_i_driver_entry_point_at("cuGreenCtxStreamCreate", 12050)) {
         conf_row("green contexts", "none", "not available", "available");
         return;
     }
-    ENTRY(PFN_cuDeviceGetDevResource_v12040, "cuDeviceGetDevResource")(conf_dev, &all, CU_DEV_RESOURCE_TYPE_SM);
-    ENTRY(PFN_cuDevSmResourceSplitByCount_v12040, "cuDevSmResourceSplitByCount")(part, &groups, &all, &rest, 0, 8);
-    ENTRY(PFN_cuDevResourceGenerateDesc_v12040, "cuDevResourceGenerateDesc")(&desc, part, 1);
-    ENTRY(PFN_cuGreenCtxCreate_v12040, "cuGreenCtxCreate")(&g, desc, conf_dev, CU_GREEN_CTX_DEFAULT_STREAM);
-    ENTRY(PFN_cuGreenCtxStreamCreate_v12050, "cuGreenCtxStreamCreate")(&gs, g, CU_STREAM_NON_BLOCKING, 0);
-    ENTRY(PFN_cuCtxFromGreenCtx_v12040, "cuCtxFromGreenCtx")(&converted, g);
+    ENTRY(cuDeviceGetDevResource, 12040)(conf_dev, &all, CU_DEV_RESOURCE_TYPE_SM);
+    ENTRY(cuDevSmResourceSplitByCount, 12040)(part, &groups, &all, &rest, 0, 8);
+    ENTRY(cuDevResourceGenerateDesc, 12040)(&desc, part, 1);
+    ENTRY(cuGreenCtxCreate, 12040)(&g, desc, conf_dev, CU_GREEN_CTX_DEFAULT_STREAM);
+    ENTRY(cuGreenCtxStreamCreate, 12050)(&gs, g, CU_STREAM_NON_BLOCKING, 0);
+    ENTRY(cuCtxFromGreenCtx, 12040)(&converted, g);
     snprintf(observed, sizeof observed, "split into %u group of %s SMs (of %s)", groups,
              part[0].sm.smCount >= 8 ? ">= 8" : "< 8", part[0].sm.smCount < all.sm.smCount ? "fewer" : "all");
     conf_row("cuDevSmResourceSplitByCount(minCount 8) of device 0's SMs", "none", observed,
              "split into 1 group of >= 8 SMs (of fewer)");
-    D.cuStreamGetCtx(gs, &ctx, &got);
+    D.cuStreamGetCtx_v2(gs, &ctx, &got);
     snprintf(observed, sizeof observed, "green %s; context %s", got == g ? "the green context" : "other",
              ctx == conf_ctx ? "the primary context" : ctx == converted ? "the converted context" : "other");
     conf_row("cuStreamGetCtx_v2 on a stream of cuGreenCtxStreamCreate", "none", observed,
@@ -377,14 +378,16 @@ static void rows_green_context(void)
     D.cuCtxSetCurrent(converted);
     D.cuStreamCreate(&made, CU_STREAM_NON_BLOCKING);
     D.cuCtxSetCurrent(conf_ctx);
-    D.cuStreamGetCtx(made, &ctx2, &got2);
+    D.cuStreamGetCtx_v2(made, &ctx2, &got2);
     conf_row("cuStreamCreate with cuCtxFromGreenCtx's context current", "none",
              got2 == g ? "a stream of the green context" : "a stream of another context",
              "a stream of the green context");
     D.cuStreamDestroy(made);
     D.cuStreamDestroy(gs);
-    ENTRY(PFN_cuGreenCtxDestroy_v12040, "cuGreenCtxDestroy")(g);
+    ENTRY(cuGreenCtxDestroy, 12040)(g);
 }
+
+#endif
 
 /* ---------------------------------------------------------------- found by the differential run */
 
@@ -500,6 +503,8 @@ void conf_rows_isolation(void)
     body_node_row(0);
     body_node_row(1);
     rows_legacy_stream_query();
+#if CUDA_VERSION >= 12050
     rows_green_context();
+#endif
     rows_differential_findings();
 }

@@ -13,7 +13,7 @@
 #include "driver.h"
 
 struct test_driver {
-#define CUCAP_DRIVER_ENTRY(name, type) type name;
+#define CUCAP_DRIVER_ENTRY(field, symbol, version, optional) PFN_##symbol##_v##version field;
 #include "driver-entries.h"
 #include "test-driver-entries.h"
 #undef CUCAP_DRIVER_ENTRY
@@ -31,11 +31,11 @@ static inline struct test_driver *test_driver(void)
         return &test_driver_table;
     pthread_mutex_lock(&test_driver_lock);
     if (!atomic_load_explicit(&test_driver_filled, memory_order_relaxed) &&
-        cucap_i_driver_entry_point_at("cuGetErrorName", CUDA_VERSION)) {
+        cucap_i_driver_entry_point_at("cuGetErrorName", CUCAP_DRIVER_FLOOR)) {
         void *fn;
-#define CUCAP_DRIVER_ENTRY(name, type)                                                        \
-        fn = cucap_i_driver_entry_point_at(#name, CUDA_VERSION);                              \
-        memcpy(&test_driver_table.name, &fn, sizeof fn);
+#define CUCAP_DRIVER_ENTRY(field, symbol, version, optional)                                  \
+        fn = cucap_i_driver_entry_point_at(#symbol, version);                                 \
+        memcpy(&test_driver_table.field, &fn, sizeof fn);
 #include "driver-entries.h"
 #include "test-driver-entries.h"
 #undef CUCAP_DRIVER_ENTRY

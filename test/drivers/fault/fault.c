@@ -15,14 +15,14 @@
 #define MAX_RULES 16
 
 enum entry_index {
-#define FAULT_WRAP(name, type, params, args) IDX_##name,
+#define FAULT_WRAP(field, symbol, type, version, params, args) IDX_##field,
 #include "fault-wrappers.h"
 #undef FAULT_WRAP
     ENTRY_COUNT
 };
 
 static const char *const entry_names[ENTRY_COUNT] = {
-#define FAULT_WRAP(name, type, params, args) #name,
+#define FAULT_WRAP(field, symbol, type, version, params, args) #symbol,
 #include "fault-wrappers.h"
 #undef FAULT_WRAP
 };
@@ -119,12 +119,12 @@ static CUresult fault_check(int entry)
     return rc;
 }
 
-#define FAULT_WRAP(name, type, params, args)                  \
-    static type real_##name;                                  \
-    static CUresult CUDAAPI fault_##name params               \
+#define FAULT_WRAP(field, symbol, type, version, params, args) \
+    static type real_##field;                                 \
+    static CUresult CUDAAPI fault_##field params              \
     {                                                         \
-        CUresult rc = fault_check(IDX_##name);                \
-        return rc != CUDA_SUCCESS ? rc : real_##name args;    \
+        CUresult rc = fault_check(IDX_##field);               \
+        return rc != CUDA_SUCCESS ? rc : real_##field args;   \
     }
 #include "fault-wrappers.h"
 #undef FAULT_WRAP
@@ -156,6 +156,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                                     CUdriverProcAddressQueryResult *status)
 {
+    const char *symbol_name;
     CUresult rc;
 
     pthread_once(&load_once, load_real_driver);
@@ -164,14 +165,16 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
     rc = real_get_proc(symbol, pfn, version, flags, status);
     if (rc != CUDA_SUCCESS || !symbol || !pfn || !*pfn)
         return rc;
-    /* wrap the variants the library asks for; error texts pass untouched */
-#define FAULT_WRAP(name, type, params, args)                                                        \
-    if (!strcmp(symbol, #name) && strcmp(#name, "cuGetErrorName") && strcmp(#name, "cuGetErrorString") && \
-        (version == CUDA_VERSION || !strcmp(#name, "cuDriverGetVersion"))) {                        \
+    symbol_name = symbol;
+    /* wrap the variants the library and the tests ask for, at the version
+     * they ask for them; error texts pass untouched */
+#define FAULT_WRAP(field, symbol, type, at, params, args)                                           \
+    if (!strcmp(symbol_name, #symbol) && strcmp(#symbol, "cuGetErrorName") &&                       \
+        strcmp(#symbol, "cuGetErrorString") && (version == (at) || !strcmp(#symbol, "cuDriverGetVersion"))) { \
         pthread_mutex_lock(&lock);                                                                  \
-        real_##name = (type)*pfn;                                                                   \
+        real_##field = (type)*pfn;                                                                  \
         pthread_mutex_unlock(&lock);                                                                \
-        *pfn = (void *)fault_##name;                                                                \
+        *pfn = (void *)fault_##field;                                                               \
         return rc;                                                                                  \
     }
 #include "fault-wrappers.h"
