@@ -461,6 +461,10 @@ static CUresult add_conditional(struct sim_node **out, struct sim_graph *g, cons
     case CU_GRAPH_COND_TYPE_SWITCH: if (p->size < 1) return CUDA_ERROR_INVALID_VALUE; break;
     default: return CUDA_ERROR_INVALID_VALUE;
     }
+    /* IF with two bodies and SWITCH came with CUDA 12.8 drivers */
+    if ((p->type == CU_GRAPH_COND_TYPE_SWITCH || p->size > 1) &&
+        sim_env_int("CUDASIM_DRIVER_VERSION", CUDA_VERSION) < 12080)
+        return CUDA_ERROR_INVALID_VALUE;
     node = sim_graph_add(g, CU_GRAPH_NODE_TYPE_CONDITIONAL, (struct sim_node *const *)deps, n);
     if (!node)
         return CUDA_ERROR_OUT_OF_MEMORY;
