@@ -36,6 +36,11 @@
 extern "C" {
 #endif
 
+/** A driver function of any type: cast it to its PFN_<name>_v<version>
+ *  type.  A function pointer type, so the cast is clean under -Wpedantic
+ *  in C and C++ (an object pointer is not). */
+typedef void (*cucap_driver_fn)(void);
+
 /**
  * \brief       Load the driver and initialise it
  *
@@ -89,16 +94,13 @@ CUCAP_API int cucap_driver_version(void);
  *
  * \param       symbol  A driver entry point's name, such as "cuMemsetD8Async".
  * \return      The function, or NULL when the driver cannot be loaded or
- *              does not have it.
+ *              does not have it.  (Before 1.3.0's release this returned
+ *              void *; the cast reads the same.)
  */
-CUCAP_API void *cucap_driver_entry_point(const char *symbol);
+CUCAP_API cucap_driver_fn cucap_driver_entry_point(const char *symbol);
 
 /** The CUDA version at which cucap_driver_entry_point() resolves. */
 #define CUCAP_ENTRY_POINT_ABI 12030
-
-/** A driver function of any type: cast it to its PFN_<name>_v<version>
- *  type.  A function pointer type, so the cast is pedantic-clean. */
-typedef void (*cucap_driver_fn)(void);
 
 /**
  * \brief       An entry point at the ABI variant of a given CUDA version

@@ -38,6 +38,11 @@ struct cucap_builder {
     struct cucap_box *body_box;
     struct cucap_body_record *record;
     int record_failed;               /* the last capture failed or could not be attached */
+    /* forks split from this builder and still open, for
+     * cucap_builder_join_forks; guarded by fork.c's lock */
+    cucap_builder *split_parent;
+    cucap_builder **forks;
+    size_t fork_count, fork_cap;
 };
 
 extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
@@ -63,6 +68,10 @@ int cucap_i_capture_lock(const cucap_builder *b);
 void cucap_i_capture_unlock(const cucap_builder *b);
 int cucap_i_capture_lock_pair(const cucap_builder *a, const cucap_builder *b);
 void cucap_i_capture_unlock_pair(const cucap_builder *a, const cucap_builder *b);
+
+/* fork.c: forget b in its split parent's list and its own forks' links
+ * (b is being closed). */
+void cucap_i_fork_links_release(cucap_builder *b);
 
 /* conditional.c: a body's capture ended with graph g: attach it to its node. */
 CUresult cucap_i_attach_body(cucap_builder *b, CUgraph g, const char *caller, cucap_error **err);

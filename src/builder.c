@@ -413,6 +413,7 @@ static void release(cucap_builder *b, const char *caller)
     CUresult rc;
 
     cucap_i_capture_unregister(&b->registration);
+    cucap_i_fork_links_release(b);
     if (b->cached_stream) {
         (void)cucap_i_capture_lock(b);
         release_cached_stream(b, caller);
@@ -475,6 +476,11 @@ void cucap_builder_destroy(cucap_builder *b)
 CUstream cucap_builder_stream(const cucap_builder *b)
 {
     return b ? b->stream : NULL;
+}
+
+CUcontext cucap_builder_context(const cucap_builder *b)
+{
+    return b && b->ctx ? b->ctx->ctx : NULL;
 }
 
 cucap_builder_kind cucap_builder_get_kind(const cucap_builder *b)

@@ -178,9 +178,9 @@ void *cucap_i_driver_entry_point_at(const char *symbol, int cuda_version)
     return fn;
 }
 
-void *cucap_driver_entry_point(const char *symbol)
+cucap_driver_fn cucap_driver_entry_point(const char *symbol)
 {
-    return cucap_i_driver_entry_point_at(symbol, CUCAP_ENTRY_POINT_ABI);
+    return cucap_driver_entry_point_version(symbol, CUCAP_ENTRY_POINT_ABI);
 }
 
 cucap_driver_fn cucap_driver_entry_point_version(const char *symbol, int cuda_version)

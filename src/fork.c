@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +15,66 @@
 #include "internal.h"
 
 #define SPLIT_MAX CUCAP_SPLIT_MAX
+
+/* Guards every builder's list of open forks and their links back. */
+static pthread_mutex_t fork_links_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Make room for count more forks in b's list; -1 when out of memory. */
+static int fork_links_reserve(cucap_builder *b, size_t count)
+{
+    cucap_builder **grown;
+    size_t cap;
+    int rc = 0;
+
+    pthread_mutex_lock(&fork_links_lock);
+    if (b->fork_count + count > b->fork_cap) {
+        cap = b->fork_cap ? b->fork_cap : 4;
+        while (cap < b->fork_count + count)
+            cap *= 2;
+        if ((grown = realloc(b->forks, cap * sizeof *grown))) {
+            b->forks = grown;
+            b->fork_cap = cap;
+        } else {
+            rc = -1;
+        }
+    }
+    pthread_mutex_unlock(&fork_links_lock);
+    return rc;
+}
+
+static void fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count)
+{
+    size_t i;
+
+    pthread_mutex_lock(&fork_links_lock);
+    for (i = 0; i < count; i++) {
+        forks[i]->split_parent = b;
+        b->forks[b->fork_count++] = forks[i];
+    }
+    pthread_mutex_unlock(&fork_links_lock);
+}
+
+void cucap_i_fork_links_release(cucap_builder *b)
+{
+    size_t i;
+
+    pthread_mutex_lock(&fork_links_lock);
+    if (b->split_parent) {
+        cucap_builder *p = b->split_parent;
+        for (i = 0; i < p->fork_count; i++)
+            if (p->forks[i] == b) {
+                p->forks[i] = p->forks[--p->fork_count];
+                break;
+            }
+        b->split_parent = NULL;
+    }
+    for (i = 0; i < b->fork_count; i++)
+        b->forks[i]->split_parent = NULL;
+    free(b->forks);
+    b->forks = NULL;
+    b->fork_count = b->fork_cap = 0;
+    pthread_mutex_unlock(&fork_links_lock);
+}
 
 /* `to` waits on everything captured on `from` so far. */
 static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *caller, cucap_error **err)
@@ -58,6 +119,8 @@ CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **for
                             cucap_i_state_names[state], b->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
     for (i = 0; i < count - 1; i++)
         forks[i] = NULL;
+    if (fork_links_reserve(b, count - 1) != 0)
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     if (!cucap_i_capture_lock(b)) {   /* the primary's capture ended since the check above */
         cucap_i_capture_unlock(b);
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
@@ -101,6 +164,8 @@ CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **for
     }
     cucap_i_give_event(b->ctx, b->h, ev);
     cucap_i_capture_unlock(b);
+    if (rc == CUDA_SUCCESS)
+        fork_links_add(b, forks, count - 1);
     if (rc != CUDA_SUCCESS) {
         /* a failed split hands out nothing: forks that did no work join
          * nothing, and their streams can go */
@@ -212,5 +277,34 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
     }
     if (root_out)
         *root_out = root;
+    return rc;
+}
+
+CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_join_forks";
+    cucap_builder **all;
+    size_t n, i;
+    CUresult rc;
+
+    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&fork_links_lock);
+    n = b->fork_count;
+    all = malloc((n + 1) * sizeof *all);
+    if (all) {
+        all[0] = b;
+        for (i = 0; i < n; i++)
+            all[i + 1] = b->forks[i];
+    }
+    pthread_mutex_unlock(&fork_links_lock);
+    if (!all)
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    if (n == 0)
+        rc = CUDA_SUCCESS;   /* nothing to join */
+    else if ((rc = cucap_builder_join(all, n + 1, NULL, err)) != CUDA_SUCCESS && err && *err &&
+             strncmp(cucap_error_message(*err), "cucap_builder_join", 18) == 0)
+        cucap_i_error_add_note(*err, "%s joined the %zu open forks split from this builder", caller, n);
+    free(all);
     return rc;
 }

@@ -1018,3 +1018,65 @@ BACKEND_TEST(builder, forks_of_a_green_context_stream_stay_in_the_green_context)
     D.cuMemFree(d);
 }
 #endif
+
+/* ---------------------------------------------------------------- joining every fork, the context */
+
+BACKEND_TEST(builder, join_forks_joins_every_open_fork)
+{
+    cucap_builder *b = new_builder(), *f[3] = { NULL, NULL, NULL }, *g = NULL, *more[1] = { NULL };
+    cucap_error *err = NULL;
+    CUdeviceptr d;
+    int i;
+
+    cr_assert_eq(D.cuMemAlloc(&d, 256), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_join_forks(b, &err), CUDA_SUCCESS, "no fork yet: nothing to join");
+    cr_assert_eq(cucap_builder_split(b, 4, f, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 2, &g, NULL), CUDA_SUCCESS);
+    for (i = 0; i < 3; i++)
+        cr_assert_eq(D.cuMemsetD8Async(d + (CUdeviceptr)i * 64, (unsigned char)i, 64, cucap_builder_stream(f[i])),
+                     CUDA_SUCCESS);
+    cucap_builder_destroy(g);   /* idle and gone: not joined, no crash */
+    cr_assert_eq(cucap_builder_split(f[0], 2, more, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_join_forks(f[0], &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_get_state(more[0]), CUCAP_BUILDER_CLOSED, "a fork's own forks join into it");
+    cr_assert_eq(cucap_builder_join_forks(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    for (i = 0; i < 3; i++)
+        cr_assert_eq(cucap_builder_get_state(f[i]), CUCAP_BUILDER_CLOSED);
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_SUCCESS, "every fork was joined: %s", cucap_error_message(err));
+    cucap_builder_destroy(more[0]);
+    for (i = 0; i < 3; i++)
+        cucap_builder_destroy(f[i]);
+    cucap_builder_destroy(b);
+    cr_assert_eq(cucap_builder_join_forks(NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    D.cuMemFree(d);
+}
+
+BACKEND_TEST(builder, a_primary_destroyed_before_its_forks)
+{
+    cucap_builder *b = new_builder(), *f = NULL;
+
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 2, &f, NULL), CUDA_SUCCESS);
+    cucap_builder_destroy(b);
+    cr_assert_eq(cucap_builder_join_forks(f, NULL), CUDA_SUCCESS, "the fork forgot its parent; it has no forks");
+    cucap_builder_destroy(f);
+}
+
+BACKEND_TEST(builder, the_context_of_a_builder_is_its_devices_primary_context)
+{
+    cucap_builder *b = new_builder(), *f = NULL;
+    CUcontext primary = NULL;
+
+    cr_assert_eq(D.cuDevicePrimaryCtxRetain(&primary, 0), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_context(b), primary);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 2, &f, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_context(f), primary, "forks share it");
+    cr_assert_eq(cucap_builder_join_forks(b, NULL), CUDA_SUCCESS);
+    cr_assert_null(cucap_builder_context(f), "closed: NULL");
+    cr_assert_null(cucap_builder_context(NULL));
+    cucap_builder_destroy(f);
+    cucap_builder_destroy(b);
+    D.cuDevicePrimaryCtxRelease(0);
+}

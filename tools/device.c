@@ -11,14 +11,14 @@ struct tool_driver tool_drv;
 
 int tool_driver_load(const char *command)
 {
-    void *fn;
+    cucap_driver_fn fn;
 
 #define TOOL_DRIVER_RESOLVE(name, type)                                                                   \
     if (!(fn = cucap_driver_entry_point(#name))) {                                                        \
         fprintf(stderr, "cucapture %s: the CUDA driver has no %s\n", command, #name);                     \
         return 1;                                                                                          \
     }                                                                                                      \
-    memcpy(&tool_drv.name, &fn, sizeof fn);   /* an object pointer that holds a function's address */
+    tool_drv.name = (type)fn;
     TOOL_DRIVER_CALLS(TOOL_DRIVER_RESOLVE)
 #undef TOOL_DRIVER_RESOLVE
     return 0;

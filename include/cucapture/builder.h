@@ -162,6 +162,22 @@ CUCAP_API CUresult cucap_builder_join(cucap_builder *const *builders, size_t cou
                                       cucap_error **err);
 
 /**
+ * \brief       Join every open fork split from b back into b
+ *
+ * The common case of cucap_builder_join(): b is the root, and the others
+ * are the forks that cucap_builder_split(b, ...) handed out and that are
+ * still open (forks of those forks are not included).  Each joined fork
+ * is closed; the caller still destroys it.  The forks must not be in use
+ * by other threads during the call.
+ *
+ * \param       b       A CAPTURING builder.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS (also when no fork is open);
+ *              CUDA_ERROR_OUT_OF_MEMORY; otherwise as cucap_builder_join().
+ */
+CUCAP_API CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err);
+
+/**
  * \brief       Close: end a live capture first, release the stream, CLOSED
  *
  * Always leaves the builder CLOSED, then returns the end's error, if any.
@@ -194,6 +210,23 @@ CUCAP_API void cucap_builder_destroy(cucap_builder *b);
  * \return      The stream; NULL once closed, or for NULL.
  */
 CUCAP_API CUstream cucap_builder_stream(const cucap_builder *b);
+
+/**
+ * \brief       The context the builder's work runs in
+ *
+ * For a builder of cucap_builder_create(), and its forks and bodies, the
+ * device's primary context, which the builder retains while it (or any
+ * fork or body of it) lives: retain it yourself
+ * (cuDevicePrimaryCtxRetain) to use it longer.  For a builder on a
+ * borrowed stream, that stream's context (for a stream of a green
+ * context, the green context's CUcontext).  Make it current to load
+ * modules or allocate memory for the work you put on the builder's
+ * streams; the library itself makes it current for its own calls.
+ *
+ * \param       b       A builder, or NULL.
+ * \return      The context; NULL once closed, or for NULL.
+ */
+CUCAP_API CUcontext cucap_builder_context(const cucap_builder *b);
 
 /**
  * \brief       The builder's kind
