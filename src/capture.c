@@ -176,36 +176,86 @@ int cucap_i_is_capture_error(CUresult code)
     return (code >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && code <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
 }
 
-void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresult code)
+/* The streams taking part in captures; the entries live in the builders. */
+static struct cucap_registration *registrations;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Under registry_lock: "the origin 0x... and 2 forks (0x..., 0x...)" for
+ * the streams of h's capture that are still registered. */
+static void describe_streams(const struct cucap_hier *h, char *buf, size_t size)
 {
+    const struct cucap_registration *r, *origin = NULL;
+    size_t used = 0;
+    int forks = 0;
+
+    buf[0] = '\0';
+    for (r = registrations; r; r = r->next)   /* newest first: the origin registered first comes last */
+        if (r->h == h)
+            origin = r;
+    if (!origin)
+        return;
+    used = (size_t)snprintf(buf, size, "the origin %p", (void *)origin->stream);
+    for (r = registrations; r && used < size; r = r->next)
+        if (r->h == h && r != origin) {
+            used += (size_t)snprintf(buf + used, size - used, "%s%p", forks++ ? ", " : " and forks ",
+                                     (void *)r->stream);
+        }
+}
+
+/* Record the first library call on h's capture that failed with a
+ * capture error.  A call that found the capture INVALIDATED did not
+ * invalidate it: something outside the library did. */
+static void record_failure(struct cucap_hier *h, const char *call, CUresult code, int registry_held)
+{
+    char streams[256] = "";
+
     if (!h || !cucap_i_is_capture_error(code))
         return;
+    if (code == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) {
+        if (!registry_held)
+            pthread_mutex_lock(&registry_lock);
+        describe_streams(h, streams, sizeof streams);
+        if (!registry_held)
+            pthread_mutex_unlock(&registry_lock);
+    }
     pthread_mutex_lock(&h->lock);
     if (!h->first_failure_call[0]) {
         snprintf(h->first_failure_call, sizeof h->first_failure_call, "%s", call);
         h->first_failure_code = code;
+        snprintf(h->first_failure_streams, sizeof h->first_failure_streams, "%s", streams);
     }
     pthread_mutex_unlock(&h->lock);
 }
 
+void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresult code)
+{
+    record_failure(h, call, code, 0);
+}
+
 void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
 {
-    char call[128];
+    char call[128], streams[256], doing[640];
     CUresult code;
 
     if (!h)
         return;
     pthread_mutex_lock(&h->lock);
     snprintf(call, sizeof call, "%s", h->first_failure_call);
+    snprintf(streams, sizeof streams, "%s", h->first_failure_streams);
     code = h->first_failure_code;
     pthread_mutex_unlock(&h->lock);
-    if (call[0])
-        cucap_i_note_failure(err, call, "this capture ran (the first library call on it that failed)", code);
+    if (!call[0])
+        return;
+    if (code == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+        snprintf(doing, sizeof doing,
+                 "this capture ran (the first library call on it that failed; the capture was invalidated "
+                 "before that call, by a call made outside the library on one of its streams: synchronizing one "
+                 "of them, a synchronous allocation or free, or another thread's global-mode call such as a "
+                 "legacy-stream operation%s%s)", streams[0] ? "; its streams: " : "", streams);
+    else
+        snprintf(doing, sizeof doing, "this capture ran (the first library call on it that failed)");
+    cucap_i_note_failure(err, call, doing, code);
 }
-
-/* The streams taking part in captures; the entries live in the builders. */
-static struct cucap_registration *registrations;
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void cucap_i_capture_register(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
 {
@@ -245,7 +295,7 @@ void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code)
     pthread_mutex_lock(&registry_lock);
     for (r = registrations; r; r = r->next)
         if (r->stream == s) {
-            cucap_i_hier_capture_failed(r->h, call, code);
+            record_failure(r->h, call, code, 1);
             break;
         }
     pthread_mutex_unlock(&registry_lock);

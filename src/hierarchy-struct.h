@@ -49,6 +49,7 @@ struct cucap_hier {
     size_t deferred_count, deferred_cap;
     char first_failure_call[128];
     CUresult first_failure_code;
+    char first_failure_streams[256];   /* for a call that found the capture invalidated */
     struct cucap_body_record *bodies;
 };
 

@@ -1080,3 +1080,32 @@ BACKEND_TEST(builder, the_context_of_a_builder_is_its_devices_primary_context)
     cucap_builder_destroy(b);
     D.cuDevicePrimaryCtxRelease(0);
 }
+
+/* A library call that finds the capture invalidated did not invalidate
+ * it: the note says so, names the usual culprits and the streams. */
+BACKEND_TEST(builder, the_note_blames_the_call_outside_the_library)
+{
+    cucap_builder *b = new_builder(), *f = NULL;
+    cucap_error *err = NULL;
+    char origin[32], fork[32];
+
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 2, &f, NULL), CUDA_SUCCESS);
+    snprintf(origin, sizeof origin, "%p", (void *)cucap_builder_stream(b));
+    snprintf(fork, sizeof fork, "%p", (void *)cucap_builder_stream(f));
+    cr_assert_eq(D.cuStreamSynchronize(cucap_builder_stream(f)), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ b, f }, 2, NULL, NULL),
+                 CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cr_assert_eq(cucap_error_note_count(err), 1);
+    cr_assert_not_null(strstr(cucap_error_note(err, 0), "cucap_builder_join failed"), "%s", cucap_error_note(err, 0));
+    cr_assert_not_null(strstr(cucap_error_note(err, 0), "invalidated before that call"), "%s",
+                       cucap_error_note(err, 0));
+    cr_assert_not_null(strstr(cucap_error_note(err, 0), "outside the library"), "%s", cucap_error_note(err, 0));
+    cr_assert_not_null(strstr(cucap_error_note(err, 0), "synchronizing"), "%s", cucap_error_note(err, 0));
+    cr_assert_not_null(strstr(cucap_error_note(err, 0), origin), "names the origin: %s", cucap_error_note(err, 0));
+    cr_assert_not_null(strstr(cucap_error_note(err, 0), fork), "names the fork: %s", cucap_error_note(err, 0));
+    cucap_error_free(err);
+    cucap_builder_destroy(f);
+    cucap_builder_destroy(b);
+}
