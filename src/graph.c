@@ -325,9 +325,10 @@ CUresult cucap_graph_instantiate(cucap_graph *g, const cucap_complete_options *o
     return cucap_i_hier_instantiate(g->h, g->box, opts, out, "cucap_graph_instantiate", err);
 }
 
-CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err)
+/* cuGraphLaunch or cuGraphUpload on s, in the graph's context. */
+static CUresult exec_on_stream(cucap_exec *e, CUstream s, int upload, const char *caller, cucap_error **err)
 {
-    static const char caller[] = "cucap_exec_launch";
+    const char *call = upload ? "cuGraphUpload" : "cuGraphLaunch";
     CUcontext saved = NULL;
     CUresult rc;
 
@@ -335,32 +336,27 @@ CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
     if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = cucap_i_drv.cuGraphLaunch(e->exec, s)) != CUDA_SUCCESS) {
-        cucap_i_fail(err, rc, "%s: cuGraphLaunch failed: %s: %s%s", caller, cucap_i_result_label(rc),
+    rc = upload ? cucap_i_drv.cuGraphUpload(e->exec, s) : cucap_i_drv.cuGraphLaunch(e->exec, s);
+    if (rc != CUDA_SUCCESS) {
+        cucap_i_fail(err, rc, "%s: %s failed: %s: %s%s", caller, call, cucap_i_result_label(rc),
                      cucap_i_result_description(rc),
                      rc == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
                          ? " (an executable graph cannot be launched into a stream that is capturing; the "
                            "driver invalidated that capture; embed a graph with cucap_builder_embed instead)" : "");
-        cucap_i_capture_stream_failed(s, "cucap_exec_launch (cuGraphLaunch)", rc);
+        cucap_i_capture_stream_failed(s, upload ? "cucap_exec_upload (cuGraphUpload)"
+                                                : "cucap_exec_launch (cuGraphLaunch)", rc);
     }
     return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
 }
 
+CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err)
+{
+    return exec_on_stream(e, s, 0, "cucap_exec_launch", err);
+}
+
 CUresult cucap_exec_upload(cucap_exec *e, CUstream s, cucap_error **err)
 {
-    static const char caller[] = "cucap_exec_upload";
-    CUcontext saved = NULL;
-    CUresult rc;
-
-    if (!e)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
-    if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = cucap_i_drv.cuGraphUpload(e->exec, s)) != CUDA_SUCCESS) {
-        cucap_i_fail_driver(err, rc, caller, "cuGraphUpload");
-        cucap_i_capture_stream_failed(s, "cucap_exec_upload (cuGraphUpload)", rc);
-    }
-    return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
+    return exec_on_stream(e, s, 1, "cucap_exec_upload", err);
 }
 
 CUgraphExec cucap_exec_handle(const cucap_exec *e)
