@@ -17,6 +17,11 @@
 #ifndef CUCAPTURE_H
 #define CUCAPTURE_H
 
+#if defined(__has_include)
+#  if !__has_include(<cuda.h>)
+#    error "libcucapture needs cuda.h (CUDA 12.3 or newer): install nvidia-cuda-dev, or add your CUDA toolkit's include directory (for example -I/usr/local/cuda/include)"
+#  endif
+#endif
 #include <cuda.h>
 #include <cucapture/error.h>
 #include <cucapture/pool.h>

@@ -31,6 +31,17 @@ static atomic_int driver_version;
 
 static void load_failed(CUresult code, const char *fmt, ...) CUCAP_PRINTF(2, 3);
 
+/* secure_getenv where there is one: a setuid or setgid program ignores
+ * CUCAPTURE_DRIVER and loads libcuda.so.1. */
+static const char *environment(const char *name)
+{
+#ifdef HAVE_SECURE_GETENV
+    return secure_getenv(name);
+#else
+    return getenv(name);
+#endif
+}
+
 static void load_failed(CUresult code, const char *fmt, ...)
 {
     va_list ap;
@@ -43,7 +54,7 @@ static void load_failed(CUresult code, const char *fmt, ...)
 
 static void load_driver(void)
 {
-    const char *path = getenv("CUCAPTURE_DRIVER");
+    const char *path = environment("CUCAPTURE_DRIVER");
     PFN_cuGetProcAddress_v12000 get_proc;
     PFN_cuDriverGetVersion_v2020 get_version = NULL;
     CUdriverProcAddressQueryResult found;

@@ -277,7 +277,7 @@ int tool_bench(int argc, char **argv)
         return 2;
     }
     if (tool_open_device("bench", &ctx) != 0)
-        return 2;
+        return TOOL_CANNOT_RUN;
     printf("libcucapture %s, driver %d, %d repetitions per row, medians in microseconds\n\n",
            cucap_version_string(), cucap_driver_version(), reps);
     printf("| %-52s | %12s | %12s | %6s |\n", "work", "library", "raw driver", "ratio");

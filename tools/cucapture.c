@@ -14,7 +14,7 @@
 static void usage(FILE *to)
 {
     fprintf(to,
-            "Usage: cucapture COMMAND\n"
+            "Usage: cucapture COMMAND [--help]\n"
             "\n"
             "Commands:\n"
             "  info       print the library and driver versions, and each device with its\n"
@@ -24,33 +24,72 @@ static void usage(FILE *to)
             "  bench      time the library against hand-written driver code, side by side\n"
             "\n"
             "Options:\n"
-            "  -h, --help     show this help and exit\n"
+            "  -h, --help     show this help (or a command's) and exit\n"
             "  -V, --version  show the version and exit\n"
+            "\n"
+            "Exit status: 0 success, 1 a check failed, 2 usage error, 77 cannot run here\n"
+            "(no usable CUDA driver or device).\n"
             "\n"
             "Environment:\n"
             "  CUCAPTURE_DRIVER  the driver library to load instead of libcuda.so.1\n");
 }
 
+static const struct command {
+    const char *name;
+    const char *help;
+} commands[] = {
+    { "info", "Usage: cucapture info\n"
+              "Print the library and driver versions and, for each device, its name, compute\n"
+              "capability, default memory pool's release threshold and supported features.\n"
+              "Exit status: 0, or 77 without a usable CUDA driver.\n" },
+    { "selftest", "Usage: cucapture selftest\n"
+                  "Run the stream-capture scenarios that break other tools on this machine's\n"
+                  "driver, one PASS or FAIL line each, and count them.\n"
+                  "Exit status: 0 when all pass, 1 when one fails, 77 without a usable driver.\n" },
+    { "bench", "Usage: cucapture bench [--quick]\n"
+               "Time the library against hand-written driver code doing the same work, side by\n"
+               "side, and print medians and ratios.  --quick: few repetitions (a smoke test).\n"
+               "Exit status: 0, 2 for an unknown option, 77 without a usable driver.\n" },
+};
+
+static int is_help(const char *arg)
+{
+    return !strcmp(arg, "-h") || !strcmp(arg, "--help");
+}
+
 int main(int argc, char **argv)
 {
+    size_t i;
+
     if (argc < 2) {
         usage(stderr);
-        return 2;
+        return TOOL_USAGE;
     }
-    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+    if (is_help(argv[1])) {
         usage(stdout);
-        return 0;
+        return TOOL_OK;
     }
     if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
         printf("cucapture (libcucapture) %s\n", cucap_version_string());
-        return 0;
+        return TOOL_OK;
     }
+    for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name) && argc >= 3 && is_help(argv[2])) {
+            fputs(commands[i].help, stdout);
+            return TOOL_OK;
+        }
     if (!strcmp(argv[1], "info") && argc == 2)
         return tool_info();
     if (!strcmp(argv[1], "selftest") && argc == 2)
         return tool_selftest();
     if (!strcmp(argv[1], "bench"))
         return tool_bench(argc - 1, argv + 1);
-    fprintf(stderr, "cucapture: unknown command or extra arguments: '%s'\nTry 'cucapture --help'.\n", argv[1]);
-    return 2;
+    for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) {
+            fprintf(stderr, "cucapture %s: unexpected argument '%s'\nTry 'cucapture %s --help'.\n", argv[1],
+                    argv[2], argv[1]);
+            return TOOL_USAGE;
+        }
+    fprintf(stderr, "cucapture: unknown command '%s'\nTry 'cucapture --help'.\n", argv[1]);
+    return TOOL_USAGE;
 }

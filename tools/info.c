@@ -16,10 +16,10 @@ int tool_info(void)
     if (cucap_init(&err) != CUDA_SUCCESS) {
         fprintf(stderr, "cucapture info: no usable CUDA driver: %s\n", cucap_error_message(err));
         cucap_error_free(err);
-        return 1;
+        return TOOL_CANNOT_RUN;
     }
     if (tool_driver_load("info") != 0)
-        return 1;
+        return TOOL_CANNOT_RUN;
     printf("driver: CUDA %d.%d (%d)\n", cucap_driver_version() / 1000, cucap_driver_version() % 1000 / 10,
            cucap_driver_version());
     D.cuDeviceGetCount(&count);

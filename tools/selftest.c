@@ -320,7 +320,7 @@ int tool_selftest(void)
     size_t i, failed = 0, n = sizeof scenarios / sizeof scenarios[0];
 
     if (tool_open_device("selftest", &ctx) != 0)
-        return 2;
+        return TOOL_CANNOT_RUN;
     /* the scenarios break captures on purpose: their warnings are expected */
     cucap_set_warning_handler(count_warning, NULL);
     for (i = 0; i < n; i++) {
