@@ -64,6 +64,8 @@ static void load_driver(void)
 
     if (!path || !*path)
         path = CUCAP_DEFAULT_DRIVER;
+    else if (!strcmp(path, "simulated"))   /* the installed simulated driver (cucapture-sim(7)) */
+        path = CUCAP_SIMULATED_DRIVER;
 
     handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {

@@ -42,10 +42,12 @@ static const struct command {
               "Print the library and driver versions and, for each device, its name, compute\n"
               "capability, default memory pool's release threshold and supported features.\n"
               "Exit status: 0, or 77 without a usable CUDA driver.\n" },
-    { "selftest", "Usage: cucapture selftest\n"
+    { "selftest", "Usage: cucapture selftest [--require-gpu]\n"
                   "Run the stream-capture scenarios that break other tools on this machine's\n"
-                  "driver, one PASS or FAIL line each, and count them.\n"
-                  "Exit status: 0 when all pass, 1 when one fails, 77 without a usable driver.\n" },
+                  "driver, one PASS or FAIL line each, and count them.  Without a CUDA driver\n"
+                  "they run on the simulated driver, and every line says so; --require-gpu\n"
+                  "(or CUCAPTURE_REQUIRE_GPU=1) makes a missing GPU exit 77 instead.\n"
+                  "Exit status: 0 when all pass, 1 when one fails, 77 when it cannot run here.\n" },
     { "bench", "Usage: cucapture bench [--quick]\n"
                "Time the library against hand-written driver code doing the same work, side by\n"
                "side, and print medians and ratios.  --quick: few repetitions (a smoke test).\n"
@@ -80,8 +82,10 @@ int main(int argc, char **argv)
         }
     if (!strcmp(argv[1], "info") && argc == 2)
         return tool_info();
-    if (!strcmp(argv[1], "selftest") && argc == 2)
-        return tool_selftest();
+    if (!strcmp(argv[1], "selftest") && (argc == 2 || (argc == 3 && !strcmp(argv[2], "--require-gpu")))) {
+        const char *required = getenv("CUCAPTURE_REQUIRE_GPU");
+        return tool_selftest(argc == 3 || (required && !strcmp(required, "1")));
+    }
     if (!strcmp(argv[1], "bench"))
         return tool_bench(argc - 1, argv + 1);
     for (i = 0; i < sizeof commands / sizeof commands[0]; i++)

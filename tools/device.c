@@ -2,8 +2,11 @@
  * itself, and device 0's primary context made current. */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tools/tool.h"
 
@@ -50,4 +53,58 @@ void tool_close_device(CUcontext ctx)
     (void)ctx;
     D.cuCtxSetCurrent(NULL);
     D.cuDevicePrimaryCtxRelease(0);
+}
+
+/* The installed simulated driver, or CUCAPTURE_SIMULATED_DRIVER (an
+ * uninstalled build's: make selftest sets it). */
+static const char *simulated_driver(void)
+{
+    const char *path = getenv("CUCAPTURE_SIMULATED_DRIVER");
+
+    return path && *path ? path : CUCAP_SIMULATED_DRIVER;
+}
+
+int tool_on_simulator(void)
+{
+    const char *driver = getenv("CUCAPTURE_DRIVER");
+    void *h;
+    int simulated;
+
+    if (!driver || !*driver)
+        return 0;
+    if (!strcmp(driver, "simulated"))
+        return 1;
+    if (!(h = dlopen(driver, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD)) && !(h = dlopen(driver, RTLD_LAZY | RTLD_LOCAL)))
+        return 0;
+    simulated = dlsym(h, "cudasim_live") != NULL;
+    dlclose(h);
+    return simulated;
+}
+
+int tool_fallback_to_simulator(const char *command, int require_gpu)
+{
+    const char *driver = getenv("CUCAPTURE_DRIVER"), *sim = simulated_driver(), *why;
+    void *h;
+
+    if (driver && *driver)
+        return 0;   /* the user chose */
+    if ((h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL))) {
+        dlclose(h);
+        return 0;   /* a CUDA driver is there */
+    }
+    why = dlerror();
+    if (require_gpu) {
+        fprintf(stderr, "cucapture %s: no CUDA driver (%s), and a GPU is required\n", command,
+                why ? why : "libcuda.so.1 cannot be loaded");
+        return -1;
+    }
+    if (access(sim, R_OK) != 0) {
+        fprintf(stderr, "cucapture %s: no CUDA driver (%s), and no simulated driver at %s\n", command,
+                why ? why : "libcuda.so.1 cannot be loaded", sim);
+        return -1;
+    }
+    printf("cucapture %s: no CUDA driver here (libcuda.so.1 cannot be loaded): the scenarios run on the "
+           "simulated driver (%s), not on a GPU\n", command, sim);
+    fflush(stdout);
+    return setenv("CUCAPTURE_DRIVER", sim, 1) == 0 ? 1 : -1;
 }

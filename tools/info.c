@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "tools/tool.h"
 
@@ -20,6 +21,9 @@ int tool_info(void)
     }
     if (tool_driver_load("info") != 0)
         return TOOL_CANNOT_RUN;
+    if (tool_on_simulator())
+        printf("driver: the simulated driver of libcucapture (CUCAPTURE_DRIVER=%s): a model of the CUDA "
+               "driver's capture behaviour on host memory, runs no kernels; not a GPU\n", getenv("CUCAPTURE_DRIVER"));
     printf("driver: CUDA %d.%d (%d)\n", cucap_driver_version() / 1000, cucap_driver_version() % 1000 / 10,
            cucap_driver_version());
     D.cuDeviceGetCount(&count);

@@ -315,25 +315,35 @@ static const struct {
     { "fork/join graph of 4 branches runs with the right results", fork_join_graph },
 };
 
-int tool_selftest(void)
+int tool_selftest(int require_gpu)
 {
     size_t i, failed = 0, n = sizeof scenarios / sizeof scenarios[0];
+    const char *where;
 
+    if (tool_fallback_to_simulator("selftest", require_gpu) < 0)
+        return TOOL_CANNOT_RUN;
     if (tool_open_device("selftest", &ctx) != 0)
         return TOOL_CANNOT_RUN;
+    if (require_gpu && tool_on_simulator()) {
+        fprintf(stderr, "cucapture selftest: --require-gpu, but the driver is the simulated one\n");
+        tool_close_device(ctx);
+        return TOOL_CANNOT_RUN;
+    }
+    /* nobody may take a result on the simulator for a GPU's */
+    where = tool_on_simulator() ? " [simulated driver, not a GPU]" : "";
     /* the scenarios break captures on purpose: their warnings are expected */
     cucap_set_warning_handler(count_warning, NULL);
     for (i = 0; i < n; i++) {
         const char *why = scenarios[i].run();
         if (why) {
             failed++;
-            printf("FAIL %s: %s\n", scenarios[i].name, why);
+            printf("FAIL %s: %s%s\n", scenarios[i].name, why, where);
         } else {
-            printf("PASS %s\n", scenarios[i].name);
+            printf("PASS %s%s\n", scenarios[i].name, where);
         }
         fflush(stdout);
     }
-    printf("%zu passed, %zu failed\n", n - failed, failed);
+    printf("%zu passed, %zu failed%s\n", n - failed, failed, where);
     cucap_set_warning_handler(NULL, NULL);
     tool_close_device(ctx);
     return failed ? 1 : 0;

@@ -23,8 +23,17 @@ enum {
 int tool_open_device(const char *command, CUcontext *ctx);
 void tool_close_device(CUcontext ctx);
 
+/* Whether the driver the library loads (or loaded) is the simulated one. */
+int tool_on_simulator(void);
+/* Before the library loads a driver: where CUCAPTURE_DRIVER is unset and
+ * libcuda.so.1 cannot be loaded, point the library at the simulated
+ * driver (saying so on stdout) and return 1; 0 when nothing changed; -1
+ * (having said why) when the command cannot run: a GPU is required, or no
+ * simulated driver is there. */
+int tool_fallback_to_simulator(const char *command, int require_gpu);
+
 int tool_info(void);
-int tool_selftest(void);
+int tool_selftest(int require_gpu);
 int tool_bench(int argc, char **argv);
 
 #endif
