@@ -149,8 +149,10 @@ struct sim_entry {
 #define SIM_ENTRY(name, version) { #name, version, (void *)sim_##name }
 
 extern const struct sim_entry sim_core_entries[], sim_stream_entries[],
-                              sim_graph_entries[], sim_memory_entries[], sim_green_entries[];
+                              sim_graph_entries[], sim_memory_entries[], sim_green_entries[],
+                              sim_unmodelled_entries[];
 extern const size_t sim_core_entry_count, sim_stream_entry_count,
-                    sim_graph_entry_count, sim_memory_entry_count, sim_green_entry_count;
+                    sim_graph_entry_count, sim_memory_entry_count, sim_green_entry_count,
+                    sim_unmodelled_entry_count;
 
 #endif

@@ -512,28 +512,73 @@ static CUresult sim_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t
     return rc;
 }
 
-static CUresult sim_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream s)
+/* A copy on stream s between host addresses (device memory is host memory
+ * here): a memcpy node when the stream is captured, done now otherwise. */
+static CUresult enqueue_copy(void *dst, const void *src, size_t bytes, CUstream s)
 {
     int captured;
     CUresult rc;
 
-    sim_lock();
-    if (!sim_memory(src, bytes) || (!dst && bytes)) {
-        rc = CUDA_ERROR_INVALID_VALUE;
-    } else if ((rc = sim_stream_enqueue(s, &captured)) == CUDA_SUCCESS) {
-        if (captured) {
-            struct sim_node *node = sim_stream_capture_node(s, CU_GRAPH_NODE_TYPE_MEMCPY);
-            if (!node) {
-                rc = CUDA_ERROR_OUT_OF_MEMORY;
-            } else {
-                node->u.memcpy.dst = dst;
-                node->u.memcpy.src = sim_memory(src, bytes);
-                node->u.memcpy.bytes = bytes;
-            }
-        } else {
-            memmove(dst, sim_memory(src, bytes), bytes);
-        }
+    if ((!dst || !src) && bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = sim_stream_enqueue(s, &captured)) != CUDA_SUCCESS)
+        return rc;
+    if (captured) {
+        struct sim_node *node = sim_stream_capture_node(s, CU_GRAPH_NODE_TYPE_MEMCPY);
+        if (!node)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        node->u.memcpy.dst = dst;
+        node->u.memcpy.src = src;
+        node->u.memcpy.bytes = bytes;
+    } else if (bytes) {
+        memmove(dst, src, bytes);
     }
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, CUstream s)
+{
+    CUresult rc;
+
+    sim_lock();
+    rc = enqueue_copy(dst, sim_memory(src, bytes), bytes, s);
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream s)
+{
+    CUresult rc;
+
+    sim_lock();
+    rc = enqueue_copy(sim_memory(dst, bytes), src, bytes, s);
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s)
+{
+    CUresult rc;
+
+    sim_lock();
+    rc = enqueue_copy(sim_memory(dst, bytes), sim_memory(src, bytes), bytes, s);
+    sim_unlock();
+    return rc;
+}
+
+/* Unified addressing: either side may be device or host memory.  A range
+ * that starts inside an allocation must lie inside it. */
+static CUresult sim_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s)
+{
+    void *to = (void *)(uintptr_t)dst;
+    const void *from = (const void *)(uintptr_t)src;
+    CUresult rc;
+
+    sim_lock();
+    if ((sim_memory(dst, 1) && !sim_memory(dst, bytes)) || (sim_memory(src, 1) && !sim_memory(src, bytes)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        rc = enqueue_copy(to, from, bytes, s);
     sim_unlock();
     return rc;
 }
@@ -579,6 +624,9 @@ const struct sim_entry sim_memory_entries[] = {
     SIM_ENTRY(cuMemsetD8, 3020),
     SIM_ENTRY(cuMemsetD8Async, 3020),
     SIM_ENTRY(cuMemcpyDtoHAsync, 3020),
+    SIM_ENTRY(cuMemcpyHtoDAsync, 3020),
+    SIM_ENTRY(cuMemcpyDtoDAsync, 3020),
+    SIM_ENTRY(cuMemcpyAsync, 4000),
     SIM_ENTRY(cuLaunchHostFunc, 10000),
 };
 const size_t sim_memory_entry_count = sizeof sim_memory_entries / sizeof sim_memory_entries[0];

@@ -363,53 +363,6 @@ static CUresult sim_cuGetErrorString(CUresult code, const char **out)
     return CUDA_SUCCESS;
 }
 
-/* ---------------------------------------------------------------- what the simulator does not do */
-
-/* The simulator runs no kernels: module loading and launches are refused
- * with CUDA_ERROR_NOT_SUPPORTED, saying so once on stderr. */
-static CUresult no_kernels(const char *call)
-{
-    static atomic_int said;
-
-    if (!atomic_exchange(&said, 1))
-        fprintf(stderr, "cudasim: %s: the simulated driver runs no kernels (CUDA_ERROR_NOT_SUPPORTED); run "
-                "kernels on a GPU\n", call);
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-static CUresult sim_cuModuleLoadData(CUmodule *module, const void *image)
-{
-    (void)module, (void)image;
-    return no_kernels("cuModuleLoadData");
-}
-
-static CUresult sim_cuModuleLoad(CUmodule *module, const char *path)
-{
-    (void)module, (void)path;
-    return no_kernels("cuModuleLoad");
-}
-
-static CUresult sim_cuModuleGetFunction(CUfunction *f, CUmodule module, const char *name)
-{
-    (void)f, (void)module, (void)name;
-    return no_kernels("cuModuleGetFunction");
-}
-
-static CUresult sim_cuModuleUnload(CUmodule module)
-{
-    (void)module;
-    return no_kernels("cuModuleUnload");
-}
-
-static CUresult sim_cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                                   unsigned int by, unsigned int bz, unsigned int shared, CUstream s, void **params,
-                                   void **extra)
-{
-    (void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)shared, (void)s, (void)params,
-        (void)extra;
-    return no_kernels("cuLaunchKernel");
-}
-
 const struct sim_entry sim_core_entries[] = {
     SIM_ENTRY(cuInit, 2000),
     SIM_ENTRY(cuDriverGetVersion, 2020),
@@ -425,11 +378,6 @@ const struct sim_entry sim_core_entries[] = {
     SIM_ENTRY(cuCtxSetCurrent, 4000),
     SIM_ENTRY(cuCtxGetDevice, 2000),
     { "cuCtxGetDevice", 13000, (void *)sim_cuCtxGetDevice_v2 },
-    SIM_ENTRY(cuModuleLoadData, 2000),
-    SIM_ENTRY(cuModuleLoad, 2000),
-    SIM_ENTRY(cuModuleGetFunction, 2000),
-    SIM_ENTRY(cuModuleUnload, 2000),
-    SIM_ENTRY(cuLaunchKernel, 4000),
 };
 const size_t sim_core_entry_count = sizeof sim_core_entries / sizeof sim_core_entries[0];
 
@@ -444,6 +392,7 @@ static const struct {
     { sim_graph_entries, &sim_graph_entry_count },
     { sim_memory_entries, &sim_memory_entry_count },
     { sim_green_entries, &sim_green_entry_count },
+    { sim_unmodelled_entries, &sim_unmodelled_entry_count },
 };
 
 CUDASIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,

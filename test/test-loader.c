@@ -1,6 +1,8 @@
 /* The driver loader: paths, bad libraries, versions, repeated and
  * concurrent initialisation. */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <cudaTypedefs.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -205,4 +207,41 @@ Test(loader, version_string)
 {
     cr_assert_str_eq(cucap_version_string(), "1.3.0");
     cr_assert_str_eq(cucap_version_string(), PACKAGE_VERSION);
+}
+
+/* What the simulated driver does not model answers NOT_SUPPORTED and says
+ * which entry point, once: never a crash, never a silent success. */
+static void redirect_stderr(void)
+{
+    cr_redirect_stderr();
+}
+
+Test(loader, simulated_driver_refuses_what_it_does_not_model, .init = redirect_stderr)
+{
+    PFN_cuEventElapsedTime_v2000 elapsed;
+    PFN_cuLaunchKernel_v4000 launch;
+    float ms = -1;
+    char buf[512] = "";
+    FILE *err;
+    size_t n;
+
+    use_simulated_driver();
+    cr_assert_eq(cucap_init(NULL), CUDA_SUCCESS);
+    elapsed = (PFN_cuEventElapsedTime_v2000)cucap_driver_entry_point("cuEventElapsedTime");
+    launch = (PFN_cuLaunchKernel_v4000)cucap_driver_entry_point("cuLaunchKernel");
+    cr_assert_not_null(elapsed);
+    cr_assert_not_null(launch);
+    cr_assert_eq(elapsed(&ms, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    cr_assert_eq(elapsed(&ms, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    cr_assert_eq(ms, -1, "a refused call wrote its output");
+    cr_assert_eq(launch(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    /* a name no driver has is still not found */
+    cr_assert_null(cucap_driver_entry_point("cuNoSuchEntryPoint"));
+    fflush(stderr);
+    err = cr_get_redirected_stderr();
+    n = fread(buf, 1, sizeof buf - 1, err);
+    buf[n] = '\0';
+    cr_assert_not_null(strstr(buf, "cuEventElapsedTime is not modelled by the simulated driver"), "%s", buf);
+    cr_assert_null(strstr(strstr(buf, "cuEventElapsedTime") + 1, "cuEventElapsedTime"), "said twice: %s", buf);
+    cr_assert_not_null(strstr(buf, "cuLaunchKernel: the simulated driver runs no kernels"), "%s", buf);
 }

@@ -252,6 +252,7 @@ int main(int argc, char **argv)
     conf_rows_bodies(argv[0]);
     conf_rows_measured();
     conf_rows_isolation();
+    conf_rows_copies();
     printf("1..%d\n", rows);
     D.cuCtxSetCurrent(NULL);
     D.cuDevicePrimaryCtxRelease(conf_dev);
