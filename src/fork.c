@@ -76,6 +76,35 @@ void cucap_i_fork_links_release(cucap_builder *b)
     pthread_mutex_unlock(&fork_links_lock);
 }
 
+/* The fast join (driver-facts.md, "Joining by capture dependencies"):
+ * when both streams are ACTIVE in one capture, `to` adds `from`'s current
+ * dependency nodes to its own, the same graph as an event record and wait
+ * at a fraction of the cost.  Returns 0 when it does not apply (anything
+ * else takes the event path, whose errors users know), 1 when it ran with
+ * *rc its result. */
+static int wait_on_dependencies(cucap_builder *to, cucap_builder *from, CUresult *rc)
+{
+    CUstreamCaptureStatus to_status, from_status;
+    cuuint64_t to_id = 0, from_id = 0;
+    const CUgraphNode *deps = NULL;
+    const CUgraphEdgeData *edges = NULL;
+    size_t n = 0;
+
+    if (cucap_i_drv.cuStreamGetCaptureInfo(to->stream, &to_status, &to_id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
+        to_status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        return 0;
+    /* with the edge data always: without it, edges that carry data make the query LOSSY_QUERY */
+    if (cucap_i_drv.cuStreamGetCaptureInfo(from->stream, &from_status, &from_id, NULL, &deps, &edges, &n) !=
+            CUDA_SUCCESS ||
+        from_status != CU_STREAM_CAPTURE_STATUS_ACTIVE || from_id != to_id)
+        return 0;
+    /* the array is valid until the next call on `from`; the next call is on `to` */
+    *rc = n ? cucap_i_drv.cuStreamUpdateCaptureDependencies(to->stream, (CUgraphNode *)deps, edges, n,
+                                                             CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
+            : CUDA_SUCCESS;
+    return 1;
+}
+
 /* `to` waits on everything captured on `from` so far. */
 static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *caller, cucap_error **err)
 {
@@ -83,6 +112,14 @@ static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *call
     CUresult rc;
     const char *call = "cuEventCreate";
 
+    if (wait_on_dependencies(to, from, &rc)) {
+        if (rc != CUDA_SUCCESS) {
+            cucap_i_fail_driver(err, rc, caller, "cuStreamUpdateCaptureDependencies");
+            cucap_i_hier_capture_failed(to->h, caller, rc);
+            cucap_i_hier_capture_failed(from->h, caller, rc);
+        }
+        return rc;
+    }
     rc = cucap_i_take_event(from->ctx, &ev, caller);
     if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuEventRecord(ev, from->stream)) != CUDA_SUCCESS)
         call = "cuEventRecord";

@@ -184,3 +184,55 @@ Test(fault_gpu, every_call_of_a_capture_cycle_fails_in_turn)
 {
     fail_each_call_in_turn();
 }
+
+/* A join of forks active in the root's capture adds their capture
+ * dependencies to the root: no event recorded or waited on; a failure of
+ * that call is reported under its name. */
+Test(fault_sim, join_of_active_forks_uses_capture_dependencies)
+{
+    cucap_builder *p = NULL, *forks[4], *all[5];
+    cucap_error *err = NULL;
+    CUdeviceptr d = 0;
+    long records, waits, adds;
+    size_t i;
+
+    cr_assert_eq(cucap_builder_create(0, &p, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(D.cuCtxSetCurrent(cucap_builder_context(p)), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(p, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(p, 5, forks, NULL), CUDA_SUCCESS);
+    all[0] = p;
+    for (i = 0; i < 4; i++) {
+        all[i + 1] = forks[i];
+        /* every other fork does work: an idle one has nothing the root lacks */
+        if (i % 2 == 0)
+            cr_assert_eq(D.cuMemsetD8Async(d + i, 1, 1, cucap_builder_stream(forks[i])), CUDA_SUCCESS);
+    }
+    records = calls("cuEventRecord");
+    waits = calls("cuStreamWaitEvent");
+    adds = calls("cuStreamUpdateCaptureDependencies");
+    cr_assert_eq(cucap_builder_join(all, 5, NULL, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(calls("cuEventRecord"), records, "join recorded events");
+    cr_assert_eq(calls("cuStreamWaitEvent"), waits, "join waited on events");
+    cr_assert_eq(calls("cuStreamUpdateCaptureDependencies"), adds + 2);
+    cr_assert_eq(cucap_builder_end(p, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_close(p, NULL), CUDA_SUCCESS);
+
+    cr_assert_eq(cucap_builder_create(0, &p, NULL), CUDA_SUCCESS);
+    all[0] = p;
+    cr_assert_eq(cucap_builder_begin(p, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(p, 3, forks, NULL), CUDA_SUCCESS);
+    all[1] = forks[0];
+    all[2] = forks[1];
+    cr_assert_eq(D.cuMemsetD8Async(d, 1, 1, cucap_builder_stream(forks[0])), CUDA_SUCCESS);
+    cr_assert_eq(set_rules("cuStreamUpdateCaptureDependencies:1:CUDA_ERROR_ILLEGAL_STATE"), 0);
+    cr_assert_eq(cucap_builder_join(all, 3, NULL, &err), CUDA_ERROR_ILLEGAL_STATE);
+    cr_assert_not_null(strstr(cucap_error_message(err), "cuStreamUpdateCaptureDependencies"), "%s",
+                       cucap_error_message(err));
+    cucap_error_free(err);
+    cr_assert_eq(set_rules(""), 0);
+    cucap_builder_end(p, NULL);
+    cr_assert_eq(cucap_builder_close(p, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemFree(d), CUDA_SUCCESS);
+}

@@ -253,6 +253,7 @@ int main(int argc, char **argv)
     conf_rows_measured();
     conf_rows_isolation();
     conf_rows_copies();
+    conf_rows_join();
     printf("1..%d\n", rows);
     D.cuCtxSetCurrent(NULL);
     D.cuDevicePrimaryCtxRelease(conf_dev);

@@ -52,6 +52,7 @@ void conf_rows_bodies(const char *self);
 void conf_rows_measured(void);
 void conf_rows_isolation(void);
 void conf_rows_copies(void);
+void conf_rows_join(void);
 
 /* The child-process scenarios of conf_rows_bodies: runs one, prints its
  * progress on stdout, returns the exit status. */

@@ -70,4 +70,7 @@ FAULT_WRAP(cuMemcpyHtoD, cuMemcpyHtoD, PFN_cuMemcpyHtoD_v3020, 3020, (CUdevicept
 FAULT_WRAP(cuMemsetD8, cuMemsetD8, PFN_cuMemsetD8_v3020, 3020, (CUdeviceptr_v2 dstDevice, unsigned char uc, size_t N), (dstDevice, uc, N))
 FAULT_WRAP(cuMemsetD8Async, cuMemsetD8Async, PFN_cuMemsetD8Async_v3020, 3020, (CUdeviceptr_v2 dstDevice, unsigned char uc, size_t N, CUstream hStream), (dstDevice, uc, N, hStream))
 FAULT_WRAP(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync, PFN_cuMemcpyDtoHAsync_v3020, 3020, (void *dstHost, CUdeviceptr_v2 srcDevice, size_t ByteCount, CUstream hStream), (dstHost, srcDevice, ByteCount, hStream))
+FAULT_WRAP(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync, PFN_cuMemcpyHtoDAsync_v3020, 3020, (CUdeviceptr_v2 dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream), (dstDevice, srcHost, ByteCount, hStream))
+FAULT_WRAP(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync, PFN_cuMemcpyDtoDAsync_v3020, 3020, (CUdeviceptr_v2 dstDevice, CUdeviceptr_v2 srcDevice, size_t ByteCount, CUstream hStream), (dstDevice, srcDevice, ByteCount, hStream))
+FAULT_WRAP(cuMemcpyAsync, cuMemcpyAsync, PFN_cuMemcpyAsync_v4000, 4000, (CUdeviceptr_v2 dst, CUdeviceptr_v2 src, size_t ByteCount, CUstream hStream), (dst, src, ByteCount, hStream))
 FAULT_WRAP(cuLaunchHostFunc, cuLaunchHostFunc, PFN_cuLaunchHostFunc_v10000, 10000, (CUstream hStream, CUhostFn fn, void *userData), (hStream, fn, userData))

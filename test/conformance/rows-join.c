@@ -1,0 +1,95 @@
+/* Rows of "Joining by capture dependencies": the join the library takes
+ * when every fork is active in the root's capture. */
+#include <stdio.h>
+#include <string.h>
+
+#include "conformance.h"
+
+#define FORKS 3
+
+/* Add fork's current capture dependencies to origin's, with the edge data. */
+static CUresult join_by_dependencies(CUstream origin, CUstream fork)
+{
+    CUstreamCaptureStatus st;
+    const CUgraphNode *deps = NULL;
+    const CUgraphEdgeData *edges = NULL;
+    size_t n = 0;
+    CUresult rc;
+
+    rc = D.cuStreamGetCaptureInfo(fork, &st, NULL, NULL, &deps, &edges, &n);
+    if (rc != CUDA_SUCCESS || n == 0)
+        return rc;
+    return D.cuStreamUpdateCaptureDependencies(origin, (CUgraphNode *)deps, edges, n,
+                                               CU_STREAM_ADD_CAPTURE_DEPENDENCIES);
+}
+
+/* One capture: a memset on the origin, FORKS forks of which all but the
+ * last do a memset, the join, a memset after it; the text says how many
+ * dependencies the origin had after the join, the nodes and the launch. */
+static void capture_with_join(CUdeviceptr d, int by_dependencies, char *text, size_t size)
+{
+    CUstream s = conf_stream(), forks[FORKS];
+    CUstreamCaptureStatus st;
+    const CUgraphNode *deps = NULL;
+    size_t n = 0, nodes = 0;
+    CUgraph g = NULL;
+    CUgraphExec exec = NULL;
+    CUDA_GRAPH_INSTANTIATE_PARAMS params;
+    CUresult join_rc = CUDA_SUCCESS, rc;
+    int i;
+
+    D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
+    D.cuMemsetD8Async(d, 1, 16, s);
+    for (i = 0; i < FORKS; i++) {
+        forks[i] = conf_fork(s);
+        if (i < FORKS - 1)
+            D.cuMemsetD8Async(d + 16 * (i + 1), 2, 16, forks[i]);
+    }
+    for (i = 0; i < FORKS; i++) {
+        if (by_dependencies)
+            rc = join_by_dependencies(s, forks[i]);
+        else
+            conf_join(s, forks[i]), rc = CUDA_SUCCESS;
+        if (join_rc == CUDA_SUCCESS)
+            join_rc = rc;
+    }
+    D.cuStreamGetCaptureInfo(s, &st, NULL, NULL, &deps, NULL, &n);
+    D.cuMemsetD8Async(d, 3, 16, s);
+    rc = D.cuStreamEndCapture(s, &g);
+    if (g)
+        D.cuGraphGetNodes(g, NULL, &nodes);
+    memset(&params, 0, sizeof params);
+    if (g && D.cuGraphInstantiateWithParams(&exec, g, &params) == CUDA_SUCCESS) {
+        conf_append(text, size, "join %s, %zu dependencies after it, end %s, %zu nodes, launch %s",
+                    conf_code(join_rc), n, conf_code(rc), nodes, conf_code(D.cuGraphLaunch(exec, s)));
+        D.cuStreamSynchronize(s);
+        D.cuGraphExecDestroy(exec);
+    } else {
+        conf_append(text, size, "join %s, %zu dependencies after it, end %s, %zu nodes, instantiate failed",
+                    conf_code(join_rc), n, conf_code(rc), nodes);
+    }
+    if (g)
+        D.cuGraphDestroy(g);
+    for (i = 0; i < FORKS; i++)
+        conf_drop(forks[i]);
+    conf_drop(s);
+}
+
+void conf_rows_join(void)
+{
+    CUdeviceptr d = 0;
+    char events[256] = "", dependencies[256] = "";
+
+    if (D.cuMemAlloc(&d, 16 * (FORKS + 1)) != CUDA_SUCCESS) {
+        conf_row("cuMemAlloc for the join rows", "-", "failed", "CUDA_SUCCESS");
+        return;
+    }
+    capture_with_join(d, 0, events, sizeof events);
+    capture_with_join(d, 1, dependencies, sizeof dependencies);
+    conf_row("join of 3 forks (2 with a memset) by event record and wait", "relaxed", events,
+             "join CUDA_SUCCESS, 3 dependencies after it, end CUDA_SUCCESS, 4 nodes, launch CUDA_SUCCESS");
+    conf_row("the same join by cuStreamGetCaptureInfo (with edge data) and cuStreamUpdateCaptureDependencies(ADD)",
+             "relaxed", dependencies,
+             "join CUDA_SUCCESS, 3 dependencies after it, end CUDA_SUCCESS, 4 nodes, launch CUDA_SUCCESS");
+    D.cuMemFree(d);
+}
