@@ -614,6 +614,40 @@ static CUresult sim_cuGraphGetNodes(CUgraph hg, CUgraphNode *nodes, size_t *coun
     return CUDA_SUCCESS;
 }
 
+/* Edges are each node's dependencies: (dependency, node), no edge data. */
+static CUresult sim_cuGraphGetEdges(CUgraph hg, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *edge_data,
+                                    size_t *count)
+{
+    struct sim_graph *g;
+    size_t i, j, total = 0;
+
+    if (!count || (!from != !to) || (edge_data && !from))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    if (!sim_graph_valid(hg)) {
+        sim_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    g = (struct sim_graph *)hg;
+    for (i = 0; i < g->node_count; i++)
+        for (j = 0; j < g->nodes[i]->dep_count; j++, total++)
+            if (from && total < *count) {
+                from[total] = (CUgraphNode)g->nodes[i]->deps[j];
+                to[total] = (CUgraphNode)g->nodes[i];
+                if (edge_data)
+                    memset(&edge_data[total], 0, sizeof *edge_data);
+            }
+    if (from)
+        for (i = total; i < *count; i++) {
+            from[i] = to[i] = NULL;
+            if (edge_data)
+                memset(&edge_data[i], 0, sizeof *edge_data);
+        }
+    *count = from && *count < total ? *count : total;
+    sim_unlock();
+    return CUDA_SUCCESS;
+}
+
 static CUresult sim_cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *type)
 {
     struct sim_node *n;
@@ -1014,6 +1048,7 @@ const struct sim_entry sim_graph_entries[] = {
     SIM_ENTRY(cuGraphAddEmptyNode, 10000),
     SIM_ENTRY(cuGraphAddChildGraphNode, 10000),
     SIM_ENTRY(cuGraphGetNodes, 10000),
+    SIM_ENTRY(cuGraphGetEdges, 12030),
     SIM_ENTRY(cuGraphNodeGetType, 10000),
     SIM_ENTRY(cuGraphChildGraphNodeGetGraph, 10000),
     SIM_ENTRY(cuGraphConditionalHandleCreate, 12030),

@@ -3,6 +3,7 @@
  * each side and the ratio library / raw.  No timing is asserted anywhere. */
 #include "config.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,13 +30,29 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+static double quantile(const double *sorted, int n, double q)
+{
+    double at = q * (n - 1);
+    int i = (int)at;
+
+    return i + 1 < n ? sorted[i] + (at - i) * (sorted[i + 1] - sorted[i]) : sorted[n - 1];
+}
+
 /* Run lib and raw alternately `reps` times (after `warm` unrecorded rounds
- * of each); each call returns its own elapsed microseconds per operation. */
+ * of each); each call returns its own elapsed microseconds per operation.
+ * Prints the medians, their ratio, and the median of the paired
+ * differences library - raw with its 10th and 90th percentiles: the
+ * spread that says whether a ratio near 1 is a difference at all. */
 static void row(const char *name, double (*lib)(void *), double (*raw)(void *), void *arg, int reps, int warm)
 {
-    double *l = malloc((size_t)reps * sizeof *l), *r = malloc((size_t)reps * sizeof *r), ml, mr;
+    double *l = malloc((size_t)reps * sizeof *l), *r = malloc((size_t)reps * sizeof *r),
+           *d = malloc((size_t)reps * sizeof *d), ml, mr;
     int i;
 
+    if (!l || !r || !d) {
+        printf("| %-52s | out of memory |\n", name);
+        goto out;
+    }
     for (i = 0; i < warm; i++) {
         lib(arg);
         raw(arg);
@@ -48,13 +65,46 @@ static void row(const char *name, double (*lib)(void *), double (*raw)(void *), 
             l[i] = lib(arg);
             r[i] = raw(arg);
         }
+        d[i] = l[i] - r[i];
     }
     ml = median(l, reps);
     mr = median(r, reps);
-    printf("| %-52s | %12.3f | %12.3f | %6.3f |\n", name, ml, mr, ml / mr);
+    qsort(d, (size_t)reps, sizeof *d, compare);
+    printf("| %-52s | %12.3f | %12.3f | %6.3f | %9.3f [%9.3f, %9.3f] |\n", name, ml, mr, ml / mr,
+           quantile(d, reps, 0.5), quantile(d, reps, 0.1), quantile(d, reps, 0.9));
     fflush(stdout);
+out:
     free(l);
     free(r);
+    free(d);
+}
+
+/* Node and edge counts of a graph; -1 when it cannot be read. */
+static int graph_shape(CUgraph g, size_t *nodes, size_t *edges)
+{
+    *nodes = *edges = 0;
+    if (!g || D.cuGraphGetNodes(g, NULL, nodes) != CUDA_SUCCESS ||
+        D.cuGraphGetEdges(g, NULL, NULL, NULL, edges) != CUDA_SUCCESS)
+        return -1;
+    return 0;
+}
+
+/* Before a row is timed: the library's graph and the raw code's must have
+ * the same shape (a split that failed must not look fast). */
+static int same_shape(const char *name, CUgraph lib, CUgraph raw)
+{
+    size_t ln, le, rn, re;
+
+    if (graph_shape(lib, &ln, &le) != 0 || graph_shape(raw, &rn, &re) != 0) {
+        printf("| %-52s | not timed: a graph could not be built or read |\n", name);
+        return 0;
+    }
+    if (ln != rn || le != re) {
+        printf("| %-52s | not timed: the library's graph has %zu nodes and %zu edges, the raw code's %zu and %zu |\n",
+               name, ln, le, rn, re);
+        return 0;
+    }
+    return 1;
 }
 
 /* ---------------------------------------------------------------- the fork/join cycle */
@@ -68,13 +118,11 @@ struct cycle {
     CUdeviceptr d;
 };
 
-static double cycle_raw(void *p)
+/* The fork/join capture a careful programmer writes: streams and events
+ * made once beforehand, an event fork and an event join. */
+static CUgraph capture_raw(struct cycle *c)
 {
-    struct cycle *c = p;
-    CUDA_GRAPH_INSTANTIATE_PARAMS params;
-    CUgraphExec exec = NULL;
     CUgraph g = NULL;
-    double t0 = now_us();
     int i;
 
     D.cuStreamBeginCapture(c->origin, CU_STREAM_CAPTURE_MODE_GLOBAL);
@@ -89,6 +137,45 @@ static double cycle_raw(void *p)
         D.cuStreamWaitEvent(c->origin, c->join_events[i], 0);
     }
     D.cuStreamEndCapture(c->origin, &g);
+    return g;
+}
+
+/* The same capture through the library; returns the ended builder, and
+ * its forks (closed by the join) through all[1 .. k-1]. */
+static cucap_builder *capture_lib(struct cycle *c, cucap_builder **all)
+{
+    cucap_builder *b = NULL;
+    int i;
+
+    cucap_builder_create_on_stream(c->origin, &b, NULL);
+    cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
+    all[0] = b;
+    for (i = 1; i < c->k; i++)
+        all[i] = NULL;
+    cucap_builder_split(b, (size_t)c->k, all + 1, NULL);
+    for (i = 0; i < c->k; i++)
+        D.cuMemsetD8Async(c->d + (CUdeviceptr)i * 64, (unsigned char)i, 64, cucap_builder_stream(all[i]));
+    cucap_builder_join(all, (size_t)c->k, NULL, NULL);
+    cucap_builder_end(b, NULL);
+    return b;
+}
+
+static void destroy_all(cucap_builder **all, int k)
+{
+    int i;
+
+    for (i = 0; i < k; i++)
+        cucap_builder_destroy(all[i]);
+}
+
+static double cycle_raw(void *p)
+{
+    struct cycle *c = p;
+    CUDA_GRAPH_INSTANTIATE_PARAMS params;
+    CUgraphExec exec = NULL;
+    double t0 = now_us();
+    CUgraph g = capture_raw(c);
+
     memset(&params, 0, sizeof params);
     D.cuGraphInstantiateWithParams(&exec, g, &params);
     D.cuGraphLaunch(exec, c->origin);
@@ -101,26 +188,53 @@ static double cycle_raw(void *p)
 static double cycle_lib(void *p)
 {
     struct cycle *c = p;
-    cucap_builder *b = NULL, *all[MAX_K];
+    cucap_builder *b, *all[MAX_K];
     cucap_exec *exec = NULL;
     double t0 = now_us();
-    int i;
 
-    cucap_builder_create_on_stream(c->origin, &b, NULL);
-    cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
-    all[0] = b;
-    cucap_builder_split(b, (size_t)c->k, all + 1, NULL);
-    for (i = 0; i < c->k; i++)
-        D.cuMemsetD8Async(c->d + (CUdeviceptr)i * 64, (unsigned char)i, 64, cucap_builder_stream(all[i]));
-    cucap_builder_join(all, (size_t)c->k, NULL, NULL);
-    cucap_builder_end(b, NULL);
+    b = capture_lib(c, all);
     cucap_builder_complete(b, NULL, &exec, NULL);
     cucap_exec_launch(exec, c->origin, NULL);
     D.cuStreamSynchronize(c->origin);
     cucap_exec_destroy(exec);
-    for (i = 0; i < c->k; i++)
-        cucap_builder_destroy(all[i]);
+    destroy_all(all, c->k);
     return now_us() - t0;
+}
+
+/* the capture phase alone: begin .. end and the graph's destruction */
+static double phase_raw(void *p)
+{
+    double t0 = now_us();
+
+    D.cuGraphDestroy(capture_raw(p));
+    return now_us() - t0;
+}
+
+static double phase_lib(void *p)
+{
+    struct cycle *c = p;
+    cucap_builder *all[MAX_K];
+    double t0 = now_us();
+
+    capture_lib(c, all);
+    destroy_all(all, c->k);
+    return now_us() - t0;
+}
+
+static int cycle_shapes_match(const char *name, struct cycle *c)
+{
+    cucap_builder *all[MAX_K];
+    cucap_graph *lib = NULL;
+    CUgraph raw = capture_raw(c);
+    int same;
+
+    cucap_builder_graph(capture_lib(c, all), &lib, NULL);
+    same = same_shape(name, lib ? cucap_graph_handle(lib) : NULL, raw);
+    cucap_graph_unref(lib);
+    destroy_all(all, c->k);
+    if (raw)
+        D.cuGraphDestroy(raw);
+    return same;
 }
 
 /* ---------------------------------------------------------------- capturing N memset nodes */
@@ -131,26 +245,21 @@ struct nodes {
     CUdeviceptr d;
 };
 
-static double nodes_raw(void *p)
+static CUgraph nodes_capture_raw(struct nodes *x)
 {
-    struct nodes *x = p;
     CUgraph g = NULL;
-    double t0 = now_us();
     int i;
 
     D.cuStreamBeginCapture(x->s, CU_STREAM_CAPTURE_MODE_GLOBAL);
     for (i = 0; i < x->n; i++)
         D.cuMemsetD8Async(x->d, (unsigned char)i, 64, x->s);
     D.cuStreamEndCapture(x->s, &g);
-    D.cuGraphDestroy(g);
-    return now_us() - t0;
+    return g;
 }
 
-static double nodes_lib(void *p)
+static cucap_builder *nodes_capture_lib(struct nodes *x)
 {
-    struct nodes *x = p;
     cucap_builder *b = NULL;
-    double t0 = now_us();
     int i;
 
     cucap_builder_create_on_stream(x->s, &b, NULL);
@@ -158,8 +267,40 @@ static double nodes_lib(void *p)
     for (i = 0; i < x->n; i++)
         D.cuMemsetD8Async(x->d, (unsigned char)i, 64, cucap_builder_stream(b));
     cucap_builder_end(b, NULL);
-    cucap_builder_destroy(b);
+    return b;
+}
+
+static double nodes_raw(void *p)
+{
+    double t0 = now_us();
+
+    D.cuGraphDestroy(nodes_capture_raw(p));
     return now_us() - t0;
+}
+
+static double nodes_lib(void *p)
+{
+    double t0 = now_us();
+
+    cucap_builder_destroy(nodes_capture_lib(p));
+    return now_us() - t0;
+}
+
+static int nodes_shapes_match(const char *name, struct nodes *x)
+{
+    cucap_builder *b;
+    cucap_graph *lib = NULL;
+    CUgraph raw = nodes_capture_raw(x);
+    int same;
+
+    b = nodes_capture_lib(x);
+    cucap_builder_graph(b, &lib, NULL);
+    same = same_shape(name, lib ? cucap_graph_handle(lib) : NULL, raw);
+    cucap_graph_unref(lib);
+    cucap_builder_destroy(b);
+    if (raw)
+        D.cuGraphDestroy(raw);
+    return same;
 }
 
 /* ---------------------------------------------------------------- pools */
@@ -178,6 +319,9 @@ static double device_pool_lib(void *p)
     return (now_us() - t0) / CALLS;
 }
 
+/* the raw code caches its pool handle too, as a careful programmer does */
+static _Atomic(CUmemoryPool) cached_pool;
+
 static double device_pool_raw(void *p)
 {
     CUmemoryPool pool;
@@ -186,7 +330,9 @@ static double device_pool_raw(void *p)
 
     (void)p;
     for (i = 0; i < CALLS; i++)
-        D.cuDeviceGetMemPool(&pool, 0);
+        if (!(pool = atomic_load_explicit(&cached_pool, memory_order_acquire)) &&
+            D.cuDeviceGetMemPool(&pool, 0) == CUDA_SUCCESS)
+            atomic_store_explicit(&cached_pool, pool, memory_order_release);
     return (now_us() - t0) / CALLS;
 }
 
@@ -237,9 +383,11 @@ static double alloc_lib(void *p)
 {
     struct alloc *a = p;
     CUdeviceptr d;
-    double t0 = now_us();
+    double t0;
     int i;
 
+    D.cuStreamSynchronize(a->s);   /* each sample starts from an idle stream */
+    t0 = now_us();
     for (i = 0; i < CALLS; i++) {
         cucap_pool_alloc(a->pool, 4096, a->s, &d, NULL);
         cucap_pool_free(a->pool, d, a->s, NULL);
@@ -251,9 +399,11 @@ static double alloc_raw(void *p)
 {
     struct alloc *a = p;
     CUdeviceptr d;
-    double t0 = now_us();
+    double t0;
     int i;
 
+    D.cuStreamSynchronize(a->s);   /* each sample starts from an idle stream */
+    t0 = now_us();
     for (i = 0; i < CALLS; i++) {
         D.cuMemAllocFromPoolAsync(&d, 4096, cucap_pool_handle(a->pool), a->s);
         D.cuMemFreeAsync(d, a->s);
@@ -264,7 +414,7 @@ static double alloc_raw(void *p)
 int tool_bench(int argc, char **argv)
 {
     static const int ks[] = { 2, 8, 64 }, ns[] = { 10, 1000, 10000 };
-    int quick = argc > 1 && !strcmp(argv[1], "--quick"), reps = quick ? 5 : 201, i;
+    int quick = argc > 1 && !strcmp(argv[1], "--quick"), reps = quick ? 5 : 201, i, mismatched = 0;
     struct cycle c;
     struct nodes x;
     struct alloc a;
@@ -278,11 +428,13 @@ int tool_bench(int argc, char **argv)
     }
     if (tool_open_device("bench", &ctx) != 0)
         return TOOL_CANNOT_RUN;
-    printf("libcucapture %s, driver %d, %d repetitions per row, medians in microseconds\n\n",
-           cucap_version_string(), cucap_driver_version(), reps);
-    printf("| %-52s | %12s | %12s | %6s |\n", "work", "library", "raw driver", "ratio");
-    printf("|%s|%s|%s|%s|\n", "------------------------------------------------------", "--------------",
-           "--------------", "--------");
+    printf("libcucapture %s, driver %d%s, %d repetitions per row, medians in microseconds\n\n",
+           cucap_version_string(), cucap_driver_version(),
+           tool_on_simulator() ? " [simulated driver, not a GPU: the times say nothing about a GPU]" : "", reps);
+    printf("| %-52s | %12s | %12s | %6s | %-33s |\n", "work", "library", "raw driver", "ratio",
+           "library - raw: median [p10, p90]");
+    printf("|%s|%s|%s|%s|%s|\n", "------------------------------------------------------", "-------------:",
+           "-------------:", "-------:", "----------------------------------:");
 
     memset(&c, 0, sizeof c);
     D.cuStreamCreate(&c.origin, CU_STREAM_NON_BLOCKING);
@@ -295,8 +447,20 @@ int tool_bench(int argc, char **argv)
     for (i = 0; i < 3; i++) {
         char name[80];
         c.k = ks[i];
+        snprintf(name, sizeof name, "capture phase, fork/join K=%d, per capture", ks[i]);
+        if (cycle_shapes_match(name, &c))
+            row(name, phase_lib, phase_raw, &c, reps, quick ? 1 : 10);
+        else
+            mismatched++;
+    }
+    for (i = 0; i < 3; i++) {
+        char name[80];
+        c.k = ks[i];
         snprintf(name, sizeof name, "fork/join cycle, K=%d, per cycle", ks[i]);
-        row(name, cycle_lib, cycle_raw, &c, reps, quick ? 1 : 10);
+        if (cycle_shapes_match(name, &c))
+            row(name, cycle_lib, cycle_raw, &c, reps, quick ? 1 : 10);
+        else
+            mismatched++;
     }
 
     x.s = c.origin;
@@ -305,7 +469,10 @@ int tool_bench(int argc, char **argv)
         char name[80];
         x.n = ns[i];
         snprintf(name, sizeof name, "capture of %d memset nodes, per capture", ns[i]);
-        row(name, nodes_lib, nodes_raw, &x, ns[i] >= 10000 ? (quick ? 3 : 41) : reps, quick ? 1 : 5);
+        if (nodes_shapes_match(name, &x))
+            row(name, nodes_lib, nodes_raw, &x, ns[i] >= 10000 ? (quick ? 3 : 41) : reps, quick ? 1 : 5);
+        else
+            mismatched++;
     }
 
     /* under a global capture of this thread */
@@ -335,5 +502,8 @@ int tool_bench(int argc, char **argv)
     D.cuStreamDestroy(c.origin);
     D.cuMemFree(c.d);
     tool_close_device(ctx);
-    return 0;
+    if (mismatched)
+        fprintf(stderr, "cucapture bench: %d rows not timed: the library's and the raw code's graphs differ\n",
+                mismatched);
+    return mismatched ? 1 : 0;
 }

@@ -31,7 +31,9 @@ static void usage(FILE *to)
             "(no usable CUDA driver or device).\n"
             "\n"
             "Environment:\n"
-            "  CUCAPTURE_DRIVER  the driver library to load instead of libcuda.so.1\n");
+            "  CUCAPTURE_DRIVER       the driver library to load instead of libcuda.so.1, or\n"
+            "                         'simulated' for the installed simulated driver\n"
+            "  CUCAPTURE_REQUIRE_GPU  1: selftest refuses to run without a GPU\n");
 }
 
 static const struct command {
@@ -50,8 +52,11 @@ static const struct command {
                   "Exit status: 0 when all pass, 1 when one fails, 77 when it cannot run here.\n" },
     { "bench", "Usage: cucapture bench [--quick]\n"
                "Time the library against hand-written driver code doing the same work, side by\n"
-               "side, and print medians and ratios.  --quick: few repetitions (a smoke test).\n"
-               "Exit status: 0, 2 for an unknown option, 77 without a usable driver.\n" },
+               "side, and print medians, ratios and the spread of the paired differences.\n"
+               "Rows whose graphs differ in shape are not timed.  --quick: few repetitions\n"
+               "(a smoke test).\n"
+               "Exit status: 0, 1 when a row's graphs differ, 2 for an unknown option, 77\n"
+               "without a usable driver.\n" },
 };
 
 static int is_help(const char *arg)

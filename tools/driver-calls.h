@@ -11,6 +11,7 @@
 /* The variants cucap_driver_entry_point returns for this build's headers. */
 #if CUDA_VERSION >= 12030
 #  define TOOL_PFN_cuStreamGetCaptureInfo PFN_cuStreamGetCaptureInfo_v12030
+#  define TOOL_PFN_cuGraphGetEdges PFN_cuGraphGetEdges_v12030
 #endif
 
 #define TOOL_DRIVER_CALLS(X)                                                                 \
@@ -27,6 +28,8 @@
     X(cuEventRecord, PFN_cuEventRecord_v2000)                                                \
     X(cuGraphDestroy, PFN_cuGraphDestroy_v10000)                                             \
     X(cuGraphExecDestroy, PFN_cuGraphExecDestroy_v10000)                                     \
+    X(cuGraphGetEdges, TOOL_PFN_cuGraphGetEdges)                                             \
+    X(cuGraphGetNodes, PFN_cuGraphGetNodes_v10000)                                           \
     X(cuGraphInstantiateWithParams, PFN_cuGraphInstantiateWithParams_v12000)                 \
     X(cuGraphLaunch, PFN_cuGraphLaunch_v10000)                                               \
     X(cuMemAlloc, PFN_cuMemAlloc_v3020)                                                      \

@@ -1,0 +1,13 @@
+#!/bin/sh
+# `cucapture bench --quick` on the simulated driver, as TAP: it runs every
+# row (each after checking that the library's graph and the raw code's
+# have the same shape), says that it ran on the simulator, and exits 0.
+# The times themselves are not checked: no timing is asserted anywhere.
+out=$(env -u CUCAPTURE_REQUIRE_GPU CUCAPTURE_DRIVER="$CUCAPTURE_TEST_SIM" ./tools/cucapture bench --quick 2>&1); rc=$?
+echo "1..4"
+if [ "$rc" -eq 0 ]; then echo "ok 1 - cucapture bench --quick exits 0"; else echo "not ok 1 - exits $rc"; printf '%s\n' "$out" | sed 's/^/# /'; fi
+rows=$(printf '%s\n' "$out" | grep -c -E '^\| [a-z].*\| +[0-9.]+ \| +[0-9.]+ \| +[0-9.]+ \| .*\[.*\] \|$')
+if [ "$rows" -eq 12 ]; then echo "ok 2 - 12 timed rows with their spread"; else echo "not ok 2 - $rows timed rows"; fi
+if printf '%s\n' "$out" | grep -q 'not timed'; then echo "not ok 3 - a row was not timed"; else echo "ok 3 - every row's graphs have the same shape"; fi
+if printf '%s\n' "$out" | head -n 1 | grep -q 'simulated driver, not a GPU'; then echo "ok 4 - the header says the simulated driver ran"
+else echo "not ok 4 - the header does not name the simulated driver"; fi
