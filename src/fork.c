@@ -215,13 +215,49 @@ CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **for
     return CUDA_SUCCESS;
 }
 
+static int compare_pointers(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(cucap_builder *const *)a, y = (uintptr_t)*(cucap_builder *const *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* No builder twice, in O(K log K): a sorted copy (on the stack for the
+ * usual counts).  Only a refused join pays the pairwise scan that names
+ * the first repeat. */
+static CUresult check_distinct(cucap_builder *const *builders, size_t count, const char *caller, cucap_error **err)
+{
+    cucap_builder *local[64], **sorted = count <= 64 ? local : malloc(count * sizeof *sorted);
+    cucap_builder *repeat = NULL;
+    size_t i, first;
+
+    if (!sorted)
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory checking %zu builders", caller,
+                            count);
+    memcpy(sorted, builders, count * sizeof *sorted);
+    qsort(sorted, count, sizeof *sorted, compare_pointers);
+    for (i = 1; i < count && !repeat; i++)
+        if (sorted[i] == sorted[i - 1])
+            repeat = sorted[i];
+    if (sorted != local)
+        free(sorted);
+    if (!repeat)
+        return CUDA_SUCCESS;
+    for (i = 1; i < count; i++)
+        for (first = 0; first < i; first++)
+            if (builders[first] == builders[i])
+                return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: builder %zu is builder %zu again", caller,
+                                    i, first);
+    return CUDA_SUCCESS;   /* not reached: the sort found a repeat */
+}
+
 /* join's checks before it touches anything: distinct, open builders, the
  * root capturing (a root that is not would silently join the capture of
  * whichever builder it waits on), every other builder capturing too. */
 static CUresult check_join(cucap_builder *const *builders, size_t count, cucap_builder *root, const char *caller,
                            cucap_error **err)
 {
-    size_t i, j;
+    size_t i;
 
     for (i = 0; i < count; i++) {
         cucap_builder_state state = cucap_builder_get_state(builders[i]);
@@ -238,12 +274,7 @@ static CUresult check_join(cucap_builder *const *builders, size_t count, cucap_b
                             i, cucap_i_state_names[state],
                             builders[i]->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
     }
-    for (i = 0; i < count; i++)
-        for (j = 0; j < i; j++)
-            if (builders[j] == builders[i])
-                return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: builder %zu is builder %zu again", caller,
-                                    i, j);
-    return CUDA_SUCCESS;
+    return check_distinct(builders, count, caller, err);
 }
 
 CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_builder **root_out,

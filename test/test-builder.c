@@ -238,6 +238,24 @@ BACKEND_TEST(builder, bad_arguments)
     cr_assert_eq(cucap_builder_join(&b, 1, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
     cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ b, NULL }, 2, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
     cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ b, b }, 2, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    {
+        /* the first repeat by position is named, whatever the addresses' order */
+        cucap_builder *f[2];
+        err = NULL;
+        cr_assert_eq(cucap_builder_split(b, 3, f, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ b, f[0], f[1], f[0], b }, 5, NULL, &err),
+                     CUDA_ERROR_INVALID_VALUE);
+        cr_assert_str_eq(cucap_error_message(err), "cucap_builder_join: builder 3 is builder 1 again");
+        cucap_error_free(err);
+        err = NULL;
+        cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ f[1], b, f[0], b, f[1] }, 5, NULL, &err),
+                     CUDA_ERROR_INVALID_VALUE);
+        cr_assert_str_eq(cucap_error_message(err), "cucap_builder_join: builder 3 is builder 1 again");
+        cucap_error_free(err);
+        err = NULL;
+        cr_assert_eq(cucap_builder_get_state(f[0]), CUCAP_BUILDER_CAPTURING, "a refused join closes nothing");
+        cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ b, f[0], f[1] }, 3, NULL, NULL), CUDA_SUCCESS);
+    }
     cr_assert_eq(cucap_builder_get_state(b), CUCAP_BUILDER_CAPTURING, "rejected joins touch nothing");
     cr_assert_eq(cucap_builder_is_building(b, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
     cr_assert_eq(cucap_builder_is_building(b, &building, NULL), CUDA_SUCCESS);
