@@ -593,6 +593,16 @@ done:
     return rc;
 }
 
+/* The simulator locked with hg live, or NULL and unlocked. */
+static struct sim_graph *lock_live_graph(CUgraph hg)
+{
+    sim_lock();
+    if (sim_graph_valid(hg))
+        return (struct sim_graph *)hg;
+    sim_unlock();
+    return NULL;
+}
+
 static CUresult sim_cuGraphGetNodes(CUgraph hg, CUgraphNode *nodes, size_t *count)
 {
     struct sim_graph *g;
@@ -600,12 +610,8 @@ static CUresult sim_cuGraphGetNodes(CUgraph hg, CUgraphNode *nodes, size_t *coun
 
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_lock();
-    if (!sim_graph_valid(hg)) {
-        sim_unlock();
+    if (!(g = lock_live_graph(hg)))
         return CUDA_ERROR_INVALID_VALUE;
-    }
-    g = (struct sim_graph *)hg;
     if (nodes)
         for (i = 0; i < *count && i < g->node_count; i++)
             nodes[i] = (CUgraphNode)g->nodes[i];
@@ -623,12 +629,8 @@ static CUresult sim_cuGraphGetEdges(CUgraph hg, CUgraphNode *from, CUgraphNode *
 
     if (!count || (!from != !to) || (edge_data && !from))
         return CUDA_ERROR_INVALID_VALUE;
-    sim_lock();
-    if (!sim_graph_valid(hg)) {
-        sim_unlock();
+    if (!(g = lock_live_graph(hg)))
         return CUDA_ERROR_INVALID_VALUE;
-    }
-    g = (struct sim_graph *)hg;
     for (i = 0; i < g->node_count; i++)
         for (j = 0; j < g->nodes[i]->dep_count; j++, total++)
             if (from && total < *count) {
