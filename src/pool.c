@@ -34,12 +34,18 @@ static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(cucap_pool *) device_pools[CUCAP_MAX_DEVICES];
 static pthread_mutex_t device_pools_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Devices found to exist with memory pools: neither changes while the
+ * driver is loaded, so the driver is asked once per device. */
+static atomic_bool device_checked[CUCAP_MAX_DEVICES];
+
 /* The device must exist and have memory pools. */
 static CUresult check_device(CUdevice dev, const char *caller, cucap_error **err)
 {
     int supported = 0;
     CUresult rc;
 
+    if (dev >= 0 && dev < CUCAP_MAX_DEVICES && atomic_load_explicit(&device_checked[dev], memory_order_acquire))
+        return CUDA_SUCCESS;
     if ((rc = cucap_i_check_device(dev, caller, err)) != CUDA_SUCCESS)
         return rc;
     if (dev >= CUCAP_MAX_DEVICES)
@@ -51,6 +57,7 @@ static CUresult check_device(CUdevice dev, const char *caller, cucap_error **err
     if (!supported)
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: device %d does not support memory pools",
                             caller, (int)dev);
+    atomic_store_explicit(&device_checked[dev], 1, memory_order_release);
     return CUDA_SUCCESS;
 }
 

@@ -647,7 +647,7 @@ FAULT_BACKEND_TEST(pool, every_driver_call_of_open_default_fails_in_turn)
     cr_assert_eq(cucap_pool_open_default(0, &p, NULL), CUDA_SUCCESS);
     total = calls("*");
     cucap_pool_close(p, NULL);
-    cr_assert_geq(total, 6, "open_default made %ld driver calls", total);
+    cr_assert_geq(total, 5, "open_default made %ld driver calls", total);
     for (i = 1; i <= total; i++) {
         char rule[64];
         cucap_error *err = NULL;
@@ -664,6 +664,29 @@ FAULT_BACKEND_TEST(pool, every_driver_call_of_open_default_fails_in_turn)
         if (thread_mode() != CU_STREAM_CAPTURE_MODE_GLOBAL)
             set_thread_mode(CU_STREAM_CAPTURE_MODE_GLOBAL);   /* the restore was the failed call */
     }
+}
+
+/* The device checks (it exists, it has memory pools) reach the driver until
+ * they succeed once, then never again. */
+FAULT_BACKEND_TEST(pool, device_checks_are_made_until_they_pass_once)
+{
+    cucap_pool *p = NULL;
+    cucap_error *err = NULL;
+
+    cr_assert_eq(set_rules("cuDeviceGetAttribute:1:CUDA_ERROR_LAUNCH_TIMEOUT"), 0);
+    cr_assert_eq(cucap_pool_open_default(0, &p, &err), CUDA_ERROR_LAUNCH_TIMEOUT);
+    cr_assert_not_null(strstr(cucap_error_message(err), "MEMORY_POOLS_SUPPORTED"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    cr_assert_null(p);
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(cucap_pool_open_default(0, &p, NULL), CUDA_SUCCESS);
+    cr_assert_eq(calls("cuDeviceGetAttribute"), 1);
+    cucap_pool_close(p, NULL);
+    cr_assert_eq(cucap_pool_open_default(0, &p, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_close(p, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_create(0, NULL, &p, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_close(p, NULL), CUDA_SUCCESS);
+    cr_assert_eq(calls("cuDeviceGetAttribute"), 1, "the checks were made again");
 }
 
 /* Found by the API fuzzer: closing an owned pool when the switch to relaxed
