@@ -50,6 +50,40 @@ void cucap_i_ctx_hold_release(struct ctx_hold *c)
     free(c);
 }
 
+/* A hold on dev's primary context (checked, retained), with one reference
+ * for the caller to release. */
+CUresult cucap_i_ctx_hold_primary(CUdevice dev, struct ctx_hold **out, const char *caller, cucap_error **err)
+{
+    struct cucap_relaxed_scope scope;
+    struct ctx_hold *hold;
+    CUresult rc;
+
+    *out = NULL;
+    if ((rc = cucap_i_check_device(dev, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (!(hold = calloc(1, sizeof *hold)))
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    hold->dev = dev;
+    atomic_init(&hold->refs, 1);
+    /* retaining a context is not a stream operation; relaxed mode keeps
+     * any capture of this thread out of it all the same */
+    if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) != CUDA_SUCCESS) {
+        free(hold);
+        return rc;
+    }
+    rc = cucap_i_drv.cuDevicePrimaryCtxRetain(&hold->ctx, dev);
+    if (rc != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuDevicePrimaryCtxRetain");
+    hold->retained = rc == CUDA_SUCCESS;
+    rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
+    if (rc != CUDA_SUCCESS) {
+        cucap_i_ctx_hold_release(hold);
+        return rc;
+    }
+    *out = hold;
+    return CUDA_SUCCESS;
+}
+
 cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                                   struct ctx_hold *ctx)
 {
@@ -150,7 +184,6 @@ static CUresult context_device(CUcontext ctx, CUdevice *dev)
 CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_create";
-    struct cucap_relaxed_scope scope;
     struct ctx_hold *hold;
     CUstream s = NULL;
     CUresult rc;
@@ -158,32 +191,14 @@ CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **e
     if (!out)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
     *out = NULL;
-    if ((rc = cucap_i_check_device(dev, caller, err)) != CUDA_SUCCESS)
+    if ((rc = cucap_i_ctx_hold_primary(dev, &hold, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if (!(hold = calloc(1, sizeof *hold)))
-        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    hold->dev = dev;
-    /* retaining a context is not a stream operation; relaxed mode keeps
-     * any capture of this thread out of it all the same */
-    if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) != CUDA_SUCCESS) {
-        free(hold);
-        return rc;
-    }
-    rc = cucap_i_drv.cuDevicePrimaryCtxRetain(&hold->ctx, dev);
-    if (rc != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuDevicePrimaryCtxRetain");
-    hold->retained = rc == CUDA_SUCCESS;
-    rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
-    if (rc == CUDA_SUCCESS)
-        rc = cucap_i_stream_in(hold->ctx, &s, caller, err);
+    rc = cucap_i_stream_in(hold->ctx, &s, caller, err);
     if (rc == CUDA_SUCCESS && !(*out = cucap_i_builder_new(CUCAP_BUILDER_PRIMARY, CUCAP_BUILDER_NOT_STARTED, s, 1, hold))) {
         cucap_i_drv.cuStreamDestroy(s);
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     }
-    if (rc != CUDA_SUCCESS) {
-        atomic_init(&hold->refs, 1);
-        cucap_i_ctx_hold_release(hold);
-    }
+    cucap_i_ctx_hold_release(hold);   /* the builder holds its own reference */
     return rc;
 }
 

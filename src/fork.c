@@ -90,6 +90,8 @@ static int wait_on_dependencies(cucap_builder *to, cucap_builder *from, CUresult
     const CUgraphEdgeData *edges = NULL;
     size_t n = 0;
 
+    if (to->ctx->ctx != from->ctx->ctx)   /* across devices only the event join is measured */
+        return 0;
     if (cucap_i_drv.cuStreamGetCaptureInfo(to->stream, &to_status, &to_id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
         to_status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
         return 0;
@@ -135,9 +137,27 @@ static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *call
     return rc;
 }
 
-CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
+/* A fork stream of context `on` waits on ev; a stream of another device's
+ * context waits with that context current, as measured (driver-facts.md,
+ * "One capture across two devices"). */
+static CUresult fork_wait(struct ctx_hold *on, struct ctx_hold *origin, CUstream s, CUevent ev)
 {
-    static const char caller[] = "cucap_builder_split";
+    CUcontext saved = NULL;
+    CUresult rc, left;
+
+    if (on == origin)
+        return cucap_i_drv.cuStreamWaitEvent(s, ev, 0);
+    if ((rc = cucap_i_ctx_enter(on->ctx, &saved)) != CUDA_SUCCESS)
+        return rc;
+    rc = cucap_i_drv.cuStreamWaitEvent(s, ev, 0);
+    left = cucap_i_ctx_leave(on->ctx, saved);
+    return rc != CUDA_SUCCESS ? rc : left;
+}
+
+/* Split b into count - 1 forks whose streams are of context `on`. */
+static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
+                         const char *caller, cucap_error **err)
+{
     cucap_builder_state state;
     CUevent ev = NULL;
     size_t made = 0, i;
@@ -178,17 +198,17 @@ CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **for
     for (made = 0; made < count - 1; made++) {
         cucap_builder *f;
         CUstream s = NULL;
-        if ((rc = cucap_i_take_stream(b->ctx, &s, caller)) != CUDA_SUCCESS) {
+        if ((rc = cucap_i_take_stream(on, &s, caller)) != CUDA_SUCCESS) {
             cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
             break;
         }
-        if ((rc = cucap_i_drv.cuStreamWaitEvent(s, ev, 0)) != CUDA_SUCCESS) {
+        if ((rc = fork_wait(on, b->ctx, s, ev)) != CUDA_SUCCESS) {
             cucap_i_hier_capture_failed(b->h, caller, rc);
             cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
             cucap_i_drv.cuStreamDestroy(s);   /* it may have joined nothing, or the capture: destroying is legal */
             break;
         }
-        if (!(f = cucap_i_builder_new(CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, s, 1, b->ctx))) {
+        if (!(f = cucap_i_builder_new(CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, s, 1, on))) {
             rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
             cucap_i_drv.cuStreamDestroy(s);
             break;
@@ -213,6 +233,34 @@ CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **for
         return rc;
     }
     return CUDA_SUCCESS;
+}
+
+CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
+{
+    return split_on(b, b ? b->ctx : NULL, count, forks, "cucap_builder_split", err);
+}
+
+CUresult cucap_builder_split_on(cucap_builder *b, CUdevice dev, size_t count, cucap_builder **forks,
+                                cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_split_on";
+    struct ctx_hold *on;
+    CUresult rc;
+
+    if (b && b->ctx->retained && b->ctx->dev == dev)
+        return split_on(b, b->ctx, count, forks, caller, err);
+    if (count < 2 || count > SPLIT_MAX)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: invalid split count: expecting 2 to %d, got %zu",
+                            caller, SPLIT_MAX, count);
+    if (!forks)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: forks is NULL", caller);
+    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_ctx_hold_primary(dev, &on, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    rc = split_on(b, on, count, forks, caller, err);
+    cucap_i_ctx_hold_release(on);   /* each fork holds its own reference */
+    return rc;
 }
 
 static int compare_pointers(const void *a, const void *b)

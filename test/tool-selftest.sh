@@ -4,9 +4,12 @@
 # where libcuda.so.1 cannot be loaded, the GPU otherwise) and --require-gpu.
 exe=./tools/cucapture
 out=$(env -u CUCAPTURE_REQUIRE_GPU CUCAPTURE_DRIVER="$CUCAPTURE_TEST_SIM" "$exe" selftest 2>&1); rc=$?
-n=$(printf '%s\n' "$out" | grep -c -E '^(PASS|FAIL) ')
-echo "1..$((n + 4))"
-printf '%s\n' "$out" | grep -E '^(PASS|FAIL) ' | awk '{ status = ($1 == "PASS") ? "ok" : "not ok"; $1 = ""; print status " " NR " -" $0 }'
+n=$(printf '%s\n' "$out" | grep -c -E '^(PASS|FAIL|SKIP) ')
+echo "1..$((n + 5))"
+printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP) ' | awk '{ kind = $1; $1 = ""
+    if (kind == "PASS") print "ok " NR " -" $0
+    else if (kind == "SKIP") print "ok " NR " -" $0 " # SKIP"
+    else print "not ok " NR " -" $0 }'
 if [ "$rc" -eq 0 ]; then echo "ok $((n + 1)) - cucapture selftest exits 0"; else echo "not ok $((n + 1)) - cucapture selftest exits $rc"; fi
 unmarked=$(printf '%s\n' "$out" | grep -v -c 'simulated driver')
 if [ "$unmarked" -eq 0 ]; then echo "ok $((n + 2)) - every line on the simulated driver says so"
@@ -28,4 +31,12 @@ else
     env -u CUCAPTURE_DRIVER "$exe" selftest --require-gpu >/dev/null 2>&1; rc=$?
     if [ "$rc" -eq 0 ]; then echo "ok $((n + 4)) - --require-gpu with a driver exits 0"
     else echo "not ok $((n + 4)) - --require-gpu with a driver exits $rc"; fi
+fi
+
+# two simulated devices: the multi-device scenario runs and passes
+out=$(env -u CUCAPTURE_REQUIRE_GPU CUDASIM_DEVICES=2 CUCAPTURE_DRIVER="$CUCAPTURE_TEST_SIM" "$exe" selftest 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q '^PASS one capture forked across two devices'; then
+    echo "ok $((n + 5)) - with two devices the cross-device scenario passes"
+else
+    echo "not ok $((n + 5)) - with two devices: exit $rc"; printf '%s\n' "$out" | sed 's/^/# /'
 fi

@@ -139,6 +139,34 @@ CUCAP_API CUresult cucap_builder_end(cucap_builder *b, cucap_error **err);
 CUCAP_API CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err);
 
 /**
+ * \brief       Fork the capture onto another device
+ *
+ * As cucap_builder_split(), but the forks' streams belong to the primary
+ * context of device dev (retained for the forks' life): work queued on
+ * them runs on dev, and cucap_builder_join() brings them back into b's
+ * capture, which ends as one graph holding every device's work.  Device
+ * memory used on a fork must be device dev's (a cucap_device_pool(dev)
+ * allocation on the fork's stream becomes an allocation node of the same
+ * graph); the driver needs no peer access for that.  The calls on the
+ * forks that need a context make dev's current and restore the caller's.
+ * Every builder rule holds unchanged for such forks: an unjoined or
+ * invalidated fork, and any destroy order.  dev equal to b's device is
+ * cucap_builder_split().
+ *
+ * \param       b       A CAPTURING builder of any kind.
+ * \param       dev     The device of the forks.
+ * \param       count   2 to CUCAP_SPLIT_MAX: b and count - 1 forks.
+ * \param       forks   Receives count - 1 builders.  Not written when the
+ *                      count is refused.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      as cucap_builder_split(); CUDA_ERROR_INVALID_VALUE for a
+ *              device ordinal that does not exist (as cucap_builder_create());
+ *              an error of cuDevicePrimaryCtxRetain.
+ */
+CUCAP_API CUresult cucap_builder_split_on(cucap_builder *b, CUdevice dev, size_t count, cucap_builder **forks,
+                                          cucap_error **err);
+
+/**
  * \brief       Join builders back into one
  *
  * The root (the first builder that is not FORKED, else the first) waits
