@@ -237,6 +237,125 @@ static int cycle_shapes_match(const char *name, struct cycle *c)
     return same;
 }
 
+/* ---------------------------------------------------------------- across two devices */
+
+static CUcontext ctx_of_bench;   /* device 0's, current while the bench runs */
+
+struct across {
+    CUstream origin, other;          /* device 0's, device 1's */
+    CUevent fork_event, join_event;  /* of the context of the stream that records each */
+    CUdeviceptr d0, d1;
+};
+
+static CUgraph across_capture_raw(struct across *x)
+{
+    CUgraph g = NULL;
+
+    D.cuStreamBeginCapture(x->origin, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    D.cuEventRecord(x->fork_event, x->origin);
+    D.cuStreamWaitEvent(x->other, x->fork_event, 0);
+    D.cuMemsetD8Async(x->d0, 1, 64, x->origin);
+    D.cuMemsetD8Async(x->d1, 2, 64, x->other);
+    D.cuEventRecord(x->join_event, x->other);
+    D.cuStreamWaitEvent(x->origin, x->join_event, 0);
+    D.cuStreamEndCapture(x->origin, &g);
+    return g;
+}
+
+static cucap_builder *across_capture_lib(struct across *x, cucap_builder **all)
+{
+    cucap_builder *b = NULL;
+
+    cucap_builder_create_on_stream(x->origin, &b, NULL);
+    cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
+    all[0] = b;
+    all[1] = NULL;
+    cucap_builder_split_on(b, 1, 2, all + 1, NULL);
+    D.cuMemsetD8Async(x->d0, 1, 64, cucap_builder_stream(b));
+    D.cuMemsetD8Async(x->d1, 2, 64, cucap_builder_stream(all[1]));
+    cucap_builder_join(all, 2, NULL, NULL);
+    cucap_builder_end(b, NULL);
+    return b;
+}
+
+static double across_raw(void *p)
+{
+    struct across *x = p;
+    CUDA_GRAPH_INSTANTIATE_PARAMS params;
+    CUgraphExec exec = NULL;
+    double t0 = now_us();
+    CUgraph g = across_capture_raw(x);
+
+    memset(&params, 0, sizeof params);
+    D.cuGraphInstantiateWithParams(&exec, g, &params);
+    D.cuGraphLaunch(exec, x->origin);
+    D.cuStreamSynchronize(x->origin);
+    D.cuGraphExecDestroy(exec);
+    D.cuGraphDestroy(g);
+    return now_us() - t0;
+}
+
+static double across_lib(void *p)
+{
+    struct across *x = p;
+    cucap_builder *all[2];
+    cucap_exec *exec = NULL;
+    double t0 = now_us();
+
+    cucap_builder_complete(across_capture_lib(x, all), NULL, &exec, NULL);
+    cucap_exec_launch(exec, x->origin, NULL);
+    D.cuStreamSynchronize(x->origin);
+    cucap_exec_destroy(exec);
+    destroy_all(all, 2);
+    return now_us() - t0;
+}
+
+/* The two-device row, where there are two devices. */
+static int across_row(CUstream origin, CUdeviceptr d0, int reps, int quick)
+{
+    static const char name[] = "fork/join cycle across two devices, per cycle";
+    struct across x;
+    cucap_builder *all[2];
+    cucap_graph *lib = NULL;
+    CUcontext other;
+    CUgraph raw;
+    int n = 0, same;
+
+    if (D.cuDeviceGetCount(&n) != CUDA_SUCCESS || n < 2) {
+        printf("| %-52s | not run: one device here |\n", name);
+        return 1;
+    }
+    memset(&x, 0, sizeof x);
+    x.origin = origin;
+    x.d0 = d0;
+    D.cuEventCreate(&x.fork_event, CU_EVENT_DISABLE_TIMING);
+    if (D.cuDevicePrimaryCtxRetain(&other, 1) != CUDA_SUCCESS) {
+        printf("| %-52s | not run: device 1's context cannot be retained |\n", name);
+        D.cuEventDestroy(x.fork_event);
+        return 0;
+    }
+    D.cuCtxSetCurrent(other);
+    D.cuStreamCreate(&x.other, CU_STREAM_NON_BLOCKING);
+    D.cuEventCreate(&x.join_event, CU_EVENT_DISABLE_TIMING);
+    D.cuMemAlloc(&x.d1, 64);
+    D.cuCtxSetCurrent(ctx_of_bench);
+    raw = across_capture_raw(&x);
+    cucap_builder_graph(across_capture_lib(&x, all), &lib, NULL);
+    same = same_shape(name, lib ? cucap_graph_handle(lib) : NULL, raw);
+    cucap_graph_unref(lib);
+    destroy_all(all, 2);
+    if (raw)
+        D.cuGraphDestroy(raw);
+    if (same)
+        row(name, across_lib, across_raw, &x, reps, quick ? 1 : 10);
+    D.cuStreamDestroy(x.other);
+    D.cuEventDestroy(x.join_event);
+    D.cuEventDestroy(x.fork_event);
+    D.cuMemFree(x.d1);
+    D.cuDevicePrimaryCtxRelease(1);
+    return same;
+}
+
 /* ---------------------------------------------------------------- capturing N memset nodes */
 
 struct nodes {
@@ -428,6 +547,7 @@ int tool_bench(int argc, char **argv)
     }
     if (tool_open_device("bench", &ctx) != 0)
         return TOOL_CANNOT_RUN;
+    ctx_of_bench = ctx;
     printf("libcucapture %s, driver %d%s, %d repetitions per row, medians in microseconds\n\n",
            cucap_version_string(), cucap_driver_version(),
            tool_on_simulator() ? " [simulated driver, not a GPU: the times say nothing about a GPU]" : "", reps);
@@ -488,6 +608,9 @@ int tool_bench(int argc, char **argv)
     if (g)
         D.cuGraphDestroy(g);
     D.cuStreamDestroy(capture);
+
+    if (!across_row(c.origin, c.d, reps, quick))
+        mismatched++;
 
     a.s = c.origin;
     cucap_device_pool(0, &a.pool, NULL);
