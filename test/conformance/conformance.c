@@ -254,6 +254,7 @@ int main(int argc, char **argv)
     conf_rows_isolation();
     conf_rows_copies();
     conf_rows_join();
+    conf_rows_devices();
     printf("1..%d\n", rows);
     D.cuCtxSetCurrent(NULL);
     D.cuDevicePrimaryCtxRelease(conf_dev);

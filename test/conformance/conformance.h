@@ -53,6 +53,7 @@ void conf_rows_measured(void);
 void conf_rows_isolation(void);
 void conf_rows_copies(void);
 void conf_rows_join(void);
+void conf_rows_devices(void);
 
 /* The child-process scenarios of conf_rows_bodies: runs one, prints its
  * progress on stdout, returns the exit status. */
