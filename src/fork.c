@@ -154,6 +154,17 @@ static CUresult fork_wait(struct ctx_hold *on, struct ctx_hold *origin, CUstream
     return rc != CUDA_SUCCESS ? rc : left;
 }
 
+static CUresult check_split_arguments(const cucap_builder *b, size_t count, cucap_builder **forks, const char *caller,
+                                     cucap_error **err)
+{
+    if (count < 2 || count > SPLIT_MAX)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: invalid split count: expecting 2 to %d, got %zu",
+                            caller, SPLIT_MAX, count);
+    if (!forks)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: forks is NULL", caller);
+    return cucap_i_builder_check_open(b, caller, err);
+}
+
 /* Split b into count - 1 forks whose streams are of context `on`. */
 static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
                          const char *caller, cucap_error **err)
@@ -163,12 +174,7 @@ static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cu
     size_t made = 0, i;
     CUresult rc;
 
-    if (count < 2 || count > SPLIT_MAX)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: invalid split count: expecting 2 to %d, got %zu",
-                            caller, SPLIT_MAX, count);
-    if (!forks)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: forks is NULL", caller);
-    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
+    if ((rc = check_split_arguments(b, count, forks, caller, err)) != CUDA_SUCCESS)
         return rc;
     if ((state = cucap_builder_get_state(b)) != CUCAP_BUILDER_CAPTURING)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
@@ -249,12 +255,7 @@ CUresult cucap_builder_split_on(cucap_builder *b, CUdevice dev, size_t count, cu
 
     if (b && b->ctx->retained && b->ctx->dev == dev)
         return split_on(b, b->ctx, count, forks, caller, err);
-    if (count < 2 || count > SPLIT_MAX)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: invalid split count: expecting 2 to %d, got %zu",
-                            caller, SPLIT_MAX, count);
-    if (!forks)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: forks is NULL", caller);
-    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
+    if ((rc = check_split_arguments(b, count, forks, caller, err)) != CUDA_SUCCESS)
         return rc;
     if ((rc = cucap_i_ctx_hold_primary(dev, &on, caller, err)) != CUDA_SUCCESS)
         return rc;

@@ -118,6 +118,20 @@ struct cycle {
     CUdeviceptr d;
 };
 
+/* The raw side's instantiate, launch, wait and teardown of a captured graph. */
+static void run_raw_graph(CUgraph g, CUstream s)
+{
+    CUDA_GRAPH_INSTANTIATE_PARAMS params;
+    CUgraphExec exec = NULL;
+
+    memset(&params, 0, sizeof params);
+    D.cuGraphInstantiateWithParams(&exec, g, &params);
+    D.cuGraphLaunch(exec, s);
+    D.cuStreamSynchronize(s);
+    D.cuGraphExecDestroy(exec);
+    D.cuGraphDestroy(g);
+}
+
 /* The fork/join capture a careful programmer writes: streams and events
  * made once beforehand, an event fork and an event join. */
 static CUgraph capture_raw(struct cycle *c)
@@ -171,33 +185,33 @@ static void destroy_all(cucap_builder **all, int k)
 static double cycle_raw(void *p)
 {
     struct cycle *c = p;
-    CUDA_GRAPH_INSTANTIATE_PARAMS params;
-    CUgraphExec exec = NULL;
     double t0 = now_us();
-    CUgraph g = capture_raw(c);
 
-    memset(&params, 0, sizeof params);
-    D.cuGraphInstantiateWithParams(&exec, g, &params);
-    D.cuGraphLaunch(exec, c->origin);
-    D.cuStreamSynchronize(c->origin);
-    D.cuGraphExecDestroy(exec);
-    D.cuGraphDestroy(g);
+    run_raw_graph(capture_raw(c), c->origin);
     return now_us() - t0;
+}
+
+/* The library side's complete, launch, wait and teardown of an ended
+ * builder b = all[0] and its k - 1 joined forks. */
+static void run_lib_graph(cucap_builder **all, int k, CUstream s)
+{
+    cucap_exec *exec = NULL;
+
+    cucap_builder_complete(all[0], NULL, &exec, NULL);
+    cucap_exec_launch(exec, s, NULL);
+    D.cuStreamSynchronize(s);
+    cucap_exec_destroy(exec);
+    destroy_all(all, k);
 }
 
 static double cycle_lib(void *p)
 {
     struct cycle *c = p;
-    cucap_builder *b, *all[MAX_K];
-    cucap_exec *exec = NULL;
+    cucap_builder *all[MAX_K];
     double t0 = now_us();
 
-    b = capture_lib(c, all);
-    cucap_builder_complete(b, NULL, &exec, NULL);
-    cucap_exec_launch(exec, c->origin, NULL);
-    D.cuStreamSynchronize(c->origin);
-    cucap_exec_destroy(exec);
-    destroy_all(all, c->k);
+    capture_lib(c, all);
+    run_lib_graph(all, c->k, c->origin);
     return now_us() - t0;
 }
 
@@ -235,6 +249,26 @@ static int cycle_shapes_match(const char *name, struct cycle *c)
     if (raw)
         D.cuGraphDestroy(raw);
     return same;
+}
+
+/* A row for each K, named "<what>, K=<k>, <per>"; returns how many rows
+ * were not timed because the graphs' shapes differ. */
+static int cycle_rows(struct cycle *c, const char *what, const char *per, double (*lib)(void *),
+                      double (*raw)(void *), int reps, int warm)
+{
+    static const int ks[] = { 2, 8, 64 };
+    int i, mismatched = 0;
+
+    for (i = 0; i < 3; i++) {
+        char name[80];
+        c->k = ks[i];
+        snprintf(name, sizeof name, "%s, K=%d, %s", what, ks[i], per);
+        if (cycle_shapes_match(name, c))
+            row(name, lib, raw, c, reps, warm);
+        else
+            mismatched++;
+    }
+    return mismatched;
 }
 
 /* ---------------------------------------------------------------- across two devices */
@@ -281,17 +315,9 @@ static cucap_builder *across_capture_lib(struct across *x, cucap_builder **all)
 static double across_raw(void *p)
 {
     struct across *x = p;
-    CUDA_GRAPH_INSTANTIATE_PARAMS params;
-    CUgraphExec exec = NULL;
     double t0 = now_us();
-    CUgraph g = across_capture_raw(x);
 
-    memset(&params, 0, sizeof params);
-    D.cuGraphInstantiateWithParams(&exec, g, &params);
-    D.cuGraphLaunch(exec, x->origin);
-    D.cuStreamSynchronize(x->origin);
-    D.cuGraphExecDestroy(exec);
-    D.cuGraphDestroy(g);
+    run_raw_graph(across_capture_raw(x), x->origin);
     return now_us() - t0;
 }
 
@@ -299,14 +325,10 @@ static double across_lib(void *p)
 {
     struct across *x = p;
     cucap_builder *all[2];
-    cucap_exec *exec = NULL;
     double t0 = now_us();
 
-    cucap_builder_complete(across_capture_lib(x, all), NULL, &exec, NULL);
-    cucap_exec_launch(exec, x->origin, NULL);
-    D.cuStreamSynchronize(x->origin);
-    cucap_exec_destroy(exec);
-    destroy_all(all, 2);
+    across_capture_lib(x, all);
+    run_lib_graph(all, 2, x->origin);
     return now_us() - t0;
 }
 
@@ -532,7 +554,7 @@ static double alloc_raw(void *p)
 
 int tool_bench(int argc, char **argv)
 {
-    static const int ks[] = { 2, 8, 64 }, ns[] = { 10, 1000, 10000 };
+    static const int ns[] = { 10, 1000, 10000 };
     int quick = argc > 1 && !strcmp(argv[1], "--quick"), reps = quick ? 5 : 201, i, mismatched = 0;
     struct cycle c;
     struct nodes x;
@@ -564,24 +586,9 @@ int tool_bench(int argc, char **argv)
     }
     D.cuEventCreate(&c.fork_event, CU_EVENT_DISABLE_TIMING);
     D.cuMemAlloc(&c.d, MAX_K * 64);
-    for (i = 0; i < 3; i++) {
-        char name[80];
-        c.k = ks[i];
-        snprintf(name, sizeof name, "capture phase, fork/join K=%d, per capture", ks[i]);
-        if (cycle_shapes_match(name, &c))
-            row(name, phase_lib, phase_raw, &c, reps, quick ? 1 : 10);
-        else
-            mismatched++;
-    }
-    for (i = 0; i < 3; i++) {
-        char name[80];
-        c.k = ks[i];
-        snprintf(name, sizeof name, "fork/join cycle, K=%d, per cycle", ks[i]);
-        if (cycle_shapes_match(name, &c))
-            row(name, cycle_lib, cycle_raw, &c, reps, quick ? 1 : 10);
-        else
-            mismatched++;
-    }
+    mismatched += cycle_rows(&c, "capture phase, fork/join", "per capture", phase_lib, phase_raw, reps,
+                             quick ? 1 : 10);
+    mismatched += cycle_rows(&c, "fork/join cycle", "per cycle", cycle_lib, cycle_raw, reps, quick ? 1 : 10);
 
     x.s = c.origin;
     x.d = c.d;
