@@ -60,11 +60,11 @@ CUresult cucap_i_builder_no_graph(const char *caller, cucap_error **err);
 CUresult cucap_i_builder_close_as(cucap_builder *b, const char *caller, const char *doing, cucap_error **err);
 
 /* Driver calls on the streams of a running capture take its hierarchy's
- * graph lock shared; the root's end takes it exclusive.  So no fork,
- * body or join of one thread ever calls into a capture that another
- * thread's end is tearing down (the H200 crashes in cuStreamWaitEvent
- * then).  lock returns whether the capture is still running; unlock
- * whatever it returned. */
+ * graph lock (cucap_i_hier_lock): one thread at a time adds to a capture
+ * graph, and no fork, body or join of one thread ever calls into a
+ * capture that another thread's end is tearing down (the H200 crashes in
+ * cuStreamWaitEvent then).  lock returns whether the capture is still
+ * running; unlock whatever it returned. */
 int cucap_i_capture_lock(const cucap_builder *b);
 void cucap_i_capture_unlock(const cucap_builder *b);
 int cucap_i_capture_lock_pair(const cucap_builder *a, const cucap_builder *b);

@@ -116,17 +116,13 @@ CUresult cucap_i_builder_no_graph(const char *caller, cucap_error **err)
                         "graph", caller);
 }
 
-/* Driver calls on the streams of a running capture take its hierarchy's
- * graph lock shared; the root's end takes it exclusive.  So no fork,
- * body or join of one thread ever calls into a capture that another
- * thread's end is tearing down (the H200 crashes in cuStreamWaitEvent
- * then).  Returns whether the capture is still running; the caller
- * unlocks with cucap_i_capture_unlock whatever it returned. */
+/* See builder-internal.h.  Returns whether the capture is still running;
+ * the caller unlocks with cucap_i_capture_unlock whatever it returned. */
 int cucap_i_capture_lock(const cucap_builder *b)
 {
     if (!b->h)
         return 0;
-    cucap_i_hier_lock_shared(b->h);
+    cucap_i_hier_lock(b->h);
     return !cucap_i_hier_is_capture_over(b->h);
 }
 
@@ -323,7 +319,7 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
     *out = NULL;
     if (b->state != CUCAP_BUILDER_CAPTURING || b->kind == CUCAP_BUILDER_FORKED)
         return CUDA_SUCCESS;
-    cucap_i_hier_lock_exclusive(b->h);
+    cucap_i_hier_lock(b->h);
     rc = cucap_i_drv.cuStreamEndCapture(b->stream, &g);
     if (g || rc != CUDA_SUCCESS) {
         if (!g && rc != CUDA_SUCCESS &&
@@ -513,6 +509,42 @@ cucap_builder_state cucap_builder_get_state(const cucap_builder *b)
     return b->state;
 }
 
+CUresult cucap_builder_enqueue(cucap_builder *b, cucap_enqueue_fn fn, void *user_data, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_enqueue";
+    struct cucap_hier *h;
+    CUcontext ctx, saved = NULL;
+    CUstream s;
+    CUresult rc;
+
+    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (!fn)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: fn is NULL", caller);
+    if (b->state != CUCAP_BUILDER_CAPTURING || !b->h)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is not capturing (it is %s)", caller,
+                            cucap_i_state_names[b->state]);
+    /* fn may close b: nothing of b is read after it runs */
+    h = b->h;
+    ctx = b->ctx->ctx;
+    s = b->stream;
+    cucap_i_hier_ref(h);
+    if (!cucap_i_capture_lock(b)) {
+        rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's capture ended (its primary's end came "
+                          "first); the work was not enqueued", caller);
+    } else if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) == CUDA_SUCCESS) {
+        if ((rc = fn(s, user_data)) != CUDA_SUCCESS) {
+            cucap_i_hier_capture_failed(h, "the work of cucap_builder_enqueue", rc);
+            cucap_i_fail(err, rc, "%s: the work failed: %s: %s", caller, cucap_i_result_label(rc),
+                         cucap_i_result_description(rc));
+        }
+        rc = cucap_i_ctx_leave_for(ctx, saved, rc, caller, err);
+    }
+    cucap_i_hier_unlock(h);
+    cucap_i_hier_unref(h);
+    return rc;
+}
+
 CUresult cucap_builder_is_building(const cucap_builder *b, int *building, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_is_building";
@@ -614,7 +646,7 @@ CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned in
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: path is NULL", caller);
     if ((rc = cucap_i_builder_check_ended(b, caller, err)) != CUDA_SUCCESS)
         return rc;
-    cucap_i_hier_lock_shared(b->h);
+    cucap_i_hier_lock(b->h);
     rc = cucap_i_drv.cuGraphDebugDotPrint(cucap_i_hier_root(b->h), path, flags);
     cucap_i_hier_unlock(b->h);
     if (rc != CUDA_SUCCESS)

@@ -300,3 +300,31 @@ void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code)
         }
     pthread_mutex_unlock(&registry_lock);
 }
+
+struct cucap_hier *cucap_i_capture_lock_stream(CUstream s)
+{
+    struct cucap_registration *r;
+    struct cucap_hier *h = NULL;
+
+    if (!s)
+        return NULL;
+    pthread_mutex_lock(&registry_lock);
+    for (r = registrations; r; r = r->next)
+        if (r->stream == s) {
+            h = r->h;
+            cucap_i_hier_ref(h);
+            break;
+        }
+    pthread_mutex_unlock(&registry_lock);
+    if (h)
+        cucap_i_hier_lock(h);
+    return h;
+}
+
+void cucap_i_capture_unlock_stream(struct cucap_hier *h)
+{
+    if (!h)
+        return;
+    cucap_i_hier_unlock(h);
+    cucap_i_hier_unref(h);
+}

@@ -77,7 +77,7 @@ CUresult cucap_i_attach_body(cucap_builder *b, CUgraph g, const char *caller, cu
     } else if (rc != CUDA_SUCCESS) {
         cucap_i_fail_driver(err, rc, caller, "cuGraphGetNodes (reading the captured body)");
     } else {
-        cucap_i_hier_lock_exclusive(b->parent_h);
+        cucap_i_hier_lock(b->parent_h);
         body = cucap_i_box_graph(b->parent_h, b->body_box);
         if (!body)
             rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,

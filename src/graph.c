@@ -33,7 +33,7 @@ struct cucap_hier *cucap_i_hier_new_capture(CUgraph root, CUcontext ctx, cuuint6
 
     if (!h)
         return NULL;
-    if (pthread_rwlock_init(&h->graph_lock, NULL) != 0) {
+    if (pthread_mutex_init(&h->graph_lock, NULL) != 0) {
         free(h);
         return NULL;
     }
@@ -62,19 +62,49 @@ int cucap_i_hier_is_owned(struct cucap_hier *h)
     return atomic_load_explicit(&h->owned, memory_order_acquire) && cucap_i_hier_root(h) != NULL;
 }
 
-void cucap_i_hier_lock_shared(struct cucap_hier *h)
+/* The graph locks this thread holds, with how often it took each.  A
+ * thread holds at most a few at once (a join's pair, one more inside an
+ * enqueue callback); one held beyond the table is locked plainly. */
+#define HELD_LOCKS 8
+static _Thread_local struct held_lock {
+    struct cucap_hier *h;
+    unsigned depth;
+} held[HELD_LOCKS];
+
+static struct held_lock *held_entry(const struct cucap_hier *h)
 {
-    pthread_rwlock_rdlock(&h->graph_lock);
+    int i;
+
+    for (i = 0; i < HELD_LOCKS; i++)
+        if (held[i].h == h)
+            return &held[i];
+    return NULL;
 }
 
-void cucap_i_hier_lock_exclusive(struct cucap_hier *h)
+void cucap_i_hier_lock(struct cucap_hier *h)
 {
-    pthread_rwlock_wrlock(&h->graph_lock);
+    struct held_lock *e = held_entry(h);
+
+    if (e) {
+        e->depth++;
+        return;
+    }
+    pthread_mutex_lock(&h->graph_lock);
+    if ((e = held_entry(NULL)) != NULL) {
+        e->h = h;
+        e->depth = 1;
+    }
 }
 
 void cucap_i_hier_unlock(struct cucap_hier *h)
 {
-    pthread_rwlock_unlock(&h->graph_lock);
+    struct held_lock *e = held_entry(h);
+
+    if (e && --e->depth > 0)
+        return;
+    if (e)
+        e->h = NULL;
+    pthread_mutex_unlock(&h->graph_lock);
 }
 
 void cucap_i_hier_ref(struct cucap_hier *h)
@@ -97,7 +127,7 @@ void cucap_i_hier_unref(struct cucap_hier *h)
         free(b);
     }
     cucap_i_hier_release_session(h);
-    pthread_rwlock_destroy(&h->graph_lock);
+    pthread_mutex_destroy(&h->graph_lock);
     pthread_mutex_destroy(&h->lock);
     free(h);
 }
@@ -286,7 +316,7 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the options' reserved members must be zero", caller);
     if (!(e = malloc(sizeof *e)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    cucap_i_hier_lock_shared(h);
+    cucap_i_hier_lock(h);
     root = cucap_i_box_graph(h, box ? box : &h->root);
     if (!root)
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
@@ -448,15 +478,17 @@ CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **e
     if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
     memset(&info, 0, sizeof info);
-    cucap_i_hier_lock_shared(source->h);
+    cucap_i_hier_lock(source->h);
     rc = cucap_i_drv.cuGraphExecUpdate(cucap_exec_handle(e), cucap_i_hier_root(source->h), &info);
+    /* name the node only when the driver named one (a node of the locked graph) */
+    if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE && info.errorNode) {
+        if (cucap_i_drv.cuGraphNodeGetType(info.errorNode, &type) == CUDA_SUCCESS)
+            snprintf(where, sizeof where, ", at node %p (a %s node)", (void *)info.errorNode, cucap_i_node_type_text(type));
+        else
+            snprintf(where, sizeof where, ", at node %p", (void *)info.errorNode);
+    }
     cucap_i_hier_unlock(source->h);
     if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
-        /* name the node only when the driver named one */
-        if (info.errorNode && cucap_i_drv.cuGraphNodeGetType(info.errorNode, &type) == CUDA_SUCCESS)
-            snprintf(where, sizeof where, ", at node %p (a %s node)", (void *)info.errorNode, cucap_i_node_type_text(type));
-        else if (info.errorNode)
-            snprintf(where, sizeof where, ", at node %p", (void *)info.errorNode);
         cucap_i_fail(err, rc, "%s: the executable graph cannot be updated from this graph: %s%s", caller,
                      update_result_text(info.result), where);
     } else if (rc != CUDA_SUCCESS) {

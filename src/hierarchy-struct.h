@@ -36,7 +36,7 @@ struct deferred_item {
 struct cucap_hier {
     atomic_int refs;
     pthread_mutex_t lock;            /* guards the fields below but the graphs' use */
-    pthread_rwlock_t graph_lock;     /* see cucap_i_hier_lock_shared */
+    pthread_mutex_t graph_lock;      /* see cucap_i_hier_lock */
     CUcontext ctx;
     /* the ownership tree (graph.c) */
     struct cucap_box root;

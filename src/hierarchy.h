@@ -21,14 +21,17 @@ int cucap_i_hier_is_capture_over(const struct cucap_hier *h);
 /* Whether the hierarchy owns a graph (its capture ended with one). */
 int cucap_i_hier_is_owned(struct cucap_hier *h);
 
-/* The graphs of a hierarchy are used under its graph lock: shared by the
- * calls that read them (instantiate, update, dot print, embed), exclusive
- * for the calls that change which graphs exist or what they hold (the
- * root capture's end until its outcome is settled, attaching a body).  So
- * nothing uses a graph in the window between the driver discarding it and
- * the hierarchy retiring it. */
-void cucap_i_hier_lock_shared(struct cucap_hier *h);
-void cucap_i_hier_lock_exclusive(struct cucap_hier *h);
+/* Every driver call that touches a graph of a hierarchy - the capture
+ * graph through any stream of the capture, the root's end until its
+ * outcome is settled, attaching a body, instantiate, dot print - runs
+ * under the hierarchy's graph lock.  The driver does not synchronize a
+ * graph internally ("Graph object thread safety" in the driver API
+ * manual: no two calls on one graph are safe at once, instantiate
+ * included), and nothing may use a graph between the driver discarding
+ * it and the hierarchy retiring it.  The lock is exclusive and may be
+ * taken again by the thread that holds it (a cucap_builder_enqueue
+ * callback calling back into the library). */
+void cucap_i_hier_lock(struct cucap_hier *h);
 void cucap_i_hier_unlock(struct cucap_hier *h);
 void cucap_i_hier_ref(struct cucap_hier *h);
 /* The last reference destroys the root graph when it is owned and live;
@@ -69,7 +72,7 @@ int cucap_i_hier_is_body_capture(const struct cucap_hier *h);
 /* Instantiate a graph of the hierarchy (box NULL: the root), for complete
  * and cucap_graph_instantiate: in the hierarchy's context, in relaxed
  * thread mode (a global-mode instantiate invalidates other threads' global
- * captures), under the shared graph lock. */
+ * captures), under the graph lock. */
 CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *box,
                                   const cucap_complete_options *opts, cucap_exec **out, const char *caller,
                                   cucap_error **err);
@@ -104,6 +107,11 @@ struct cucap_registration {         /* kept in the registering builder */
 void cucap_i_capture_register(struct cucap_registration *r, CUstream s, struct cucap_hier *h);
 void cucap_i_capture_unregister(struct cucap_registration *r);   /* an entry not linked is fine */
 void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code);
+/* For a call that only knows a stream: the graph lock of the capture the
+ * stream takes part in, referenced (NULL, locking nothing, for a stream
+ * the library did not register). */
+struct cucap_hier *cucap_i_capture_lock_stream(CUstream s);
+void cucap_i_capture_unlock_stream(struct cucap_hier *h);
 
 /* Whether a code is one of the driver's capture errors. */
 int cucap_i_is_capture_error(CUresult code);

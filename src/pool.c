@@ -242,17 +242,20 @@ CUresult cucap_pool_create(CUdevice dev, const cucap_pool_options *opts, cucap_p
  * the pool's context and in relaxed thread mode: an allocation or a free
  * outside a capture, made in global mode, invalidates every other thread's
  * global capture (measured), and on the NULL stream both need a current
- * context. */
+ * context.  On a stream of a library capture, under that capture's graph
+ * lock, like every other call that adds to it. */
 static CUresult stream_ordered(cucap_pool *p, int allocate, size_t size, CUstream s, CUdeviceptr *ptr,
                                const char *caller, cucap_error **err)
 {
     const char *call = allocate ? "cuMemAllocFromPoolAsync" : "cuMemFreeAsync";
     struct cucap_relaxed_scope scope;
+    struct cucap_hier *capture;
     CUcontext saved = NULL;
     CUresult rc;
 
     if ((rc = cucap_i_ctx_enter_for(p->ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
+    capture = cucap_i_capture_lock_stream(s);
     if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) == CUDA_SUCCESS) {
         rc = allocate ? cucap_i_drv.cuMemAllocFromPoolAsync(ptr, size, p->handle, s)
                       : cucap_i_drv.cuMemFreeAsync(*ptr, s);
@@ -263,6 +266,7 @@ static CUresult stream_ordered(cucap_pool *p, int allocate, size_t size, CUstrea
         }
         rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
     }
+    cucap_i_capture_unlock_stream(capture);
     return cucap_i_ctx_leave_for(p->ctx, saved, rc, caller, err);
 }
 

@@ -18,6 +18,17 @@
  * cucap_builder_destroy(), also after join closed it, in any order: no
  * sequence of calls crashes the process or destroys a graph twice.  One
  * builder is used by one thread at a time.
+ *
+ * The builders of one capture (a primary and its forks) may be used from
+ * different threads at once: the library makes its own driver calls on a
+ * capture one thread at a time, because the driver does not synchronize
+ * a graph internally (the driver API manual, "Graph object thread
+ * safety").  Work the application puts on the streams of such a capture
+ * itself (kernels, copies) is a driver call on that graph too: while other
+ * threads use builders of the same capture, enqueue it through
+ * cucap_builder_enqueue().  Unserialized, the driver crashes (measured:
+ * SIGSEGV inside cuMemsetD8Async and cuStreamSynchronize on an H200 when
+ * another thread ended the capture at the same moment).
  */
 #ifndef CUCAPTURE_BUILDER_H
 #define CUCAPTURE_BUILDER_H
@@ -281,11 +292,45 @@ CUCAP_API cucap_builder_state cucap_builder_get_state(const cucap_builder *b);
  * \param       b         A builder that is not closed.
  * \param       building  Receives 1 while the capture is ACTIVE, else 0.
  * \param       err       Receives the error on failure (may be NULL).
- * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL pointers;      CUDA_ERROR_STREAM_CAPTURE_INVALIDATED for a capture the
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL pointers;
+ *              CUDA_ERROR_STREAM_CAPTURE_INVALIDATED for a capture the
  *              driver invalidated and nobody ended yet (call end);
  *              CUDA_ERROR_ILLEGAL_STATE when closed.
  */
 CUCAP_API CUresult cucap_builder_is_building(const cucap_builder *b, int *building, cucap_error **err);
+
+/** \brief The application's work for cucap_builder_enqueue(): put it on
+ *  stream and return CUDA_SUCCESS or the failing driver call's code. */
+typedef CUresult (*cucap_enqueue_fn)(CUstream stream, void *user_data);
+
+/**
+ * \brief       Put the application's work on a capturing builder's stream,
+ *              serialized with every other call on the same capture
+ *
+ * Calls fn(cucap_builder_stream(b), user_data) with the capture's lock
+ * held and b's context current (the caller's is restored after), once the
+ * library knows the capture is still running: a fork whose primary's
+ * capture ended is refused instead of running the work outside any
+ * capture.  Needed only when several threads use builders of one capture
+ * at once (see the top of this file); one thread may enqueue directly.
+ *
+ * fn may call the library, also on builders of the same capture (the lock
+ * is taken again, not waited for), but must not destroy b.  Other threads'
+ * calls on the capture wait while fn runs: keep it to enqueueing.  When fn
+ * fails with a capture error, the capture's end names this call as the
+ * one that broke it.
+ *
+ * \param       b          A CAPTURING builder of any kind.
+ * \param       fn         The work (not NULL).
+ * \param       user_data  Passed to fn.
+ * \param       err        Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS when fn returned it; fn's code when it failed
+ *              (the message says so); CUDA_ERROR_INVALID_VALUE for NULL b
+ *              or fn; CUDA_ERROR_ILLEGAL_STATE when b is not capturing (or
+ *              is a fork whose primary's capture ended), or is closed.
+ */
+CUCAP_API CUresult cucap_builder_enqueue(cucap_builder *b, cucap_enqueue_fn fn, void *user_data,
+                                         cucap_error **err);
 
 /**
  * \brief       Instantiate the ended graph

@@ -8,7 +8,10 @@
  *      previous round's graph - with barriers forcing the interleavings that
  *      matter: the parent's end (often UNJOINED or INVALIDATED) against a
  *      body's end and attach, a fork's split, destroy or invalidating
- *      synchronize, and an instantiate of a graph reference.
+ *      synchronize, and an instantiate of a graph reference.  The raw
+ *      driver work on the capture's streams goes through
+ *      cucap_builder_enqueue, as the header tells applications to: the
+ *      driver does not synchronize one graph's calls itself.
  * Built as fuzz-threads (the simulated driver; CI runs it under
  * ThreadSanitizer: a plain TAP program, since Criterion's runner does not
  * start under TSan) and fuzz-threads-gpu (the real driver).
@@ -156,21 +159,39 @@ static unsigned rnd_of(unsigned *rng)
     return *rng >> 16;
 }
 
+struct memset_work {
+    CUdeviceptr at;
+    unsigned char value;
+};
+
+static CUresult memset_64(CUstream s, void *data)
+{
+    const struct memset_work *w = data;
+    return D.cuMemsetD8Async(w->at, w->value, 64, s);
+}
+
+static CUresult invalidate(CUstream s, void *data)
+{
+    (void)data;
+    return relaxed_synchronize(s);
+}
+
 static void fork_work(struct shared_round *r, cucap_builder **f, unsigned *rng)
 {
+    struct memset_work fill = { r->memory + 64, 1 };
     cucap_builder *more = NULL;
     cucap_error *err = NULL;
     int building = 0;
 
     switch (rnd_of(rng) % 5) {
-    case 0: D.cuMemsetD8Async(r->memory + 64, 1, 64, cucap_builder_stream(*f)); break;
+    case 0: CHECKED(cucap_builder_enqueue(*f, memset_64, &fill, &err)); break;
     case 1: cucap_builder_destroy(*f); *f = NULL; break;
     case 2: CHECKED(cucap_builder_is_building(*f, &building, &err)); break;
     case 3:
         CHECKED(cucap_builder_split(*f, 2, &more, &err));
         cucap_builder_destroy(more);
         break;
-    default: relaxed_synchronize(cucap_builder_stream(*f)); break;   /* invalidates the whole capture */
+    default: CHECKED(cucap_builder_enqueue(*f, invalidate, NULL, &err)); break;   /* the whole capture */
     }
 }
 
@@ -187,7 +208,8 @@ static void *hierarchy_worker(void *p)
         pthread_barrier_wait(&r->go);
         if (me == 0) {   /* the parent and its first fork */
             unsigned what = rnd_of(rng) % 3;
-            D.cuMemsetD8Async(r->memory, 2, 64, cucap_builder_stream(r->parent));
+            struct memset_work fill = { r->memory, 2 };
+            CHECKED(cucap_builder_enqueue(r->parent, memset_64, &fill, &err));
             if (what == 0) {
                 cucap_builder *pair[2];
                 pair[0] = r->parent;
@@ -213,7 +235,8 @@ static void *hierarchy_worker(void *p)
             convention(begun, err);
             err = NULL;
             if (begun == CUDA_SUCCESS) {
-                D.cuMemsetD8Async(r->memory + 128, 3, 64, cucap_builder_stream(r->body));
+                struct memset_work fill = { r->memory + 128, 3 };
+                CHECKED(cucap_builder_enqueue(r->body, memset_64, &fill, &err));
                 CHECKED(cucap_builder_end(r->body, &err));
             }
         }
