@@ -50,7 +50,10 @@ TestSuite(multi_gpu, .init = gpu_setup, .fini = gpu_teardown, .timeout = 120);
     static void multi_##name##_body(void)
 
 /* Memory of device dev, allocated with its primary context current (the
- * caller's context is restored). */
+ * caller's context is restored).  The context stays retained until
+ * device_memory_free: the real driver destroys a primary context, and the
+ * memory in it, when its last retain is released (the simulator does not
+ * model that). */
 static CUdeviceptr device_memory(int dev, size_t bytes)
 {
     CUcontext ctx, saved;
@@ -64,8 +67,16 @@ static CUdeviceptr device_memory(int dev, size_t bytes)
     cr_assert_eq(D.cuMemAlloc(&p, bytes), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemsetD8(p, 0, bytes), CUDA_SUCCESS);
     cr_assert_eq(D.cuCtxSetCurrent(saved), CUDA_SUCCESS);
-    cr_assert_eq(D.cuDevicePrimaryCtxRelease(d), CUDA_SUCCESS);   /* the allocation keeps the context alive */
     return p;
+}
+
+static void device_memory_free(int dev, CUdeviceptr p)
+{
+    CUdevice d;
+
+    cr_assert_eq(D.cuMemFree(p), CUDA_SUCCESS);
+    cr_assert_eq(D.cuDeviceGet(&d, dev), CUDA_SUCCESS);
+    cr_assert_eq(D.cuDevicePrimaryCtxRelease(d), CUDA_SUCCESS);
 }
 
 static int filled(CUdeviceptr p, size_t bytes, unsigned char value)
@@ -128,7 +139,7 @@ MULTI_TEST(fork_onto_every_device_runs_as_one_graph)
     cucap_exec_destroy(exec);
     for (dev = 0; dev < n; dev++) {
         cucap_builder_destroy(all[dev]);
-        cr_assert_eq(D.cuMemFree(mem[dev]), CUDA_SUCCESS);
+        device_memory_free(dev, mem[dev]);
     }
     if (on_simulator()) {
         cr_assert_eq(sim_live_settled("stream"), 0);
@@ -164,7 +175,7 @@ static void teardown(int invalidate, int fork_first)
     cucap_builder_destroy(b);
     if (!fork_first)
         cucap_builder_destroy(f);
-    cr_assert_eq(D.cuMemFree(mem), CUDA_SUCCESS);
+    device_memory_free(n - 1, mem);
     if (on_simulator()) {
         cr_assert_eq(sim_live_settled("stream"), 0);
         cr_assert_eq(sim_live_settled("graph"), 0);
@@ -207,7 +218,7 @@ MULTI_TEST(device_pool_on_a_fork_of_another_device)
     cucap_exec_destroy(exec);
     cucap_builder_destroy(all[1]);
     cucap_builder_destroy(b);
-    cr_assert_eq(D.cuMemFree(out), CUDA_SUCCESS);
+    device_memory_free(dev, out);
 }
 
 MULTI_TEST(split_on_a_device_that_does_not_exist)
@@ -282,6 +293,6 @@ MULTI_TEST(one_thread_per_device_loses_no_capture)
         pthread_join(th[dev], NULL);
     for (dev = 0; dev < n; dev++) {
         cr_assert_eq(t[dev].lost, 0, "device %d lost %d of %d captures", dev, t[dev].lost, t[dev].cycles);
-        cr_assert_eq(D.cuMemFree(t[dev].mem), CUDA_SUCCESS);
+        device_memory_free(dev, t[dev].mem);
     }
 }

@@ -301,8 +301,10 @@ out:
 /* Set by a scenario that cannot run on this machine: why. */
 static const char *skip_reason;
 
-/* Memory of device dev, allocated in its primary context; device 0's
- * context is current again afterwards. */
+/* Memory of device dev, allocated in its primary context, which stays
+ * retained until memory_on_free (the driver destroys a primary context,
+ * and the memory in it, at its last release); device 0's context is
+ * current again afterwards. */
 static CUresult memory_on(CUdevice dev, size_t bytes, CUdeviceptr *out)
 {
     CUcontext other;
@@ -313,8 +315,15 @@ static CUresult memory_on(CUdevice dev, size_t bytes, CUdeviceptr *out)
     if ((rc = D.cuCtxSetCurrent(other)) == CUDA_SUCCESS)
         rc = D.cuMemAlloc(out, bytes);
     D.cuCtxSetCurrent(ctx);
-    D.cuDevicePrimaryCtxRelease(dev);   /* the allocation keeps the context */
+    if (rc != CUDA_SUCCESS)
+        D.cuDevicePrimaryCtxRelease(dev);
     return rc;
+}
+
+static void memory_on_free(CUdevice dev, CUdeviceptr p)
+{
+    D.cuMemFree(p);
+    D.cuDevicePrimaryCtxRelease(dev);
 }
 
 static const char *fork_across_devices(void)
@@ -367,7 +376,7 @@ out:
     if (d0)
         D.cuMemFree(d0);
     if (d1)
-        D.cuMemFree(d1);
+        memory_on_free(1, d1);
     return why;
 }
 
