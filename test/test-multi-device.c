@@ -187,6 +187,17 @@ MULTI_TEST(unjoined_fork_root_destroyed_first) { teardown(0, 0); }
 MULTI_TEST(invalidated_fork_destroyed_first) { teardown(1, 1); }
 MULTI_TEST(invalidated_fork_root_destroyed_first) { teardown(1, 0); }
 
+struct copy {
+    CUdeviceptr from, to;
+};
+
+static CUresult fill_and_copy(CUstream s, void *data)
+{
+    const struct copy *c = data;
+    CUresult rc = D.cuMemsetD8Async(c->from, 0x5c, 64, s);
+    return rc != CUDA_SUCCESS ? rc : D.cuMemcpyDtoDAsync(c->to, c->from, 64, s);
+}
+
 /* cucap_device_pool(D) on a device-D fork: an allocation node of the same
  * graph, freed inside it. */
 MULTI_TEST(device_pool_on_a_fork_of_another_device)
@@ -197,6 +208,8 @@ MULTI_TEST(device_pool_on_a_fork_of_another_device)
     cucap_exec *exec = NULL;
     cucap_error *err = NULL;
     CUdeviceptr p = 0, out = device_memory(dev, 64);
+    struct copy copy;
+    CUresult rc;
 
     cr_assert_eq(cucap_device_pool(dev, &pool, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
@@ -205,8 +218,11 @@ MULTI_TEST(device_pool_on_a_fork_of_another_device)
     cr_assert_eq(cucap_builder_split_on(b, dev, 2, &all[1], NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_pool_alloc(pool, 64, cucap_builder_stream(all[1]), &p, &err), CUDA_SUCCESS, "%s",
                  cucap_error_message(err));
-    cr_assert_eq(D.cuMemsetD8Async(p, 0x5c, 64, cucap_builder_stream(all[1])), CUDA_SUCCESS);
-    cr_assert_eq(D.cuMemcpyDtoDAsync(out, p, 64, cucap_builder_stream(all[1])), CUDA_SUCCESS);
+    /* the copy through enqueue: with the fork's device's context current */
+    copy.from = p;
+    copy.to = out;
+    rc = cucap_builder_enqueue(all[1], fill_and_copy, &copy, &err);
+    cr_assert_eq(rc, CUDA_SUCCESS, "%s", cucap_error_message(err));
     cr_assert_eq(cucap_pool_free(pool, p, cucap_builder_stream(all[1]), &err), CUDA_SUCCESS, "%s",
                  cucap_error_message(err));
     cr_assert_eq(cucap_builder_join(all, 2, NULL, NULL), CUDA_SUCCESS);
