@@ -43,6 +43,9 @@ struct cucap_builder {
     cucap_builder *split_parent;
     cucap_builder **forks;
     size_t fork_count, fork_cap;
+    unsigned long join_stamp;        /* the last join that checked it (fork.c) */
+    int joined_in_capture;           /* a join saw its stream ACTIVE in h's capture */
+    struct builder_slab *slab;       /* allocated with the other forks of its split, or NULL */
 };
 
 extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
@@ -50,6 +53,15 @@ extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
 /* builder.c */
 cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                                    struct ctx_hold *ctx);
+/* The forks of one split allocated together: take builder i of the
+ * slab; done returns the ones not taken.  Every builder, of a slab or
+ * not, is freed on its own by cucap_i_builder_free (a slab with its last
+ * builder). */
+struct builder_slab *cucap_i_builder_slab_new(size_t count);
+cucap_builder *cucap_i_builder_slab_take(struct builder_slab *slab, size_t i, cucap_builder_kind kind,
+                                         cucap_builder_state state, CUstream s, int owns, struct ctx_hold *ctx);
+void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken);
+void cucap_i_builder_free(cucap_builder *b);
 void cucap_i_ctx_hold_release(struct ctx_hold *c);
 CUresult cucap_i_ctx_hold_primary(CUdevice dev, struct ctx_hold **out, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err);

@@ -84,20 +84,71 @@ CUresult cucap_i_ctx_hold_primary(CUdevice dev, struct ctx_hold **out, const cha
     return CUDA_SUCCESS;
 }
 
-cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
-                                  struct ctx_hold *ctx)
+static void builder_init(cucap_builder *b, cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
+                         struct ctx_hold *ctx)
 {
-    cucap_builder *b = calloc(1, sizeof *b);
-
-    if (!b)
-        return NULL;
     b->kind = kind;
     b->state = state;
     b->stream = s;
     b->owns_stream = owns;
     b->ctx = ctx;
     atomic_fetch_add_explicit(&ctx->refs, 1, memory_order_relaxed);
+}
+
+cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
+                                  struct ctx_hold *ctx)
+{
+    cucap_builder *b = calloc(1, sizeof *b);
+
+    if (b)
+        builder_init(b, kind, state, s, owns, ctx);
     return b;
+}
+
+struct builder_slab {
+    atomic_size_t live;              /* builders not yet freed */
+    size_t count;
+    cucap_builder builders[];
+};
+
+struct builder_slab *cucap_i_builder_slab_new(size_t count)
+{
+    struct builder_slab *slab;
+
+    if (count > (SIZE_MAX - sizeof *slab) / sizeof slab->builders[0] ||
+        !(slab = calloc(1, sizeof *slab + count * sizeof slab->builders[0])))
+        return NULL;
+    atomic_init(&slab->live, count);
+    slab->count = count;
+    return slab;
+}
+
+cucap_builder *cucap_i_builder_slab_take(struct builder_slab *slab, size_t i, cucap_builder_kind kind,
+                                         cucap_builder_state state, CUstream s, int owns, struct ctx_hold *ctx)
+{
+    cucap_builder *b = &slab->builders[i];
+
+    builder_init(b, kind, state, s, owns, ctx);
+    b->slab = slab;
+    return b;
+}
+
+void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken)
+{
+    size_t unused = slab->count - taken;
+
+    if (unused && atomic_fetch_sub_explicit(&slab->live, unused, memory_order_acq_rel) == unused)
+        free(slab);
+}
+
+void cucap_i_builder_free(cucap_builder *b)
+{
+    struct builder_slab *slab = b->slab;
+
+    if (!slab)
+        free(b);
+    else if (atomic_fetch_sub_explicit(&slab->live, 1, memory_order_acq_rel) == 1)
+        free(slab);
 }
 
 CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err)
@@ -405,6 +456,10 @@ static void release_cached_stream(cucap_builder *b, const char *caller)
     cuuint64_t id = 0;
     CUresult rc;
 
+    /* a join just saw the stream in this capture: no need to ask again */
+    if (b->joined_in_capture && b->ctx->retained && b->h &&
+        cucap_i_hier_defer_stream(b->h, b->ctx->ctx, b->ctx->dev, b->stream) == 0)
+        return;
     rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, &id, NULL, NULL, NULL, NULL);
     if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE) {
         cucap_i_give_stream(b->ctx, b->stream, caller);
@@ -479,7 +534,7 @@ void cucap_builder_destroy(cucap_builder *b)
         return;
     if (cucap_i_builder_close_as(b, "cucap_builder_destroy", "destroying a builder that was still capturing", &e) != CUDA_SUCCESS)
         cucap_i_warn_error(e);
-    free(b);
+    cucap_i_builder_free(b);
 }
 
 /* ---------------------------------------------------------------- queries */

@@ -57,6 +57,21 @@ static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle
     return 0;
 }
 
+void cucap_i_hier_reserve_deferred(struct cucap_hier *h, size_t more)
+{
+    struct deferred_item *grown;
+    size_t want;
+
+    pthread_mutex_lock(&h->lock);
+    want = h->deferred_count + more;
+    if (!atomic_load_explicit(&h->capture_over, memory_order_relaxed) && want > h->deferred_cap &&
+        (grown = realloc(h->deferred, want * sizeof *grown)) != NULL) {
+        h->deferred = grown;
+        h->deferred_cap = want;
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
 int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s)
 {
     return defer(h, ctx, dev, s, 0);

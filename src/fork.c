@@ -169,6 +169,7 @@ static CUresult check_split_arguments(const cucap_builder *b, size_t count, cuca
 static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
                          const char *caller, cucap_error **err)
 {
+    struct builder_slab *slab;
     cucap_builder_state state;
     CUevent ev = NULL;
     size_t made = 0, i;
@@ -182,10 +183,11 @@ static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cu
                             cucap_i_state_names[state], b->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
     for (i = 0; i < count - 1; i++)
         forks[i] = NULL;
-    if (fork_links_reserve(b, count - 1) != 0)
+    if (fork_links_reserve(b, count - 1) != 0 || !(slab = cucap_i_builder_slab_new(count - 1)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     if (!cucap_i_capture_lock(b)) {   /* the primary's capture ended since the check above */
         cucap_i_capture_unlock(b);
+        cucap_i_builder_slab_done(slab, 0);
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: the builder must be building before it can be split (its primary's capture "
                             "ended)", caller);
@@ -193,14 +195,17 @@ static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cu
     /* one event where b stands; every new stream waits on it and so joins the capture there */
     if ((rc = cucap_i_take_event(b->ctx, &ev, caller)) != CUDA_SUCCESS) {
         cucap_i_capture_unlock(b);
+        cucap_i_builder_slab_done(slab, 0);
         return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
     }
     if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
         cucap_i_hier_capture_failed(b->h, caller, rc);
         cucap_i_give_event(b->ctx, b->h, ev);
         cucap_i_capture_unlock(b);
+        cucap_i_builder_slab_done(slab, 0);
         return cucap_i_fail_driver(err, rc, caller, "cuEventRecord");
     }
+    cucap_i_hier_reserve_deferred(b->h, count);   /* the forks' streams and the event, deferred to the end */
     for (made = 0; made < count - 1; made++) {
         cucap_builder *f;
         CUstream s = NULL;
@@ -214,11 +219,7 @@ static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cu
             cucap_i_drv.cuStreamDestroy(s);   /* it may have joined nothing, or the capture: destroying is legal */
             break;
         }
-        if (!(f = cucap_i_builder_new(CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, s, 1, on))) {
-            rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-            cucap_i_drv.cuStreamDestroy(s);
-            break;
-        }
+        f = cucap_i_builder_slab_take(slab, made, CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, s, 1, on);
         f->cached_stream = 1;
         f->h = b->h;
         cucap_i_hier_ref(b->h);
@@ -227,6 +228,7 @@ static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cu
     }
     cucap_i_give_event(b->ctx, b->h, ev);
     cucap_i_capture_unlock(b);
+    cucap_i_builder_slab_done(slab, made);
     if (rc == CUDA_SUCCESS)
         fork_links_add(b, forks, count - 1);
     if (rc != CUDA_SUCCESS) {
@@ -264,32 +266,21 @@ CUresult cucap_builder_split_on(cucap_builder *b, CUdevice dev, size_t count, cu
     return rc;
 }
 
-static int compare_pointers(const void *a, const void *b)
-{
-    uintptr_t x = (uintptr_t)*(cucap_builder *const *)a, y = (uintptr_t)*(cucap_builder *const *)b;
-
-    return x < y ? -1 : x > y;
-}
-
-/* No builder twice, in O(K log K): a sorted copy (on the stack for the
- * usual counts).  Only a refused join pays the pairwise scan that names
- * the first repeat. */
+/* No builder twice, in O(K): each join marks its builders with a stamp of
+ * its own (a builder is in one thread's hands at a time).  Only a refused
+ * join pays the pairwise scan that names the first repeat. */
 static CUresult check_distinct(cucap_builder *const *builders, size_t count, const char *caller, cucap_error **err)
 {
-    cucap_builder *local[64], **sorted = count <= 64 ? local : malloc(count * sizeof *sorted);
-    cucap_builder *repeat = NULL;
+    static atomic_ulong stamps;
+    unsigned long stamp = atomic_fetch_add_explicit(&stamps, 1, memory_order_relaxed) + 1;
     size_t i, first;
+    int repeat = 0;
 
-    if (!sorted)
-        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory checking %zu builders", caller,
-                            count);
-    memcpy(sorted, builders, count * sizeof *sorted);
-    qsort(sorted, count, sizeof *sorted, compare_pointers);
-    for (i = 1; i < count && !repeat; i++)
-        if (sorted[i] == sorted[i - 1])
-            repeat = sorted[i];
-    if (sorted != local)
-        free(sorted);
+    for (i = 0; i < count; i++) {
+        if (builders[i]->join_stamp == stamp)
+            repeat = 1;
+        builders[i]->join_stamp = stamp;
+    }
     if (!repeat)
         return CUDA_SUCCESS;
     for (i = 1; i < count; i++)
@@ -297,7 +288,7 @@ static CUresult check_distinct(cucap_builder *const *builders, size_t count, con
             if (builders[first] == builders[i])
                 return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: builder %zu is builder %zu again", caller,
                                     i, first);
-    return CUDA_SUCCESS;   /* not reached: the sort found a repeat */
+    return CUDA_SUCCESS;   /* not reached: a stamp was seen twice */
 }
 
 /* join's checks before it touches anything: distinct, open builders, the
@@ -324,6 +315,139 @@ static CUresult check_join(cucap_builder *const *builders, size_t count, cucap_b
                             builders[i]->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
     }
     return check_distinct(builders, count, caller, err);
+}
+
+/* Close a builder whose work the root now waits on. */
+static CUresult close_joined(cucap_builder *b, const char *caller, cucap_error **err)
+{
+    cucap_error *close_err = NULL;
+    CUresult closed = cucap_i_builder_close_as(b, caller, "closing a joined builder", err ? &close_err : NULL);
+
+    if (closed != CUDA_SUCCESS && err)
+        *err = close_err;   /* only a non-forked builder's end can fail */
+    return closed;
+}
+
+struct dependency {
+    CUgraphNode node;
+    CUgraphEdgeData edge;
+};
+
+static int same_dependency(const struct dependency *x, const struct dependency *y)
+{
+    return x->node == y->node && memcmp(&x->edge, &y->edge, sizeof x->edge) == 0;
+}
+
+/* Keep the first of each repeated dependency, in O(n): an open-addressing
+ * table of indices, twice the size of the set (on the stack for up to 128
+ * dependencies).  Returns how many are kept, in all[0 .. kept-1]; -1 when
+ * out of memory. */
+static long unique_dependencies(struct dependency *all, size_t n)
+{
+    size_t local[256], *slots = local, size = 256, kept = 0, i, at;
+
+    while (size < 2 * n)
+        size *= 2;
+    if (size > 256 && !(slots = malloc(size * sizeof *slots)))
+        return -1;
+    for (i = 0; i < size; i++)
+        slots[i] = SIZE_MAX;
+    for (i = 0; i < n; i++) {
+        at = ((uintptr_t)all[i].node >> 4) * 0x9e3779b97f4a7c15u & (size - 1);
+        while (slots[at] != SIZE_MAX && !same_dependency(&all[slots[at]], &all[i]))
+            at = (at + 1) & (size - 1);
+        if (slots[at] == SIZE_MAX) {
+            all[kept] = all[i];
+            slots[at] = kept++;
+        }
+    }
+    if (slots != local)
+        free(slots);
+    return (long)kept;
+}
+
+/* The whole join in one step when every builder is ACTIVE in the root's
+ * capture and context (driver-facts.md, "Joining by capture
+ * dependencies"): each builder's dependency nodes, with their edge data
+ * (without it, edges that carry data make the query LOSSY_QUERY), read
+ * once and added to the root's with one call.  Returns 0, having changed
+ * nothing, when that does not apply; the pairwise join then runs and
+ * reports what users know.  Returns 1 with *rc the call's result. */
+static int join_by_dependencies(cucap_builder *root, cucap_builder *const *builders, size_t count,
+                                const char *caller, cucap_error **err, CUresult *rc)
+{
+    struct dependency local[128], *all = local, *grown;
+    CUgraphNode nodes_local[128], *nodes = nodes_local;
+    CUgraphEdgeData edges_local[128], *edges = edges_local;
+    size_t cap = 128, total = 0, kept = 0, i, j;
+    long unique;
+    CUstreamCaptureStatus status;
+    cuuint64_t root_id = 0, id = 0;
+    int applied = 0;
+
+    for (i = 0; i < count; i++)
+        if (builders[i] != root && (builders[i]->h != root->h || builders[i]->ctx->ctx != root->ctx->ctx))
+            return 0;
+    if (!cucap_i_capture_lock(root))
+        goto out;
+    if (cucap_i_drv.cuStreamGetCaptureInfo(root->stream, &status, &root_id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
+        status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        goto out;
+    for (i = 0; i < count; i++) {
+        const CUgraphNode *deps = NULL;
+        const CUgraphEdgeData *data = NULL;
+        size_t n = 0;
+        if (builders[i] == root)
+            continue;
+        if (cucap_i_drv.cuStreamGetCaptureInfo(builders[i]->stream, &status, &id, NULL, &deps, &data, &n) !=
+                CUDA_SUCCESS ||
+            status != CU_STREAM_CAPTURE_STATUS_ACTIVE || id != root_id)
+            goto out;
+        if (total + n > cap) {
+            size_t want = 2 * (total + n);
+            if (!(grown = all == local ? malloc(want * sizeof *all) : realloc(all, want * sizeof *all)))
+                goto out;
+            if (all == local)
+                memcpy(grown, local, total * sizeof *all);
+            all = grown;
+            cap = want;
+        }
+        /* the arrays are the driver's until the next call on this stream: copied now */
+        for (j = 0; j < n; j++, total++) {
+            all[total].node = deps[j];
+            if (data)
+                all[total].edge = data[j];
+            else
+                memset(&all[total].edge, 0, sizeof all[total].edge);
+        }
+    }
+    /* forks that did nothing since the split share their dependency: once each */
+    if ((unique = unique_dependencies(all, total)) < 0)
+        goto out;
+    if ((size_t)unique > 128 && (!(nodes = malloc((size_t)unique * sizeof *nodes)) ||
+                                 !(edges = malloc((size_t)unique * sizeof *edges))))
+        goto out;
+    for (kept = 0; kept < (size_t)unique; kept++) {
+        nodes[kept] = all[kept].node;
+        edges[kept] = all[kept].edge;
+    }
+    *rc = kept ? cucap_i_drv.cuStreamUpdateCaptureDependencies(root->stream, nodes, edges, kept,
+                                                                CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
+               : CUDA_SUCCESS;
+    applied = 1;
+    if (*rc != CUDA_SUCCESS) {
+        cucap_i_fail_driver(err, *rc, caller, "cuStreamUpdateCaptureDependencies");
+        cucap_i_hier_capture_failed(root->h, caller, *rc);
+    }
+out:
+    cucap_i_capture_unlock(root);
+    if (all != local)
+        free(all);
+    if (nodes != nodes_local)
+        free(nodes);
+    if (edges != edges_local)
+        free(edges);
+    return applied;
 }
 
 CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_builder **root_out,
@@ -353,23 +477,24 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
     if ((rc = check_join(builders, count, root, caller, err)) != CUDA_SUCCESS)
         return rc;
 
-    for (i = 0; i < count && rc == CUDA_SUCCESS; i++) {
-        cucap_error *close_err = NULL;
-        if (builders[i] == root)
-            continue;
-        if (!cucap_i_capture_lock_pair(root, builders[i]))
-            rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture of builder %zu or of the root ended "
-                              "while join ran (its end came from another thread)", caller, i);
-        else
-            rc = wait_on(root, builders[i], caller, err);
-        cucap_i_capture_unlock_pair(root, builders[i]);
-        if (rc != CUDA_SUCCESS)
-            break;
-        closed = cucap_i_builder_close_as(builders[i], caller, "closing a joined builder", err ? &close_err : NULL);
-        if (closed != CUDA_SUCCESS) {
-            rc = closed;   /* only a non-forked builder's end can fail */
-            if (err)
-                *err = close_err;
+    if (join_by_dependencies(root, builders, count, caller, err, &rc)) {
+        for (i = 0; i < count && rc == CUDA_SUCCESS; i++)
+            if (builders[i] != root) {
+                builders[i]->joined_in_capture = 1;
+                rc = close_joined(builders[i], caller, err);
+            }
+    } else {
+        for (i = 0; i < count && rc == CUDA_SUCCESS; i++) {
+            if (builders[i] == root)
+                continue;
+            if (!cucap_i_capture_lock_pair(root, builders[i]))
+                rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture of builder %zu or of the root "
+                                  "ended while join ran (its end came from another thread)", caller, i);
+            else
+                rc = wait_on(root, builders[i], caller, err);
+            cucap_i_capture_unlock_pair(root, builders[i]);
+            if (rc == CUDA_SUCCESS)
+                rc = close_joined(builders[i], caller, err);
         }
     }
     /* whatever happened, no builder but the root is left open */

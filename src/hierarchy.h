@@ -93,6 +93,8 @@ void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err);
  * event is ever handed to a second capture while the first may still touch
  * it.  -1 when out of memory (the caller then destroys it). */
 int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s);
+/* Room for `more` deferred items in one step (a split's); best effort. */
+void cucap_i_hier_reserve_deferred(struct cucap_hier *h, size_t more);
 int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e);
 void cucap_i_hier_capture_over(struct cucap_hier *h);
 

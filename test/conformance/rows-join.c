@@ -23,10 +23,40 @@ static CUresult join_by_dependencies(CUstream origin, CUstream fork)
                                                CU_STREAM_ADD_CAPTURE_DEPENDENCIES);
 }
 
+/* Every fork's dependencies gathered (copied before the next query) and
+ * added to origin's with one call, as the library's join does; the idle
+ * fork's dependency is one the origin already has. */
+static CUresult join_all_at_once(CUstream origin, const CUstream *forks)
+{
+    CUgraphNode nodes[16];
+    CUgraphEdgeData edges[16];
+    size_t total = 0, n, j;
+    int i;
+
+    for (i = 0; i < FORKS; i++) {
+        CUstreamCaptureStatus st;
+        const CUgraphNode *deps = NULL;
+        const CUgraphEdgeData *data = NULL;
+        CUresult rc = D.cuStreamGetCaptureInfo(forks[i], &st, NULL, NULL, &deps, &data, &n);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        for (j = 0; j < n && total < 16; j++, total++) {
+            nodes[total] = deps[j];
+            if (data)
+                edges[total] = data[j];
+            else
+                memset(&edges[total], 0, sizeof edges[total]);
+        }
+    }
+    return D.cuStreamUpdateCaptureDependencies(origin, nodes, edges, total, CU_STREAM_ADD_CAPTURE_DEPENDENCIES);
+}
+
+enum join_kind { BY_EVENTS, BY_DEPENDENCIES, ALL_AT_ONCE };
+
 /* One capture: a memset on the origin, FORKS forks of which all but the
  * last do a memset, the join, a memset after it; the text says how many
  * dependencies the origin had after the join, the nodes and the launch. */
-static void capture_with_join(CUdeviceptr d, int by_dependencies, char *text, size_t size)
+static void capture_with_join(CUdeviceptr d, enum join_kind how, char *text, size_t size)
 {
     CUstream s = conf_stream(), forks[FORKS];
     CUstreamCaptureStatus st;
@@ -45,8 +75,10 @@ static void capture_with_join(CUdeviceptr d, int by_dependencies, char *text, si
         if (i < FORKS - 1)
             D.cuMemsetD8Async(d + 16 * (i + 1), 2, 16, forks[i]);
     }
-    for (i = 0; i < FORKS; i++) {
-        if (by_dependencies)
+    if (how == ALL_AT_ONCE)
+        join_rc = join_all_at_once(s, forks);
+    for (i = 0; i < FORKS && how != ALL_AT_ONCE; i++) {
+        if (how == BY_DEPENDENCIES)
             rc = join_by_dependencies(s, forks[i]);
         else
             conf_join(s, forks[i]), rc = CUDA_SUCCESS;
@@ -78,18 +110,22 @@ static void capture_with_join(CUdeviceptr d, int by_dependencies, char *text, si
 void conf_rows_join(void)
 {
     CUdeviceptr d = 0;
-    char events[256] = "", dependencies[256] = "";
+    char events[256] = "", dependencies[256] = "", at_once[256] = "";
 
     if (D.cuMemAlloc(&d, 16 * (FORKS + 1)) != CUDA_SUCCESS) {
         conf_row("cuMemAlloc for the join rows", "-", "failed", "CUDA_SUCCESS");
         return;
     }
-    capture_with_join(d, 0, events, sizeof events);
-    capture_with_join(d, 1, dependencies, sizeof dependencies);
+    capture_with_join(d, BY_EVENTS, events, sizeof events);
+    capture_with_join(d, BY_DEPENDENCIES, dependencies, sizeof dependencies);
+    capture_with_join(d, ALL_AT_ONCE, at_once, sizeof at_once);
     conf_row("join of 3 forks (2 with a memset) by event record and wait", "relaxed", events,
              "join CUDA_SUCCESS, 3 dependencies after it, end CUDA_SUCCESS, 4 nodes, launch CUDA_SUCCESS");
     conf_row("the same join by cuStreamGetCaptureInfo (with edge data) and cuStreamUpdateCaptureDependencies(ADD)",
              "relaxed", dependencies,
+             "join CUDA_SUCCESS, 3 dependencies after it, end CUDA_SUCCESS, 4 nodes, launch CUDA_SUCCESS");
+    conf_row("the same join with every fork's dependencies added by one cuStreamUpdateCaptureDependencies(ADD), "
+             "one of them a node the origin already depends on", "relaxed", at_once,
              "join CUDA_SUCCESS, 3 dependencies after it, end CUDA_SUCCESS, 4 nodes, launch CUDA_SUCCESS");
     D.cuMemFree(d);
 }
