@@ -98,6 +98,8 @@ const char *cucap_i_node_type_text(CUgraphNodeType t);
  * over. */
 CUresult cucap_i_stream_in(CUcontext ctx, CUstream *s, const char *caller, cucap_error **err);
 CUresult cucap_i_take_stream(struct ctx_hold *c, CUstream *s, const char *caller);
+/* n at once (a split's): none handed out on failure */
+CUresult cucap_i_take_streams(struct ctx_hold *c, size_t n, CUstream *out, const char *caller);
 void cucap_i_give_stream(struct ctx_hold *c, CUstream s, const char *caller);
 CUresult cucap_i_take_event(struct ctx_hold *c, CUevent *e, const char *caller);
 void cucap_i_give_event(struct ctx_hold *c, struct cucap_hier *h, CUevent e);

@@ -16,7 +16,7 @@
 #include "hierarchy.h"
 #include "internal.h"
 
-static void destroy_item(const struct deferred_item *d)
+static void destroy_item(const struct cucap_cache_item *d)
 {
     if (d->is_event)
         cucap_i_drv.cuEventDestroy((CUevent)d->handle);
@@ -24,7 +24,7 @@ static void destroy_item(const struct deferred_item *d)
         cucap_i_drv.cuStreamDestroy((CUstream)d->handle);
 }
 
-static void give_item(const struct deferred_item *d, const char *caller)
+static void give_item(const struct cucap_cache_item *d, const char *caller)
 {
     if (d->is_event)
         cucap_i_cache_give_event(d->ctx, d->dev, (CUevent)d->handle, caller);
@@ -34,14 +34,14 @@ static void give_item(const struct deferred_item *d, const char *caller)
 
 static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle, int is_event)
 {
-    struct deferred_item item = { ctx, dev, handle, is_event };
+    struct cucap_cache_item item = { ctx, dev, handle, is_event };
     int over;
 
     pthread_mutex_lock(&h->lock);
     over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
     if (!over && h->deferred_count == h->deferred_cap) {
         size_t cap = h->deferred_cap ? h->deferred_cap * 2 : 8;
-        struct deferred_item *grown = realloc(h->deferred, cap * sizeof *grown);
+        struct cucap_cache_item *grown = realloc(h->deferred, cap * sizeof *grown);
         if (!grown) {
             pthread_mutex_unlock(&h->lock);
             return -1;
@@ -59,7 +59,7 @@ static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle
 
 void cucap_i_hier_reserve_deferred(struct cucap_hier *h, size_t more)
 {
-    struct deferred_item *grown;
+    struct cucap_cache_item *grown;
     size_t want;
 
     pthread_mutex_lock(&h->lock);
@@ -84,8 +84,8 @@ int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, 
 
 void cucap_i_hier_capture_over(struct cucap_hier *h)
 {
-    struct deferred_item *d;
-    size_t n, i;
+    struct cucap_cache_item *d;
+    size_t n;
 
     pthread_mutex_lock(&h->lock);
     d = h->deferred;
@@ -94,8 +94,7 @@ void cucap_i_hier_capture_over(struct cucap_hier *h)
     h->deferred_count = h->deferred_cap = 0;
     atomic_store_explicit(&h->capture_over, 1, memory_order_release);
     pthread_mutex_unlock(&h->lock);
-    for (i = 0; i < n; i++)
-        give_item(&d[i], "cucap_builder_end");
+    cucap_i_cache_give_items(d, n, "cucap_builder_end");
     free(d);
 }
 
@@ -272,17 +271,32 @@ void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
     cucap_i_note_failure(err, call, doing, code);
 }
 
-void cucap_i_capture_register(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
+void cucap_i_capture_registry_lock(void)
+{
+    pthread_mutex_lock(&registry_lock);
+}
+
+void cucap_i_capture_registry_unlock(void)
+{
+    pthread_mutex_unlock(&registry_lock);
+}
+
+void cucap_i_capture_register_locked(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
 {
     r->stream = s;
     r->h = h;
     r->prev = NULL;
-    pthread_mutex_lock(&registry_lock);
     r->next = registrations;
     if (registrations)
         registrations->prev = r;
     registrations = r;
     r->linked = 1;
+}
+
+void cucap_i_capture_register(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
+{
+    pthread_mutex_lock(&registry_lock);
+    cucap_i_capture_register_locked(r, s, h);
     pthread_mutex_unlock(&registry_lock);
 }
 

@@ -165,14 +165,17 @@ static CUresult check_split_arguments(const cucap_builder *b, size_t count, cuca
     return cucap_i_builder_check_open(b, caller, err);
 }
 
+static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
+                           CUstream *streams, struct builder_slab *slab, const char *caller, cucap_error **err);
+
 /* Split b into count - 1 forks whose streams are of context `on`. */
 static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
                          const char *caller, cucap_error **err)
 {
     struct builder_slab *slab;
     cucap_builder_state state;
-    CUevent ev = NULL;
-    size_t made = 0, i;
+    CUstream streams_local[64], *streams = streams_local;
+    size_t i;
     CUresult rc;
 
     if ((rc = check_split_arguments(b, count, forks, caller, err)) != CUDA_SUCCESS)
@@ -183,8 +186,24 @@ static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cu
                             cucap_i_state_names[state], b->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
     for (i = 0; i < count - 1; i++)
         forks[i] = NULL;
-    if (fork_links_reserve(b, count - 1) != 0 || !(slab = cucap_i_builder_slab_new(count - 1)))
-        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    if ((count - 1 > 64 && !(streams = malloc((count - 1) * sizeof *streams))) || fork_links_reserve(b, count - 1) != 0 ||
+        !(slab = cucap_i_builder_slab_new(count - 1)))
+        rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    else
+        rc = split_with(b, on, count, forks, streams, slab, caller, err);
+    if (streams != streams_local)
+        free(streams);
+    return rc;
+}
+
+/* split_on's work, with the forks' memory and room for their streams. */
+static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
+                           CUstream *streams, struct builder_slab *slab, const char *caller, cucap_error **err)
+{
+    CUevent ev = NULL;
+    size_t made = 0, i;
+    CUresult rc;
+
     if (!cucap_i_capture_lock(b)) {   /* the primary's capture ended since the check above */
         cucap_i_capture_unlock(b);
         cucap_i_builder_slab_done(slab, 0);
@@ -206,26 +225,30 @@ static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cu
         return cucap_i_fail_driver(err, rc, caller, "cuEventRecord");
     }
     cucap_i_hier_reserve_deferred(b->h, count);   /* the forks' streams and the event, deferred to the end */
-    for (made = 0; made < count - 1; made++) {
+    if ((rc = cucap_i_take_streams(on, count - 1, streams, caller)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
+    for (made = 0; rc == CUDA_SUCCESS && made < count - 1; made++) {
         cucap_builder *f;
-        CUstream s = NULL;
-        if ((rc = cucap_i_take_stream(on, &s, caller)) != CUDA_SUCCESS) {
-            cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
-            break;
-        }
-        if ((rc = fork_wait(on, b->ctx, s, ev)) != CUDA_SUCCESS) {
+        if ((rc = fork_wait(on, b->ctx, streams[made], ev)) != CUDA_SUCCESS) {
             cucap_i_hier_capture_failed(b->h, caller, rc);
             cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
-            cucap_i_drv.cuStreamDestroy(s);   /* it may have joined nothing, or the capture: destroying is legal */
+            /* it may have joined nothing, or the capture: destroying is legal; the rest joined nothing */
+            cucap_i_drv.cuStreamDestroy(streams[made]);
+            for (i = made + 1; i < count - 1; i++)
+                cucap_i_give_stream(on, streams[i], caller);
             break;
         }
-        f = cucap_i_builder_slab_take(slab, made, CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, s, 1, on);
+        f = cucap_i_builder_slab_take(slab, made, CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, streams[made], 1,
+                                      on);
         f->cached_stream = 1;
         f->h = b->h;
-        cucap_i_hier_ref(b->h);
-        cucap_i_capture_register(&f->registration, s, b->h);
         forks[made] = f;
     }
+    cucap_i_hier_ref_by(b->h, made);
+    cucap_i_capture_registry_lock();
+    for (i = 0; i < made; i++)
+        cucap_i_capture_register_locked(&forks[i]->registration, forks[i]->stream, b->h);
+    cucap_i_capture_registry_unlock();
     cucap_i_give_event(b->ctx, b->h, ev);
     cucap_i_capture_unlock(b);
     cucap_i_builder_slab_done(slab, made);

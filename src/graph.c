@@ -112,6 +112,11 @@ void cucap_i_hier_ref(struct cucap_hier *h)
     atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
 }
 
+void cucap_i_hier_ref_by(struct cucap_hier *h, size_t n)
+{
+    atomic_fetch_add_explicit(&h->refs, (int)n, memory_order_relaxed);
+}
+
 void cucap_i_hier_unref(struct cucap_hier *h)
 {
     CUresult rc;

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "hierarchy.h"
+#include "internal.h"
 
 struct cucap_box {
     CUgraph graph;                   /* NULL once retired */
@@ -26,13 +27,6 @@ struct cucap_body_record {
 
 /* A stream or event released while its capture still ran: it goes back to
  * the stream cache once the capture is over. */
-struct deferred_item {
-    CUcontext ctx;
-    CUdevice dev;
-    void *handle;                    /* CUstream or CUevent */
-    int is_event;
-};
-
 struct cucap_hier {
     atomic_int refs;
     pthread_mutex_t lock;            /* guards the fields below but the graphs' use */
@@ -45,7 +39,7 @@ struct cucap_hier {
     cuuint64_t capture_id;
     atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
     int body_capture;                /* the standalone capture of a conditional body */
-    struct deferred_item *deferred;
+    struct cucap_cache_item *deferred;
     size_t deferred_count, deferred_cap;
     char first_failure_call[128];
     CUresult first_failure_code;

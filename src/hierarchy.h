@@ -34,6 +34,7 @@ int cucap_i_hier_is_owned(struct cucap_hier *h);
 void cucap_i_hier_lock(struct cucap_hier *h);
 void cucap_i_hier_unlock(struct cucap_hier *h);
 void cucap_i_hier_ref(struct cucap_hier *h);
+void cucap_i_hier_ref_by(struct cucap_hier *h, size_t n);
 /* The last reference destroys the root graph when it is owned and live;
  * a failure goes to the warning handler. */
 void cucap_i_hier_unref(struct cucap_hier *h);
@@ -107,6 +108,11 @@ struct cucap_registration {         /* kept in the registering builder */
     int linked;
 };
 void cucap_i_capture_register(struct cucap_registration *r, CUstream s, struct cucap_hier *h);
+/* Many in one locked step (a split's forks): register_locked between
+ * registry_lock and registry_unlock. */
+void cucap_i_capture_registry_lock(void);
+void cucap_i_capture_register_locked(struct cucap_registration *r, CUstream s, struct cucap_hier *h);
+void cucap_i_capture_registry_unlock(void);
 void cucap_i_capture_unregister(struct cucap_registration *r);   /* an entry not linked is fine */
 void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code);
 /* For a call that only knows a stream: the graph lock of the capture the

@@ -85,6 +85,15 @@ CUresult cucap_i_create_in(CUcontext ctx, int kind, void **out);
  * lock. */
 CUresult cucap_i_cache_take_stream(CUcontext ctx, CUdevice dev, CUstream *out, const char *caller);
 void cucap_i_cache_give_stream(CUcontext ctx, CUdevice dev, CUstream s, const char *caller);
+/* Streams and events given back together (a capture's deferred ones):
+ * one locked step for those the caches take. */
+struct cucap_cache_item {
+    CUcontext ctx;
+    CUdevice dev;
+    void *handle;                    /* CUstream or CUevent */
+    int is_event;
+};
+void cucap_i_cache_give_items(const struct cucap_cache_item *items, size_t n, const char *caller);
 CUresult cucap_i_cache_take_event(CUcontext ctx, CUdevice dev, CUevent *out, const char *caller);
 void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e, const char *caller);
 /* Destroy everything cached (for leak checks). */

@@ -59,6 +59,8 @@ CUresult cucap_i_ctx_leave(CUcontext ctx, CUcontext saved)
     return saved == ctx ? CUDA_SUCCESS : cucap_i_drv.cuCtxSetCurrent(saved);
 }
 
+static void give(CUcontext ctx, CUdevice dev, int kind, void *item, const char *caller);
+
 /* Under cache_lock: the cache of ctx, or NULL. */
 static struct cache *find_cache(CUcontext ctx)
 {
@@ -152,6 +154,58 @@ static CUresult take(CUcontext ctx, CUdevice dev, int kind, void **out, const ch
     return cucap_i_create_in(ctx, kind, out);
 }
 
+/* n streams of ctx: as many as the cache holds in one locked step, the
+ * rest made.  On failure none is handed out. */
+static CUresult take_streams(CUcontext ctx, CUdevice dev, size_t n, CUstream *out, const char *caller)
+{
+    struct cache *c;
+    size_t got = 0, i;
+    CUresult rc = CUDA_SUCCESS;
+
+    pthread_mutex_lock(&cache_lock);
+    c = find_cache(ctx);
+    while (c && got < n && c->count[STREAMS] > 0)
+        out[got++] = (CUstream)c->items[STREAMS][--c->count[STREAMS]];
+    pthread_mutex_unlock(&cache_lock);
+    if (!c && got < n)
+        (void)install_cache(ctx, dev, caller);
+    for (i = got; i < n && rc == CUDA_SUCCESS; i++)
+        if ((rc = cucap_i_create_in(ctx, STREAMS, (void **)&out[i])) != CUDA_SUCCESS)
+            n = i;
+    if (rc != CUDA_SUCCESS)
+        for (i = 0; i < n; i++)
+            give(ctx, dev, STREAMS, out[i], caller);
+    return rc;
+}
+
+void cucap_i_cache_give_items(const struct cucap_cache_item *items, size_t n, const char *caller)
+{
+    size_t i, left = 0;
+    struct cache *c;
+    unsigned char kept_local[256], *kept = n <= 256 ? kept_local : malloc(n);
+
+    if (!kept) {
+        for (i = 0; i < n; i++)
+            give(items[i].ctx, items[i].dev, items[i].is_event ? EVENTS : STREAMS, items[i].handle, caller);
+        return;
+    }
+    pthread_mutex_lock(&cache_lock);
+    for (i = 0; i < n; i++) {
+        int kind = items[i].is_event ? EVENTS : STREAMS;
+        kept[i] = (c = find_cache(items[i].ctx)) != NULL && c->count[kind] < CACHED_PER_KIND;
+        if (kept[i])
+            c->items[kind][c->count[kind]++] = items[i].handle;
+        else
+            left++;
+    }
+    pthread_mutex_unlock(&cache_lock);
+    for (i = 0; i < n && left; i++)
+        if (!kept[i])
+            give(items[i].ctx, items[i].dev, items[i].is_event ? EVENTS : STREAMS, items[i].handle, caller);
+    if (kept != kept_local)
+        free(kept);
+}
+
 static void give(CUcontext ctx, CUdevice dev, int kind, void *item, const char *caller)
 {
     struct cache *c;
@@ -231,6 +285,20 @@ CUresult cucap_i_stream_in(CUcontext ctx, CUstream *s, const char *caller, cucap
 CUresult cucap_i_take_stream(struct ctx_hold *c, CUstream *s, const char *caller)
 {
     return c->retained ? cucap_i_cache_take_stream(c->ctx, c->dev, s, caller) : cucap_i_stream_in(c->ctx, s, "", NULL);
+}
+
+CUresult cucap_i_take_streams(struct ctx_hold *c, size_t n, CUstream *out, const char *caller)
+{
+    CUresult rc = CUDA_SUCCESS;
+    size_t i;
+
+    if (c->retained)
+        return take_streams(c->ctx, c->dev, n, out, caller);
+    for (i = 0; i < n && rc == CUDA_SUCCESS; i++)
+        if ((rc = cucap_i_stream_in(c->ctx, &out[i], "", NULL)) != CUDA_SUCCESS)
+            while (i-- > 0)
+                cucap_i_drv.cuStreamDestroy(out[i]);
+    return rc;
 }
 
 void cucap_i_give_stream(struct ctx_hold *c, CUstream s, const char *caller)
