@@ -41,6 +41,7 @@ struct cucap_builder {
     /* forks split from this builder and still open, for
      * cucap_builder_join_forks; guarded by fork.c's lock */
     cucap_builder *split_parent;
+    size_t split_index;              /* its place in split_parent->forks */
     cucap_builder **forks;
     size_t fork_count, fork_cap;
     unsigned long join_stamp;        /* the last join that checked it (fork.c) */
@@ -63,6 +64,8 @@ cucap_builder *cucap_i_builder_slab_take(struct builder_slab *slab, size_t i, cu
 void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken);
 void cucap_i_builder_free(cucap_builder *b);
 void cucap_i_ctx_hold_release(struct ctx_hold *c);
+/* Let go of the shared holds (with cucap_i_cache_drain). */
+void cucap_i_ctx_holds_drain(void);
 CUresult cucap_i_ctx_hold_primary(CUdevice dev, struct ctx_hold **out, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller, cucap_error **err);
@@ -85,6 +88,12 @@ void cucap_i_capture_unlock_pair(const cucap_builder *a, const cucap_builder *b)
 /* fork.c: forget b in its split parent's list and its own forks' links
  * (b is being closed). */
 void cucap_i_fork_links_release(cucap_builder *b);
+/* The same for every builder but skip, in one locked step. */
+void cucap_i_fork_links_release_all(cucap_builder *const *builders, size_t count, const cucap_builder *skip);
+/* Close, as release does, the forks a one-step join just joined into
+ * root's capture, in one step for all; 0, having changed nothing that
+ * matters, when that does not apply (each is then closed on its own). */
+int cucap_i_release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root);
 
 /* conditional.c: a body's capture ended with graph g: attach it to its node. */
 CUresult cucap_i_attach_body(cucap_builder *b, CUgraph g, const char *caller, cucap_error **err);

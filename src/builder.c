@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +51,65 @@ void cucap_i_ctx_hold_release(struct ctx_hold *c)
     free(c);
 }
 
+/* Holds on primary contexts, shared by every builder of the context: the
+ * table keeps one reference, so the retain is made once per context, as
+ * the stream cache keeps its own retain (both until cucap_i_cache_drain). */
+#define SHARED_HOLDS 8
+static struct ctx_hold *shared_holds[SHARED_HOLDS];
+static pthread_mutex_t shared_holds_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The shared hold of ctx (or, ctx NULL, of dev's primary context) with a
+ * reference for the caller, or NULL. */
+static struct ctx_hold *shared_hold(CUcontext ctx, CUdevice dev)
+{
+    struct ctx_hold *found = NULL;
+    int i;
+
+    pthread_mutex_lock(&shared_holds_lock);
+    for (i = 0; i < SHARED_HOLDS && !found; i++)
+        if (shared_holds[i] && (ctx ? shared_holds[i]->ctx == ctx : shared_holds[i]->dev == dev)) {
+            found = shared_holds[i];
+            atomic_fetch_add_explicit(&found->refs, 1, memory_order_relaxed);
+        }
+    pthread_mutex_unlock(&shared_holds_lock);
+    return found;
+}
+
+/* Keep a new retained hold in the table (a reference of its own), when
+ * there is room and no other thread put one there first. */
+static void share_hold(struct ctx_hold *hold)
+{
+    int i, free_slot = -1, known = 0;
+
+    pthread_mutex_lock(&shared_holds_lock);
+    for (i = 0; i < SHARED_HOLDS; i++) {
+        if (!shared_holds[i] && free_slot < 0)
+            free_slot = i;
+        else if (shared_holds[i] && shared_holds[i]->ctx == hold->ctx)
+            known = 1;
+    }
+    if (!known && free_slot >= 0) {
+        atomic_fetch_add_explicit(&hold->refs, 1, memory_order_relaxed);
+        shared_holds[free_slot] = hold;
+    }
+    pthread_mutex_unlock(&shared_holds_lock);
+}
+
+void cucap_i_ctx_holds_drain(void)
+{
+    struct ctx_hold *held[SHARED_HOLDS];
+    int i;
+
+    pthread_mutex_lock(&shared_holds_lock);
+    for (i = 0; i < SHARED_HOLDS; i++) {
+        held[i] = shared_holds[i];
+        shared_holds[i] = NULL;
+    }
+    pthread_mutex_unlock(&shared_holds_lock);
+    for (i = 0; i < SHARED_HOLDS; i++)
+        cucap_i_ctx_hold_release(held[i]);
+}
+
 /* A hold on dev's primary context (checked, retained), with one reference
  * for the caller to release. */
 CUresult cucap_i_ctx_hold_primary(CUdevice dev, struct ctx_hold **out, const char *caller, cucap_error **err)
@@ -58,7 +118,8 @@ CUresult cucap_i_ctx_hold_primary(CUdevice dev, struct ctx_hold **out, const cha
     struct ctx_hold *hold;
     CUresult rc;
 
-    *out = NULL;
+    if ((*out = shared_hold(NULL, dev)) != NULL)
+        return CUDA_SUCCESS;
     if ((rc = cucap_i_check_device(dev, caller, err)) != CUDA_SUCCESS)
         return rc;
     if (!(hold = calloc(1, sizeof *hold)))
@@ -80,6 +141,7 @@ CUresult cucap_i_ctx_hold_primary(CUdevice dev, struct ctx_hold **out, const cha
         cucap_i_ctx_hold_release(hold);
         return rc;
     }
+    share_hold(hold);
     *out = hold;
     return CUDA_SUCCESS;
 }
@@ -254,6 +316,7 @@ CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_e
     static const char caller[] = "cucap_builder_create_on_stream";
     struct cucap_relaxed_scope scope;
     struct ctx_hold *hold;
+    CUcontext ctx = NULL;
     CUresult rc;
 
     if (!out)
@@ -265,30 +328,32 @@ CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_e
                             "with cuStreamCreate", caller);
     if ((rc = cucap_i_driver(caller, err)) != CUDA_SUCCESS)
         return rc;
-    if (!(hold = calloc(1, sizeof *hold)))
-        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    if ((rc = stream_context(s, &hold->ctx)) != CUDA_SUCCESS) {
-        free(hold);
+    if ((rc = stream_context(s, &ctx)) != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCtx");
-    }
-    /* a device's primary context is retained like cucap_builder_create's,
-     * which lets forks reuse cached streams; another context is the
-     * caller's to keep alive */
-    if (CTX_GET_DEVICE(hold->ctx, &hold->dev) == CUDA_SUCCESS &&
-        cucap_i_relaxed_enter(&scope, caller, NULL) == CUDA_SUCCESS) {
-        CUcontext primary = NULL;
-        CUresult retain = cucap_i_drv.cuDevicePrimaryCtxRetain(&primary, hold->dev);
-        if (cucap_i_relaxed_leave(&scope, retain, caller, NULL) == CUDA_SUCCESS && primary == hold->ctx)
-            hold->retained = 1;
-        else if (retain == CUDA_SUCCESS)
-            cucap_i_drv.cuDevicePrimaryCtxRelease(hold->dev);
-    }
-    if (!(*out = cucap_i_builder_new(CUCAP_BUILDER_PRIMARY, CUCAP_BUILDER_NOT_STARTED, s, 0, hold))) {
+    if (!(hold = shared_hold(ctx, 0))) {
+        if (!(hold = calloc(1, sizeof *hold)))
+            return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+        hold->ctx = ctx;
         atomic_init(&hold->refs, 1);
-        cucap_i_ctx_hold_release(hold);
-        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+        /* a device's primary context is retained like cucap_builder_create's,
+         * which lets forks reuse cached streams; another context is the
+         * caller's to keep alive */
+        if (CTX_GET_DEVICE(hold->ctx, &hold->dev) == CUDA_SUCCESS &&
+            cucap_i_relaxed_enter(&scope, caller, NULL) == CUDA_SUCCESS) {
+            CUcontext primary = NULL;
+            CUresult retain = cucap_i_drv.cuDevicePrimaryCtxRetain(&primary, hold->dev);
+            if (cucap_i_relaxed_leave(&scope, retain, caller, NULL) == CUDA_SUCCESS && primary == hold->ctx)
+                hold->retained = 1;
+            else if (retain == CUDA_SUCCESS)
+                cucap_i_drv.cuDevicePrimaryCtxRelease(hold->dev);
+        }
+        if (hold->retained)
+            share_hold(hold);
     }
-    return CUDA_SUCCESS;
+    if (!(*out = cucap_i_builder_new(CUCAP_BUILDER_PRIMARY, CUCAP_BUILDER_NOT_STARTED, s, 0, hold)))
+        rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    cucap_i_ctx_hold_release(hold);   /* the builder holds its own reference */
+    return rc;
 }
 
 /* ---------------------------------------------------------------- begin and end */
@@ -503,6 +568,55 @@ static void release(cucap_builder *b, const char *caller)
     b->ctx = NULL;
     b->stream = NULL;
     b->state = CUCAP_BUILDER_CLOSED;
+}
+
+int cucap_i_release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root)
+{
+    struct cucap_cache_item local[64], *items = local;
+    struct cucap_hier *h = root->h;
+    size_t i, n = 0;
+    int deferred;
+
+    if (count < 2)
+        return 0;
+    for (i = 0; i < count; i++) {
+        cucap_builder *f = builders[i];
+        if (f != root && (f->kind != CUCAP_BUILDER_FORKED || !f->cached_stream || !f->ctx->retained ||
+                          f->state != CUCAP_BUILDER_CAPTURING || f->h != h))
+            return 0;
+    }
+    if (count - 1 > 64 && !(items = malloc((count - 1) * sizeof *items)))
+        return 0;
+    for (i = 0; i < count; i++)
+        if (builders[i] != root)
+            items[n++] = (struct cucap_cache_item){ builders[i]->ctx->ctx, builders[i]->ctx->dev, builders[i]->stream, 0 };
+    /* as release does, one step for all: out of the registry and the fork
+     * lists, the streams deferred to the capture's end */
+    cucap_i_capture_registry_lock();
+    for (i = 0; i < count; i++)
+        if (builders[i] != root)
+            cucap_i_capture_unregister_locked(&builders[i]->registration);
+    cucap_i_capture_registry_unlock();
+    cucap_i_fork_links_release_all(builders, count, root);
+    (void)cucap_i_capture_lock(root);
+    deferred = cucap_i_hier_defer_items(h, items, n) == 0;
+    cucap_i_capture_unlock(root);
+    if (items != local)
+        free(items);
+    if (!deferred)
+        return 0;   /* out of memory: each is released on its own */
+    for (i = 0; i < count; i++) {
+        cucap_builder *f = builders[i];
+        if (f == root)
+            continue;
+        cucap_i_ctx_hold_release(f->ctx);
+        f->h = NULL;
+        f->ctx = NULL;
+        f->stream = NULL;
+        f->state = CUCAP_BUILDER_CLOSED;
+    }
+    cucap_i_hier_unref_by(h, n);
+    return 1;
 }
 
 CUresult cucap_i_builder_close_as(cucap_builder *b, const char *caller, const char *doing, cucap_error **err)

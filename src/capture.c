@@ -72,6 +72,31 @@ void cucap_i_hier_reserve_deferred(struct cucap_hier *h, size_t more)
     pthread_mutex_unlock(&h->lock);
 }
 
+int cucap_i_hier_defer_items(struct cucap_hier *h, const struct cucap_cache_item *items, size_t n)
+{
+    struct cucap_cache_item *grown;
+    int over;
+
+    pthread_mutex_lock(&h->lock);
+    over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
+    if (!over && h->deferred_count + n > h->deferred_cap) {
+        if (!(grown = realloc(h->deferred, (h->deferred_count + n) * sizeof *grown))) {
+            pthread_mutex_unlock(&h->lock);
+            return -1;
+        }
+        h->deferred = grown;
+        h->deferred_cap = h->deferred_count + n;
+    }
+    if (!over) {
+        memcpy(h->deferred + h->deferred_count, items, n * sizeof *items);
+        h->deferred_count += n;
+    }
+    pthread_mutex_unlock(&h->lock);
+    if (over)   /* the capture is over already */
+        cucap_i_cache_give_items(items, n, "cucap_builder_join");
+    return 0;
+}
+
 int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s)
 {
     return defer(h, ctx, dev, s, 0);
@@ -193,6 +218,7 @@ int cucap_i_is_capture_error(CUresult code)
 /* The streams taking part in captures; the entries live in the builders. */
 static struct cucap_registration *registrations;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_size_t registered;     /* linked entries: none, no lookup */
 
 /* Under registry_lock: "the origin 0x... and 2 forks (0x..., 0x...)" for
  * the streams of h's capture that are still registered. */
@@ -291,6 +317,7 @@ void cucap_i_capture_register_locked(struct cucap_registration *r, CUstream s, s
         registrations->prev = r;
     registrations = r;
     r->linked = 1;
+    atomic_fetch_add_explicit(&registered, 1, memory_order_relaxed);
 }
 
 void cucap_i_capture_register(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
@@ -300,9 +327,8 @@ void cucap_i_capture_register(struct cucap_registration *r, CUstream s, struct c
     pthread_mutex_unlock(&registry_lock);
 }
 
-void cucap_i_capture_unregister(struct cucap_registration *r)
+void cucap_i_capture_unregister_locked(struct cucap_registration *r)
 {
-    pthread_mutex_lock(&registry_lock);
     if (r->linked) {
         if (r->prev)
             r->prev->next = r->next;
@@ -311,7 +337,14 @@ void cucap_i_capture_unregister(struct cucap_registration *r)
         if (r->next)
             r->next->prev = r->prev;
         r->linked = 0;
+        atomic_fetch_sub_explicit(&registered, 1, memory_order_relaxed);
     }
+}
+
+void cucap_i_capture_unregister(struct cucap_registration *r)
+{
+    pthread_mutex_lock(&registry_lock);
+    cucap_i_capture_unregister_locked(r);
     pthread_mutex_unlock(&registry_lock);
 }
 
@@ -335,7 +368,9 @@ struct cucap_hier *cucap_i_capture_lock_stream(CUstream s)
     struct cucap_registration *r;
     struct cucap_hier *h = NULL;
 
-    if (!s)
+    /* a stream the library registered stays registered until its builder
+     * lets go of it, which cannot race this call on the stream */
+    if (!s || atomic_load_explicit(&registered, memory_order_relaxed) == 0)
         return NULL;
     pthread_mutex_lock(&registry_lock);
     for (r = registrations; r; r = r->next)

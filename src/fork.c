@@ -49,23 +49,22 @@ static void fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t
     pthread_mutex_lock(&fork_links_lock);
     for (i = 0; i < count; i++) {
         forks[i]->split_parent = b;
+        forks[i]->split_index = b->fork_count;
         b->forks[b->fork_count++] = forks[i];
     }
     pthread_mutex_unlock(&fork_links_lock);
 }
 
-void cucap_i_fork_links_release(cucap_builder *b)
+/* Under fork_links_lock: b out of its parent's list (in O(1): the last
+ * one takes its place) and its own forks orphaned. */
+static void unlink_fork(cucap_builder *b)
 {
     size_t i;
 
-    pthread_mutex_lock(&fork_links_lock);
     if (b->split_parent) {
-        cucap_builder *p = b->split_parent;
-        for (i = 0; i < p->fork_count; i++)
-            if (p->forks[i] == b) {
-                p->forks[i] = p->forks[--p->fork_count];
-                break;
-            }
+        cucap_builder *p = b->split_parent, *last = p->forks[--p->fork_count];
+        p->forks[b->split_index] = last;
+        last->split_index = b->split_index;
         b->split_parent = NULL;
     }
     for (i = 0; i < b->fork_count; i++)
@@ -73,6 +72,23 @@ void cucap_i_fork_links_release(cucap_builder *b)
     free(b->forks);
     b->forks = NULL;
     b->fork_count = b->fork_cap = 0;
+}
+
+void cucap_i_fork_links_release(cucap_builder *b)
+{
+    pthread_mutex_lock(&fork_links_lock);
+    unlink_fork(b);
+    pthread_mutex_unlock(&fork_links_lock);
+}
+
+void cucap_i_fork_links_release_all(cucap_builder *const *builders, size_t count, const cucap_builder *skip)
+{
+    size_t i;
+
+    pthread_mutex_lock(&fork_links_lock);
+    for (i = 0; i < count; i++)
+        if (builders[i] != skip)
+            unlink_fork(builders[i]);
     pthread_mutex_unlock(&fork_links_lock);
 }
 
@@ -501,11 +517,14 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
         return rc;
 
     if (join_by_dependencies(root, builders, count, caller, err, &rc)) {
-        for (i = 0; i < count && rc == CUDA_SUCCESS; i++)
-            if (builders[i] != root) {
-                builders[i]->joined_in_capture = 1;
-                rc = close_joined(builders[i], caller, err);
-            }
+        if (rc == CUDA_SUCCESS && cucap_i_release_joined(builders, count, root))
+            ;   /* every fork closed in one step */
+        else
+            for (i = 0; i < count && rc == CUDA_SUCCESS; i++)
+                if (builders[i] != root) {
+                    builders[i]->joined_in_capture = 1;
+                    rc = close_joined(builders[i], caller, err);
+                }
     } else {
         for (i = 0; i < count && rc == CUDA_SUCCESS; i++) {
             if (builders[i] == root)

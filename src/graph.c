@@ -119,9 +119,14 @@ void cucap_i_hier_ref_by(struct cucap_hier *h, size_t n)
 
 void cucap_i_hier_unref(struct cucap_hier *h)
 {
+    cucap_i_hier_unref_by(h, 1);
+}
+
+void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n)
+{
     CUresult rc;
 
-    if (!h || atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) != 1)
+    if (!h || n == 0 || atomic_fetch_sub_explicit(&h->refs, (int)n, memory_order_acq_rel) != (int)n)
         return;
     if (h->owned && h->root.graph && (rc = cucap_i_drv.cuGraphDestroy(h->root.graph)) != CUDA_SUCCESS)
         cucap_i_warn(rc, "cucap_graph_unref: cuGraphDestroy failed while destroying the last reference's graph: "

@@ -10,6 +10,7 @@
 
 struct cucap_hier;
 struct cucap_box;
+struct cucap_cache_item;         /* internal.h */
 
 /* A hierarchy whose root is the graph of a capture that just began (the
  * driver's capture id), in context ctx: owned only once the capture's end
@@ -35,6 +36,7 @@ void cucap_i_hier_lock(struct cucap_hier *h);
 void cucap_i_hier_unlock(struct cucap_hier *h);
 void cucap_i_hier_ref(struct cucap_hier *h);
 void cucap_i_hier_ref_by(struct cucap_hier *h, size_t n);
+void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n);
 /* The last reference destroys the root graph when it is owned and live;
  * a failure goes to the warning handler. */
 void cucap_i_hier_unref(struct cucap_hier *h);
@@ -94,6 +96,9 @@ void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err);
  * event is ever handed to a second capture while the first may still touch
  * it.  -1 when out of memory (the caller then destroys it). */
 int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s);
+/* Many at once (a join's forks); -1, deferring nothing, when out of
+ * memory. */
+int cucap_i_hier_defer_items(struct cucap_hier *h, const struct cucap_cache_item *items, size_t n);
 /* Room for `more` deferred items in one step (a split's); best effort. */
 void cucap_i_hier_reserve_deferred(struct cucap_hier *h, size_t more);
 int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e);
@@ -114,6 +119,7 @@ void cucap_i_capture_registry_lock(void);
 void cucap_i_capture_register_locked(struct cucap_registration *r, CUstream s, struct cucap_hier *h);
 void cucap_i_capture_registry_unlock(void);
 void cucap_i_capture_unregister(struct cucap_registration *r);   /* an entry not linked is fine */
+void cucap_i_capture_unregister_locked(struct cucap_registration *r);
 void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code);
 /* For a call that only knows a stream: the graph lock of the capture the
  * stream takes part in, referenced (NULL, locking nothing, for a stream

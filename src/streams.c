@@ -255,6 +255,7 @@ void cucap_i_cache_drain(void)
 {
     int i;
 
+    cucap_i_ctx_holds_drain();
     pthread_mutex_lock(&cache_lock);
     for (i = 0; i < CACHED_CONTEXTS; i++) {
         while (caches[i].count[STREAMS] > 0)
