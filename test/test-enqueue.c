@@ -21,11 +21,11 @@ BACKEND_SUITES(enqueue, 120);
  * inside which capture, hold the call open a moment (so that overlaps
  * happen when the locking allows them) and count two threads inside one
  * capture at once. */
-#define WATCHED 32
+#define WATCH_SLOTS 32
 static struct {
     cuuint64_t id;
     pthread_t owner;
-} inside[WATCHED];
+} inside[WATCH_SLOTS];
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int overlaps, watched_calls;
 
@@ -47,10 +47,10 @@ static int watch_enter(CUstream s)
     if (real_info(s, &status, &id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS || status == CU_STREAM_CAPTURE_STATUS_NONE)
         return -1;
     pthread_mutex_lock(&watch_lock);
-    for (i = 0; i < WATCHED; i++)
+    for (i = 0; i < WATCH_SLOTS; i++)
         if (inside[i].id == id && !pthread_equal(inside[i].owner, pthread_self()))
             atomic_fetch_add(&overlaps, 1);
-    for (i = 0; i < WATCHED && slot < 0; i++)
+    for (i = 0; i < WATCH_SLOTS && slot < 0; i++)
         if (inside[i].id == 0)
             slot = i;
     if (slot >= 0) {
@@ -72,91 +72,49 @@ static void watch_leave(int slot)
     pthread_mutex_unlock(&watch_lock);
 }
 
-static CUresult CUDAAPI watched_record(CUevent e, CUstream s)
-{
-    int slot = watch_enter(s);
-    CUresult rc = real_record(e, s);
-    watch_leave(slot);
-    return rc;
-}
+/* A wrapper: the real call, inside the watch of stream s's capture. */
+#define WATCHED(name, real, params, args)                                                      \
+    static CUresult CUDAAPI name params                                                         \
+    {                                                                                           \
+        int slot = watch_enter(s);                                                              \
+        CUresult rc = real args;                                                                \
+        watch_leave(slot);                                                                      \
+        return rc;                                                                              \
+    }
 
-static CUresult CUDAAPI watched_wait(CUstream s, CUevent e, unsigned int flags)
-{
-    int slot = watch_enter(s);
-    CUresult rc = real_wait(s, e, flags);
-    watch_leave(slot);
-    return rc;
-}
+WATCHED(watched_record, real_record, (CUevent e, CUstream s), (e, s))
+WATCHED(watched_wait, real_wait, (CUstream s, CUevent e, unsigned int flags), (s, e, flags))
+WATCHED(watched_update, real_update,
+        (CUstream s, CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n, unsigned int flags),
+        (s, deps, edges, n, flags))
+WATCHED(watched_end, real_end, (CUstream s, CUgraph *g), (s, g))
+WATCHED(watched_memset, real_memset, (CUdeviceptr d, unsigned char v, size_t n, CUstream s), (d, v, n, s))
+WATCHED(watched_alloc, real_alloc, (CUdeviceptr *d, size_t n, CUmemoryPool pool, CUstream s), (d, n, pool, s))
+WATCHED(watched_free, real_free, (CUdeviceptr d, CUstream s), (d, s))
 
-static CUresult CUDAAPI watched_update(CUstream s, CUgraphNode *deps, const CUgraphEdgeData *edges, size_t n,
-                                       unsigned int flags)
-{
-    int slot = watch_enter(s);
-    CUresult rc = real_update(s, deps, edges, n, flags);
-    watch_leave(slot);
-    return rc;
-}
-
-static CUresult CUDAAPI watched_end(CUstream s, CUgraph *g)
-{
-    int slot = watch_enter(s);
-    CUresult rc = real_end(s, g);
-    watch_leave(slot);
-    return rc;
-}
-
-static CUresult CUDAAPI watched_memset(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
-{
-    int slot = watch_enter(s);
-    CUresult rc = real_memset(d, v, n, s);
-    watch_leave(slot);
-    return rc;
-}
-
-static CUresult CUDAAPI watched_alloc(CUdeviceptr *d, size_t n, CUmemoryPool pool, CUstream s)
-{
-    int slot = watch_enter(s);
-    CUresult rc = real_alloc(d, n, pool, s);
-    watch_leave(slot);
-    return rc;
-}
-
-static CUresult CUDAAPI watched_free(CUdeviceptr d, CUstream s)
-{
-    int slot = watch_enter(s);
-    CUresult rc = real_free(d, s);
-    watch_leave(slot);
-    return rc;
-}
+/* The replaced entries: table, entry point, wrapper, the real one. */
+#define WATCH_LIST(X)                                                                           \
+    X(cucap_i_drv, cuEventRecord, watched_record, real_record)                                  \
+    X(cucap_i_drv, cuStreamWaitEvent, watched_wait, real_wait)                                  \
+    X(cucap_i_drv, cuStreamUpdateCaptureDependencies, watched_update, real_update)              \
+    X(cucap_i_drv, cuStreamEndCapture, watched_end, real_end)                                   \
+    X(cucap_i_drv, cuMemAllocFromPoolAsync, watched_alloc, real_alloc)                          \
+    X(cucap_i_drv, cuMemFreeAsync, watched_free, real_free)                                     \
+    X(D, cuMemsetD8Async, watched_memset, real_memset)
 
 static void watch_captures(void)
 {
     real_info = cucap_i_drv.cuStreamGetCaptureInfo;
-    real_record = cucap_i_drv.cuEventRecord;
-    real_wait = cucap_i_drv.cuStreamWaitEvent;
-    real_update = cucap_i_drv.cuStreamUpdateCaptureDependencies;
-    real_end = cucap_i_drv.cuStreamEndCapture;
-    real_memset = D.cuMemsetD8Async;
-    real_alloc = cucap_i_drv.cuMemAllocFromPoolAsync;
-    real_free = cucap_i_drv.cuMemFreeAsync;
-    cucap_i_drv.cuMemAllocFromPoolAsync = watched_alloc;
-    cucap_i_drv.cuMemFreeAsync = watched_free;
-    cucap_i_drv.cuEventRecord = watched_record;
-    cucap_i_drv.cuStreamWaitEvent = watched_wait;
-    cucap_i_drv.cuStreamUpdateCaptureDependencies = watched_update;
-    cucap_i_drv.cuStreamEndCapture = watched_end;
-    D.cuMemsetD8Async = watched_memset;
+#define WRAP(table, entry, wrapper, real) real = table.entry; table.entry = wrapper;
+    WATCH_LIST(WRAP)
+#undef WRAP
 }
 
 static void unwatch_captures(void)
 {
-    cucap_i_drv.cuEventRecord = real_record;
-    cucap_i_drv.cuStreamWaitEvent = real_wait;
-    cucap_i_drv.cuStreamUpdateCaptureDependencies = real_update;
-    cucap_i_drv.cuStreamEndCapture = real_end;
-    D.cuMemsetD8Async = real_memset;
-    cucap_i_drv.cuMemAllocFromPoolAsync = real_alloc;
-    cucap_i_drv.cuMemFreeAsync = real_free;
+#define RESTORE(table, entry, wrapper, real) table.entry = real;
+    WATCH_LIST(RESTORE)
+#undef RESTORE
 }
 
 /* ---------------------------------------------------------------- work for enqueue */
