@@ -4,7 +4,7 @@
 # have the same shape), says that it ran on the simulator, and exits 0.
 # The times themselves are not checked: no timing is asserted anywhere.
 out=$(env -u CUCAPTURE_REQUIRE_GPU CUCAPTURE_DRIVER="$CUCAPTURE_TEST_SIM" ./tools/cucapture bench --quick 2>&1); rc=$?
-echo "1..5"
+echo "1..6"
 if [ "$rc" -eq 0 ]; then echo "ok 1 - cucapture bench --quick exits 0"; else echo "not ok 1 - exits $rc"; printf '%s\n' "$out" | sed 's/^/# /'; fi
 rows=$(printf '%s\n' "$out" | grep -c -E '^\| [a-z].*\| +[0-9.]+ \| +[0-9.]+ \| +[0-9.]+ \| .*\[.*\] \|$')
 if [ "$rows" -eq 12 ]; then echo "ok 2 - 12 timed rows with their spread"; else echo "not ok 2 - $rows timed rows"; fi
@@ -18,3 +18,8 @@ if [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q -E '^\| fork/join cycle acr
 else
     echo "not ok 5 - with two devices: exit $rc"; printf '%s\n' "$out" | sed 's/^/# /'
 fi
+# --steps: the capture phase step by step, 7 library calls and 6 raw steps
+out=$(env -u CUCAPTURE_REQUIRE_GPU CUCAPTURE_DRIVER="$CUCAPTURE_TEST_SIM" ./tools/cucapture bench --quick --steps 2>&1); rc=$?
+steps=$(printf '%s\n' "$out" | grep -c -E '^\| (lib|raw) .*\| +[0-9.]+ \| +[0-9.]+ \|$')
+if [ "$rc" -eq 0 ] && [ "$steps" -eq 13 ]; then echo "ok 6 - --steps prints 13 steps for K=2 and K=64"
+else echo "not ok 6 - --steps: exit $rc, $steps steps"; printf '%s\n' "$out" | tail -16 | sed 's/^/# /'; fi

@@ -116,6 +116,7 @@ struct cycle {
     CUstream origin, forks[MAX_K];
     CUevent fork_event, join_events[MAX_K];
     CUdeviceptr d;
+    double step_medians[16];         /* --steps: K = 2's, while K = 64 runs */
 };
 
 /* The raw side's instantiate, launch, wait and teardown of a captured graph. */
@@ -552,10 +553,114 @@ static double alloc_raw(void *p)
     return (now_us() - t0) / CALLS;
 }
 
+/* ---------------------------------------------------------------- --steps: where a capture's time goes */
+
+enum { LIB_STEPS = 7, RAW_STEPS = 6, STEP_REPS = 401 };
+static const char *const lib_step_names[LIB_STEPS] = {
+    "cucap_builder_create_on_stream", "cucap_builder_begin", "cucap_builder_split", "the memsets",
+    "cucap_builder_join", "cucap_builder_end", "cucap_builder_destroy (all, the graph with them)",
+};
+static const char *const raw_step_names[RAW_STEPS] = {
+    "cuStreamBeginCapture", "fork: cuEventRecord + a cuStreamWaitEvent per fork", "the memsets",
+    "join: a cuEventRecord + cuStreamWaitEvent per fork", "cuStreamEndCapture", "cuGraphDestroy",
+};
+
+/* One capture of each side, the time of each step into lib[] and raw[]. */
+static void time_steps(struct cycle *c, double *lib, double *raw)
+{
+    cucap_builder *b = NULL, *all[MAX_K];
+    CUgraph g = NULL;
+    double t[LIB_STEPS + 1];
+    int i;
+
+    t[0] = now_us();
+    cucap_builder_create_on_stream(c->origin, &b, NULL);
+    t[1] = now_us();
+    cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
+    all[0] = b;
+    t[2] = now_us();
+    cucap_builder_split(b, (size_t)c->k, all + 1, NULL);
+    t[3] = now_us();
+    for (i = 0; i < c->k; i++)
+        D.cuMemsetD8Async(c->d + (CUdeviceptr)i * 64, (unsigned char)i, 64, cucap_builder_stream(all[i]));
+    t[4] = now_us();
+    cucap_builder_join(all, (size_t)c->k, NULL, NULL);
+    t[5] = now_us();
+    cucap_builder_end(b, NULL);
+    t[6] = now_us();
+    destroy_all(all, c->k);
+    t[7] = now_us();
+    for (i = 0; i < LIB_STEPS; i++)
+        lib[i] = t[i + 1] - t[i];
+
+    t[0] = now_us();
+    D.cuStreamBeginCapture(c->origin, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    t[1] = now_us();
+    D.cuEventRecord(c->fork_event, c->origin);
+    for (i = 1; i < c->k; i++)
+        D.cuStreamWaitEvent(c->forks[i], c->fork_event, 0);
+    t[2] = now_us();
+    D.cuMemsetD8Async(c->d, 0, 64, c->origin);
+    for (i = 1; i < c->k; i++)
+        D.cuMemsetD8Async(c->d + (CUdeviceptr)i * 64, (unsigned char)i, 64, c->forks[i]);
+    t[3] = now_us();
+    for (i = 1; i < c->k; i++) {
+        D.cuEventRecord(c->join_events[i], c->forks[i]);
+        D.cuStreamWaitEvent(c->origin, c->join_events[i], 0);
+    }
+    t[4] = now_us();
+    D.cuStreamEndCapture(c->origin, &g);
+    t[5] = now_us();
+    D.cuGraphDestroy(g);
+    t[6] = now_us();
+    for (i = 0; i < RAW_STEPS; i++)
+        raw[i] = t[i + 1] - t[i];
+}
+
+/* The capture phase of K = 2 and 64 step by step: the median of each step
+ * over STEP_REPS captures of each side, interleaved. */
+static void steps_table(struct cycle *c, int reps)
+{
+    static const int ks[] = { 2, 64 };
+    double *lib = malloc((size_t)reps * LIB_STEPS * sizeof *lib), *raw = malloc((size_t)reps * RAW_STEPS * sizeof *raw);
+    double column[STEP_REPS];
+    int k, r, i;
+
+    if (!lib || !raw || reps > STEP_REPS) {
+        printf("steps: out of memory\n");
+        goto out;
+    }
+    printf("\nWhere a capture's time goes (medians in microseconds, %d captures of each side):\n\n", reps);
+    printf("| %-56s | %9s | %9s |\n", "step", "K=2", "K=64");
+    printf("|%s|%s|%s|\n", "----------------------------------------------------------", "----------:", "----------:");
+    for (k = 0; k < 2; k++) {
+        c->k = ks[k];
+        for (r = 0; r < 10; r++)
+            time_steps(c, lib, raw);
+        for (r = 0; r < reps; r++)
+            time_steps(c, lib + (size_t)r * LIB_STEPS, raw + (size_t)r * RAW_STEPS);
+        for (i = 0; i < LIB_STEPS + RAW_STEPS; i++) {
+            int is_lib = i < LIB_STEPS, step = is_lib ? i : i - LIB_STEPS;
+            for (r = 0; r < reps; r++)
+                column[r] = is_lib ? lib[(size_t)r * LIB_STEPS + step] : raw[(size_t)r * RAW_STEPS + step];
+            /* K=2 fills the first column: remember it in the names' order */
+            if (k == 0)
+                c->step_medians[i] = median(column, reps);
+            else
+                printf("| %-4s %-51s | %9.3f | %9.3f |\n", is_lib ? "lib" : "raw",
+                       is_lib ? lib_step_names[step] : raw_step_names[step], c->step_medians[i],
+                       median(column, reps));
+        }
+    }
+out:
+    free(lib);
+    free(raw);
+}
+
 int tool_bench(int argc, char **argv)
 {
     static const int ns[] = { 10, 1000, 10000 };
-    int quick = argc > 1 && !strcmp(argv[1], "--quick"), reps = quick ? 5 : 201, i, mismatched = 0;
+    int quick = 0, steps = 0, reps, i, mismatched = 0;
     struct cycle c;
     struct nodes x;
     struct alloc a;
@@ -563,10 +668,17 @@ int tool_bench(int argc, char **argv)
     CUstream capture;
     CUgraph g = NULL;
 
-    if (argc > 1 && !quick) {
-        fprintf(stderr, "cucapture bench: unknown option '%s' (only --quick)\n", argv[1]);
-        return 2;
+    for (i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick"))
+            quick = 1;
+        else if (!strcmp(argv[i], "--steps"))
+            steps = 1;
+        else {
+            fprintf(stderr, "cucapture bench: unknown option '%s' (--quick, --steps)\n", argv[i]);
+            return 2;
+        }
     }
+    reps = quick ? 5 : 201;
     if (tool_open_device("bench", &ctx) != 0)
         return TOOL_CANNOT_RUN;
     ctx_of_bench = ctx;
@@ -624,6 +736,8 @@ int tool_bench(int argc, char **argv)
     row("pool alloc + free (4 KiB), stream-ordered, per pair", alloc_lib, alloc_raw, &a, reps, 2);
     D.cuStreamSynchronize(c.origin);
 
+    if (steps)
+        steps_table(&c, quick ? 5 : STEP_REPS);
     for (i = 1; i < MAX_K; i++) {
         D.cuStreamDestroy(c.forks[i]);
         D.cuEventDestroy(c.join_events[i]);

@@ -50,11 +50,12 @@ static const struct command {
                   "they run on the simulated driver, and every line says so; --require-gpu\n"
                   "(or CUCAPTURE_REQUIRE_GPU=1) makes a missing GPU exit 77 instead.\n"
                   "Exit status: 0 when all pass, 1 when one fails, 77 when it cannot run here.\n" },
-    { "bench", "Usage: cucapture bench [--quick]\n"
+    { "bench", "Usage: cucapture bench [--quick] [--steps]\n"
                "Time the library against hand-written driver code doing the same work, side by\n"
                "side, and print medians, ratios and the spread of the paired differences.\n"
                "Rows whose graphs differ in shape are not timed.  --quick: few repetitions\n"
-               "(a smoke test).\n"
+               "(a smoke test).  --steps: then the capture phase of K = 2 and 64 step by\n"
+               "step, each side's median per call.\n"
                "Exit status: 0, 1 when a row's graphs differ, 2 for an unknown option, 77\n"
                "without a usable driver.\n" },
 };
