@@ -51,7 +51,7 @@ struct cucap_builder {
 
 extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
 
-/* builder.c */
+/* builder.c, context-hold.c */
 cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                                    struct ctx_hold *ctx);
 /* The forks of one split allocated together: take builder i of the
@@ -67,6 +67,8 @@ void cucap_i_ctx_hold_release(struct ctx_hold *c);
 /* Let go of the shared holds (with cucap_i_cache_drain). */
 void cucap_i_ctx_holds_drain(void);
 CUresult cucap_i_ctx_hold_primary(CUdevice dev, struct ctx_hold **out, const char *caller, cucap_error **err);
+/* A hold on the context s lives in, with one reference for the caller. */
+CUresult cucap_i_ctx_hold_of_stream(CUstream s, struct ctx_hold **out, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_no_graph(const char *caller, cucap_error **err);

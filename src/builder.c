@@ -1,11 +1,11 @@
 /* Graph builders: creation, the capture state machine (begin, end, close,
- * destroy), the capture lock, queries, and what an ended builder hands out
- * (complete, graph, dot print, embed).  Split and join: fork.c;
+ * destroy), queries, and what an ended builder hands out (complete,
+ * graph, dot print).  Contexts: context-hold.c; the capture lock and
+ * enqueue: capture-lock.c; embed: embed.c; split and join: fork.c;
  * conditional nodes: conditional.c; streams and events: streams.c. */
 #include "config.h"
 
 #include <limits.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,133 +18,6 @@
 #include "internal.h"
 
 const char *const cucap_i_state_names[] = { "NOT_STARTED", "CAPTURING", "ENDED", "INVALIDATED", "CLOSED" };
-
-/* The context a stream's work runs in.  For a stream of a green context
- * that is the green context's own CUcontext (cuCtxFromGreenCtx): streams
- * made with it current belong to the green context, so forks stay in the
- * SM partition the user chose.  cuStreamGetCtx_v2 returns the device's
- * primary context there and the green context beside it; the first
- * variant returns the converted context itself. */
-static CUresult stream_context(CUstream s, CUcontext *ctx)
-{
-#if CUDA_VERSION >= 12050
-    if (cucap_i_drv.cuStreamGetCtx_v2) {   /* CUDA 12.5 drivers and newer */
-        CUgreenCtx green = NULL;
-        CUresult rc = cucap_i_drv.cuStreamGetCtx_v2(s, ctx, &green);
-        if (rc == CUDA_SUCCESS && green)
-            rc = cucap_i_drv.cuCtxFromGreenCtx ? cucap_i_drv.cuCtxFromGreenCtx(ctx, green) : CUDA_ERROR_NOT_SUPPORTED;
-        return rc;
-    }
-#endif
-    return cucap_i_drv.cuStreamGetCtx(s, ctx);
-}
-
-void cucap_i_ctx_hold_release(struct ctx_hold *c)
-{
-    CUresult rc;
-
-    if (!c || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
-        return;
-    if (c->retained && (rc = cucap_i_drv.cuDevicePrimaryCtxRelease(c->dev)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "cucap_builder_destroy: cuDevicePrimaryCtxRelease failed while releasing device %d's "
-                     "primary context: %s: %s", (int)c->dev, cucap_i_result_label(rc), cucap_i_result_description(rc));
-    free(c);
-}
-
-/* Holds on primary contexts, shared by every builder of the context: the
- * table keeps one reference, so the retain is made once per context, as
- * the stream cache keeps its own retain (both until cucap_i_cache_drain). */
-#define SHARED_HOLDS 8
-static struct ctx_hold *shared_holds[SHARED_HOLDS];
-static pthread_mutex_t shared_holds_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* The shared hold of ctx (or, ctx NULL, of dev's primary context) with a
- * reference for the caller, or NULL. */
-static struct ctx_hold *shared_hold(CUcontext ctx, CUdevice dev)
-{
-    struct ctx_hold *found = NULL;
-    int i;
-
-    pthread_mutex_lock(&shared_holds_lock);
-    for (i = 0; i < SHARED_HOLDS && !found; i++)
-        if (shared_holds[i] && (ctx ? shared_holds[i]->ctx == ctx : shared_holds[i]->dev == dev)) {
-            found = shared_holds[i];
-            atomic_fetch_add_explicit(&found->refs, 1, memory_order_relaxed);
-        }
-    pthread_mutex_unlock(&shared_holds_lock);
-    return found;
-}
-
-/* Keep a new retained hold in the table (a reference of its own), when
- * there is room and no other thread put one there first. */
-static void share_hold(struct ctx_hold *hold)
-{
-    int i, free_slot = -1, known = 0;
-
-    pthread_mutex_lock(&shared_holds_lock);
-    for (i = 0; i < SHARED_HOLDS; i++) {
-        if (!shared_holds[i] && free_slot < 0)
-            free_slot = i;
-        else if (shared_holds[i] && shared_holds[i]->ctx == hold->ctx)
-            known = 1;
-    }
-    if (!known && free_slot >= 0) {
-        atomic_fetch_add_explicit(&hold->refs, 1, memory_order_relaxed);
-        shared_holds[free_slot] = hold;
-    }
-    pthread_mutex_unlock(&shared_holds_lock);
-}
-
-void cucap_i_ctx_holds_drain(void)
-{
-    struct ctx_hold *held[SHARED_HOLDS];
-    int i;
-
-    pthread_mutex_lock(&shared_holds_lock);
-    for (i = 0; i < SHARED_HOLDS; i++) {
-        held[i] = shared_holds[i];
-        shared_holds[i] = NULL;
-    }
-    pthread_mutex_unlock(&shared_holds_lock);
-    for (i = 0; i < SHARED_HOLDS; i++)
-        cucap_i_ctx_hold_release(held[i]);
-}
-
-/* A hold on dev's primary context (checked, retained), with one reference
- * for the caller to release. */
-CUresult cucap_i_ctx_hold_primary(CUdevice dev, struct ctx_hold **out, const char *caller, cucap_error **err)
-{
-    struct cucap_relaxed_scope scope;
-    struct ctx_hold *hold;
-    CUresult rc;
-
-    if ((*out = shared_hold(NULL, dev)) != NULL)
-        return CUDA_SUCCESS;
-    if ((rc = cucap_i_check_device(dev, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if (!(hold = calloc(1, sizeof *hold)))
-        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    hold->dev = dev;
-    atomic_init(&hold->refs, 1);
-    /* retaining a context is not a stream operation; relaxed mode keeps
-     * any capture of this thread out of it all the same */
-    if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) != CUDA_SUCCESS) {
-        free(hold);
-        return rc;
-    }
-    rc = cucap_i_drv.cuDevicePrimaryCtxRetain(&hold->ctx, dev);
-    if (rc != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuDevicePrimaryCtxRetain");
-    hold->retained = rc == CUDA_SUCCESS;
-    rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
-    if (rc != CUDA_SUCCESS) {
-        cucap_i_ctx_hold_release(hold);
-        return rc;
-    }
-    share_hold(hold);
-    *out = hold;
-    return CUDA_SUCCESS;
-}
 
 static void builder_init(cucap_builder *b, cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                          struct ctx_hold *ctx)
@@ -229,65 +102,6 @@ CUresult cucap_i_builder_no_graph(const char *caller, cucap_error **err)
                         "graph", caller);
 }
 
-/* See builder-internal.h.  Returns whether the capture is still running;
- * the caller unlocks with cucap_i_capture_unlock whatever it returned. */
-int cucap_i_capture_lock(const cucap_builder *b)
-{
-    if (!b->h)
-        return 0;
-    cucap_i_hier_lock(b->h);
-    return !cucap_i_hier_is_capture_over(b->h);
-}
-
-void cucap_i_capture_unlock(const cucap_builder *b)
-{
-    if (b->h)
-        cucap_i_hier_unlock(b->h);
-}
-
-/* The same for two builders (join's root and another), in a fixed order. */
-int cucap_i_capture_lock_pair(const cucap_builder *a, const cucap_builder *b)
-{
-    int running;
-
-    if (!a->h || !b->h || a->h == b->h)
-        return cucap_i_capture_lock(a) & (a->h == b->h ? 1 : cucap_i_capture_lock(b));
-    if ((uintptr_t)a->h < (uintptr_t)b->h) {
-        running = cucap_i_capture_lock(a);
-        return cucap_i_capture_lock(b) & running;
-    }
-    running = cucap_i_capture_lock(b);
-    return cucap_i_capture_lock(a) & running;
-}
-
-void cucap_i_capture_unlock_pair(const cucap_builder *a, const cucap_builder *b)
-{
-    cucap_i_capture_unlock(a);
-    if (b->h != a->h)
-        cucap_i_capture_unlock(b);
-}
-
-#define CTX_GET_DEVICE(ctx, dev) context_device((ctx), (dev))
-
-/* The device of a context: cuCtxGetDevice_v2 (CUDA 13 drivers) reads any
- * context; before it, cuCtxGetDevice reads the current one only. */
-/* before CUDA 13 cuCtxGetDevice reads the current context only */
-static CUresult context_device(CUcontext ctx, CUdevice *dev)
-{
-    CUcontext saved = NULL;
-    CUresult rc, left;
-
-#if CUDA_VERSION >= 13000
-    if (cucap_i_drv.cuCtxGetDevice_v2)
-        return cucap_i_drv.cuCtxGetDevice_v2(dev, ctx);
-#endif
-    if ((rc = cucap_i_ctx_enter(ctx, &saved)) != CUDA_SUCCESS)
-        return rc;
-    rc = cucap_i_drv.cuCtxGetDevice(dev);
-    left = cucap_i_ctx_leave(ctx, saved);
-    return rc != CUDA_SUCCESS ? rc : left;
-}
-
 /* ---------------------------------------------------------------- creation */
 
 CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **err)
@@ -314,9 +128,7 @@ CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **e
 CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_create_on_stream";
-    struct cucap_relaxed_scope scope;
     struct ctx_hold *hold;
-    CUcontext ctx = NULL;
     CUresult rc;
 
     if (!out)
@@ -328,28 +140,8 @@ CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_e
                             "with cuStreamCreate", caller);
     if ((rc = cucap_i_driver(caller, err)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = stream_context(s, &ctx)) != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCtx");
-    if (!(hold = shared_hold(ctx, 0))) {
-        if (!(hold = calloc(1, sizeof *hold)))
-            return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-        hold->ctx = ctx;
-        atomic_init(&hold->refs, 1);
-        /* a device's primary context is retained like cucap_builder_create's,
-         * which lets forks reuse cached streams; another context is the
-         * caller's to keep alive */
-        if (CTX_GET_DEVICE(hold->ctx, &hold->dev) == CUDA_SUCCESS &&
-            cucap_i_relaxed_enter(&scope, caller, NULL) == CUDA_SUCCESS) {
-            CUcontext primary = NULL;
-            CUresult retain = cucap_i_drv.cuDevicePrimaryCtxRetain(&primary, hold->dev);
-            if (cucap_i_relaxed_leave(&scope, retain, caller, NULL) == CUDA_SUCCESS && primary == hold->ctx)
-                hold->retained = 1;
-            else if (retain == CUDA_SUCCESS)
-                cucap_i_drv.cuDevicePrimaryCtxRelease(hold->dev);
-        }
-        if (hold->retained)
-            share_hold(hold);
-    }
+    if ((rc = cucap_i_ctx_hold_of_stream(s, &hold, caller, err)) != CUDA_SUCCESS)
+        return rc;
     if (!(*out = cucap_i_builder_new(CUCAP_BUILDER_PRIMARY, CUCAP_BUILDER_NOT_STARTED, s, 0, hold)))
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     cucap_i_ctx_hold_release(hold);   /* the builder holds its own reference */
@@ -678,42 +470,6 @@ cucap_builder_state cucap_builder_get_state(const cucap_builder *b)
     return b->state;
 }
 
-CUresult cucap_builder_enqueue(cucap_builder *b, cucap_enqueue_fn fn, void *user_data, cucap_error **err)
-{
-    static const char caller[] = "cucap_builder_enqueue";
-    struct cucap_hier *h;
-    CUcontext ctx, saved = NULL;
-    CUstream s;
-    CUresult rc;
-
-    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if (!fn)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: fn is NULL", caller);
-    if (b->state != CUCAP_BUILDER_CAPTURING || !b->h)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is not capturing (it is %s)", caller,
-                            cucap_i_state_names[b->state]);
-    /* fn may close b: nothing of b is read after it runs */
-    h = b->h;
-    ctx = b->ctx->ctx;
-    s = b->stream;
-    cucap_i_hier_ref(h);
-    if (!cucap_i_capture_lock(b)) {
-        rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's capture ended (its primary's end came "
-                          "first); the work was not enqueued", caller);
-    } else if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) == CUDA_SUCCESS) {
-        if ((rc = fn(s, user_data)) != CUDA_SUCCESS) {
-            cucap_i_hier_capture_failed(h, "the work of cucap_builder_enqueue", rc);
-            cucap_i_fail(err, rc, "%s: the work failed: %s: %s", caller, cucap_i_result_label(rc),
-                         cucap_i_result_description(rc));
-        }
-        rc = cucap_i_ctx_leave_for(ctx, saved, rc, caller, err);
-    }
-    cucap_i_hier_unlock(h);
-    cucap_i_hier_unref(h);
-    return rc;
-}
-
 CUresult cucap_builder_is_building(const cucap_builder *b, int *building, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_is_building";
@@ -821,65 +577,5 @@ CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned in
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail(err, rc, "%s: cuGraphDebugDotPrint could not write '%s': %s: %s", caller, path,
                             cucap_i_result_label(rc), cucap_i_result_description(rc));
-    return CUDA_SUCCESS;
-}
-
-/* ---------------------------------------------------------------- embed */
-
-static CUresult embed_locked(cucap_builder *parent, cucap_builder *child, const char *caller, cucap_error **err);
-
-CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_error **err)
-{
-    static const char caller[] = "cucap_builder_embed";
-    CUresult rc;
-
-    if ((rc = cucap_i_builder_check_ended(child, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = cucap_i_builder_check_open(parent, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if (parent->state != CUCAP_BUILDER_CAPTURING)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the parent graph is not being built (it is %s)",
-                            caller, cucap_i_state_names[parent->state]);
-    (void)cucap_i_capture_lock_pair(parent, child);
-    if (cucap_i_hier_is_capture_over(parent->h))
-        rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the parent graph is not being built (its capture "
-                          "ended)", caller);
-    else
-        rc = embed_locked(parent, child, caller, err);
-    cucap_i_capture_unlock_pair(parent, child);
-    return rc;
-}
-
-/* embed, under the locks of both captures */
-static CUresult embed_locked(cucap_builder *parent, cucap_builder *child, const char *caller, cucap_error **err)
-{
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUgraph capture_graph = NULL;
-    const CUgraphNode *deps = NULL;
-    size_t n = 0;
-    CUgraphNode node = NULL;
-    CUresult rc;
-
-    rc = cucap_i_drv.cuStreamGetCaptureInfo(parent->stream, &status, NULL, &capture_graph, &deps, NULL, &n);
-    if (rc != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCaptureInfo");
-    if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                            "%s: the parent graph is not being built (the driver reports its capture %s)", caller,
-                            status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? "invalidated" : "over");
-    rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, capture_graph, deps, n, cucap_i_hier_root(child->h));
-    if (rc != CUDA_SUCCESS)
-        return cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed: %s: %s%s", caller, cucap_i_result_label(rc),
-                            cucap_i_result_description(rc),
-                            rc == CUDA_ERROR_NOT_SUPPORTED
-                                ? " (a graph with allocation, free or conditional nodes cannot be embedded)" : "");
-    rc = cucap_i_drv.cuStreamUpdateCaptureDependencies(parent->stream, &node, NULL, 1,
-                                                        CU_STREAM_SET_CAPTURE_DEPENDENCIES);
-    if (rc != CUDA_SUCCESS) {
-        cucap_i_hier_capture_failed(parent->h, caller, rc);
-        return cucap_i_fail(err, rc, "%s: cuStreamUpdateCaptureDependencies failed: %s: %s; the child-graph node "
-                            "stays in the graph, with nothing captured after it depending on it", caller,
-                            cucap_i_result_label(rc), cucap_i_result_description(rc));
-    }
     return CUDA_SUCCESS;
 }

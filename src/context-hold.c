@@ -1,0 +1,194 @@
+/* Holds on the context a builder's stream lives in: a device's primary
+ * context (retained once and shared by every builder of it), or the
+ * context of a borrowed stream (the caller keeps that one alive). */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "builder-internal.h"
+#include "driver.h"
+#include "internal.h"
+
+/* The context a stream's work runs in.  For a stream of a green context
+ * that is the green context's own CUcontext (cuCtxFromGreenCtx): streams
+ * made with it current belong to the green context, so forks stay in the
+ * SM partition the user chose.  cuStreamGetCtx_v2 returns the device's
+ * primary context there and the green context beside it; the first
+ * variant returns the converted context itself. */
+static CUresult stream_context(CUstream s, CUcontext *ctx)
+{
+#if CUDA_VERSION >= 12050
+    if (cucap_i_drv.cuStreamGetCtx_v2) {   /* CUDA 12.5 drivers and newer */
+        CUgreenCtx green = NULL;
+        CUresult rc = cucap_i_drv.cuStreamGetCtx_v2(s, ctx, &green);
+        if (rc == CUDA_SUCCESS && green)
+            rc = cucap_i_drv.cuCtxFromGreenCtx ? cucap_i_drv.cuCtxFromGreenCtx(ctx, green) : CUDA_ERROR_NOT_SUPPORTED;
+        return rc;
+    }
+#endif
+    return cucap_i_drv.cuStreamGetCtx(s, ctx);
+}
+
+void cucap_i_ctx_hold_release(struct ctx_hold *c)
+{
+    CUresult rc;
+
+    if (!c || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (c->retained && (rc = cucap_i_drv.cuDevicePrimaryCtxRelease(c->dev)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "cucap_builder_destroy: cuDevicePrimaryCtxRelease failed while releasing device %d's "
+                     "primary context: %s: %s", (int)c->dev, cucap_i_result_label(rc), cucap_i_result_description(rc));
+    free(c);
+}
+
+/* Holds on primary contexts, shared by every builder of the context: the
+ * table keeps one reference, so the retain is made once per context, as
+ * the stream cache keeps its own retain (both until cucap_i_cache_drain). */
+#define SHARED_HOLDS 8
+static struct ctx_hold *shared_holds[SHARED_HOLDS];
+static pthread_mutex_t shared_holds_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The shared hold of ctx (or, ctx NULL, of dev's primary context) with a
+ * reference for the caller, or NULL. */
+static struct ctx_hold *shared_hold(CUcontext ctx, CUdevice dev)
+{
+    struct ctx_hold *found = NULL;
+    int i;
+
+    pthread_mutex_lock(&shared_holds_lock);
+    for (i = 0; i < SHARED_HOLDS && !found; i++)
+        if (shared_holds[i] && (ctx ? shared_holds[i]->ctx == ctx : shared_holds[i]->dev == dev)) {
+            found = shared_holds[i];
+            atomic_fetch_add_explicit(&found->refs, 1, memory_order_relaxed);
+        }
+    pthread_mutex_unlock(&shared_holds_lock);
+    return found;
+}
+
+/* Keep a new retained hold in the table (a reference of its own), when
+ * there is room and no other thread put one there first. */
+static void share_hold(struct ctx_hold *hold)
+{
+    int i, free_slot = -1, known = 0;
+
+    pthread_mutex_lock(&shared_holds_lock);
+    for (i = 0; i < SHARED_HOLDS; i++) {
+        if (!shared_holds[i] && free_slot < 0)
+            free_slot = i;
+        else if (shared_holds[i] && shared_holds[i]->ctx == hold->ctx)
+            known = 1;
+    }
+    if (!known && free_slot >= 0) {
+        atomic_fetch_add_explicit(&hold->refs, 1, memory_order_relaxed);
+        shared_holds[free_slot] = hold;
+    }
+    pthread_mutex_unlock(&shared_holds_lock);
+}
+
+void cucap_i_ctx_holds_drain(void)
+{
+    struct ctx_hold *held[SHARED_HOLDS];
+    int i;
+
+    pthread_mutex_lock(&shared_holds_lock);
+    for (i = 0; i < SHARED_HOLDS; i++) {
+        held[i] = shared_holds[i];
+        shared_holds[i] = NULL;
+    }
+    pthread_mutex_unlock(&shared_holds_lock);
+    for (i = 0; i < SHARED_HOLDS; i++)
+        cucap_i_ctx_hold_release(held[i]);
+}
+
+/* A hold on dev's primary context (checked, retained), with one reference
+ * for the caller to release. */
+CUresult cucap_i_ctx_hold_primary(CUdevice dev, struct ctx_hold **out, const char *caller, cucap_error **err)
+{
+    struct cucap_relaxed_scope scope;
+    struct ctx_hold *hold;
+    CUresult rc;
+
+    if ((*out = shared_hold(NULL, dev)) != NULL)
+        return CUDA_SUCCESS;
+    if ((rc = cucap_i_check_device(dev, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (!(hold = calloc(1, sizeof *hold)))
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    hold->dev = dev;
+    atomic_init(&hold->refs, 1);
+    /* retaining a context is not a stream operation; relaxed mode keeps
+     * any capture of this thread out of it all the same */
+    if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) != CUDA_SUCCESS) {
+        free(hold);
+        return rc;
+    }
+    rc = cucap_i_drv.cuDevicePrimaryCtxRetain(&hold->ctx, dev);
+    if (rc != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuDevicePrimaryCtxRetain");
+    hold->retained = rc == CUDA_SUCCESS;
+    rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
+    if (rc != CUDA_SUCCESS) {
+        cucap_i_ctx_hold_release(hold);
+        return rc;
+    }
+    share_hold(hold);
+    *out = hold;
+    return CUDA_SUCCESS;
+}
+
+#define CTX_GET_DEVICE(ctx, dev) context_device((ctx), (dev))
+
+/* The device of a context: cuCtxGetDevice_v2 (CUDA 13 drivers) reads any
+ * context; before it, cuCtxGetDevice reads the current one only. */
+/* before CUDA 13 cuCtxGetDevice reads the current context only */
+static CUresult context_device(CUcontext ctx, CUdevice *dev)
+{
+    CUcontext saved = NULL;
+    CUresult rc, left;
+
+#if CUDA_VERSION >= 13000
+    if (cucap_i_drv.cuCtxGetDevice_v2)
+        return cucap_i_drv.cuCtxGetDevice_v2(dev, ctx);
+#endif
+    if ((rc = cucap_i_ctx_enter(ctx, &saved)) != CUDA_SUCCESS)
+        return rc;
+    rc = cucap_i_drv.cuCtxGetDevice(dev);
+    left = cucap_i_ctx_leave(ctx, saved);
+    return rc != CUDA_SUCCESS ? rc : left;
+}
+
+CUresult cucap_i_ctx_hold_of_stream(CUstream s, struct ctx_hold **out, const char *caller, cucap_error **err)
+{
+    struct cucap_relaxed_scope scope;
+    struct ctx_hold *hold;
+    CUcontext ctx = NULL;
+    CUresult rc;
+
+    *out = NULL;
+    if ((rc = stream_context(s, &ctx)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCtx");
+    if (!(hold = shared_hold(ctx, 0))) {
+        if (!(hold = calloc(1, sizeof *hold)))
+            return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+        hold->ctx = ctx;
+        atomic_init(&hold->refs, 1);
+        /* a device's primary context is retained like cucap_builder_create's,
+         * which lets forks reuse cached streams; another context is the
+         * caller's to keep alive */
+        if (CTX_GET_DEVICE(hold->ctx, &hold->dev) == CUDA_SUCCESS &&
+            cucap_i_relaxed_enter(&scope, caller, NULL) == CUDA_SUCCESS) {
+            CUcontext primary = NULL;
+            CUresult retain = cucap_i_drv.cuDevicePrimaryCtxRetain(&primary, hold->dev);
+            if (cucap_i_relaxed_leave(&scope, retain, caller, NULL) == CUDA_SUCCESS && primary == hold->ctx)
+                hold->retained = 1;
+            else if (retain == CUDA_SUCCESS)
+                cucap_i_drv.cuDevicePrimaryCtxRelease(hold->dev);
+        }
+        if (hold->retained)
+            share_hold(hold);
+    }
+    *out = hold;
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,68 @@
+/* cucap_builder_embed: an ended builder's graph as a child-graph node of
+ * a capturing one. */
+#include "config.h"
+
+#include <stdint.h>
+
+#include "builder-internal.h"
+#include "driver.h"
+#include "hierarchy.h"
+#include "internal.h"
+
+static CUresult embed_locked(cucap_builder *parent, cucap_builder *child, const char *caller, cucap_error **err);
+
+CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_embed";
+    CUresult rc;
+
+    if ((rc = cucap_i_builder_check_ended(child, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_builder_check_open(parent, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (parent->state != CUCAP_BUILDER_CAPTURING)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the parent graph is not being built (it is %s)",
+                            caller, cucap_i_state_names[parent->state]);
+    (void)cucap_i_capture_lock_pair(parent, child);
+    if (cucap_i_hier_is_capture_over(parent->h))
+        rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the parent graph is not being built (its capture "
+                          "ended)", caller);
+    else
+        rc = embed_locked(parent, child, caller, err);
+    cucap_i_capture_unlock_pair(parent, child);
+    return rc;
+}
+
+/* embed, under the locks of both captures */
+static CUresult embed_locked(cucap_builder *parent, cucap_builder *child, const char *caller, cucap_error **err)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUgraph capture_graph = NULL;
+    const CUgraphNode *deps = NULL;
+    size_t n = 0;
+    CUgraphNode node = NULL;
+    CUresult rc;
+
+    rc = cucap_i_drv.cuStreamGetCaptureInfo(parent->stream, &status, NULL, &capture_graph, &deps, NULL, &n);
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCaptureInfo");
+    if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: the parent graph is not being built (the driver reports its capture %s)", caller,
+                            status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? "invalidated" : "over");
+    rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, capture_graph, deps, n, cucap_i_hier_root(child->h));
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed: %s: %s%s", caller, cucap_i_result_label(rc),
+                            cucap_i_result_description(rc),
+                            rc == CUDA_ERROR_NOT_SUPPORTED
+                                ? " (a graph with allocation, free or conditional nodes cannot be embedded)" : "");
+    rc = cucap_i_drv.cuStreamUpdateCaptureDependencies(parent->stream, &node, NULL, 1,
+                                                        CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+    if (rc != CUDA_SUCCESS) {
+        cucap_i_hier_capture_failed(parent->h, caller, rc);
+        return cucap_i_fail(err, rc, "%s: cuStreamUpdateCaptureDependencies failed: %s: %s; the child-graph node "
+                            "stays in the graph, with nothing captured after it depending on it", caller,
+                            cucap_i_result_label(rc), cucap_i_result_description(rc));
+    }
+    return CUDA_SUCCESS;
+}
