@@ -12,16 +12,8 @@
 #include <stdatomic.h>
 
 #include "cucapture.h"
+#include "context-hold.h"
 #include "hierarchy.h"
-
-/* The context a builder's stream lives in, shared with its forks; a
- * primary context the library retained is released with the last holder. */
-struct ctx_hold {
-    atomic_int refs;
-    CUcontext ctx;
-    CUdevice dev;
-    int retained;
-};
 
 struct cucap_builder {
     cucap_builder_kind kind;
@@ -51,7 +43,7 @@ struct cucap_builder {
 
 extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
 
-/* builder.c, context-hold.c */
+/* builder.c */
 cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                                    struct ctx_hold *ctx);
 /* The forks of one split allocated together: take builder i of the
@@ -63,12 +55,6 @@ cucap_builder *cucap_i_builder_slab_take(struct builder_slab *slab, size_t i, cu
                                          cucap_builder_state state, CUstream s, int owns, struct ctx_hold *ctx);
 void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken);
 void cucap_i_builder_free(cucap_builder *b);
-void cucap_i_ctx_hold_release(struct ctx_hold *c);
-/* Let go of the shared holds (with cucap_i_cache_drain). */
-void cucap_i_ctx_holds_drain(void);
-CUresult cucap_i_ctx_hold_primary(CUdevice dev, struct ctx_hold **out, const char *caller, cucap_error **err);
-/* A hold on the context s lives in, with one reference for the caller. */
-CUresult cucap_i_ctx_hold_of_stream(CUstream s, struct ctx_hold **out, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_no_graph(const char *caller, cucap_error **err);

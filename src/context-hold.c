@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "builder-internal.h"
+#include "context-hold.h"
 #include "driver.h"
 #include "internal.h"
 
@@ -102,32 +102,51 @@ void cucap_i_ctx_holds_drain(void)
         cucap_i_ctx_hold_release(held[i]);
 }
 
-/* A hold on dev's primary context (checked, retained), with one reference
- * for the caller to release. */
+/* A new hold of dev's primary context, retained: the caller is in
+ * relaxed thread mode (retaining a context is not a stream operation;
+ * relaxed mode keeps any capture of the thread out of it all the same). */
+static CUresult retain_primary(CUdevice dev, struct ctx_hold **out, const char *caller, cucap_error **err)
+{
+    struct ctx_hold *hold;
+    CUresult rc;
+
+    if (!(hold = calloc(1, sizeof *hold)))
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    hold->dev = dev;
+    atomic_init(&hold->refs, 1);
+    if ((rc = cucap_i_drv.cuDevicePrimaryCtxRetain(&hold->ctx, dev)) != CUDA_SUCCESS) {
+        free(hold);
+        return cucap_i_fail_driver(err, rc, caller, "cuDevicePrimaryCtxRetain");
+    }
+    hold->retained = 1;
+    *out = hold;
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_i_ctx_hold_primary_relaxed(CUdevice dev, struct ctx_hold **out, const char *caller, cucap_error **err)
+{
+    CUresult rc;
+
+    if ((*out = shared_hold(NULL, dev)) != NULL)
+        return CUDA_SUCCESS;
+    if ((rc = retain_primary(dev, out, caller, err)) == CUDA_SUCCESS)
+        share_hold(*out);
+    return rc;
+}
+
 CUresult cucap_i_ctx_hold_primary(CUdevice dev, struct ctx_hold **out, const char *caller, cucap_error **err)
 {
     struct cucap_relaxed_scope scope;
-    struct ctx_hold *hold;
+    struct ctx_hold *hold = NULL;
     CUresult rc;
 
     if ((*out = shared_hold(NULL, dev)) != NULL)
         return CUDA_SUCCESS;
     if ((rc = cucap_i_check_device(dev, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if (!(hold = calloc(1, sizeof *hold)))
-        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    hold->dev = dev;
-    atomic_init(&hold->refs, 1);
-    /* retaining a context is not a stream operation; relaxed mode keeps
-     * any capture of this thread out of it all the same */
-    if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) != CUDA_SUCCESS) {
-        free(hold);
+    if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) != CUDA_SUCCESS)
         return rc;
-    }
-    rc = cucap_i_drv.cuDevicePrimaryCtxRetain(&hold->ctx, dev);
-    if (rc != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuDevicePrimaryCtxRetain");
-    hold->retained = rc == CUDA_SUCCESS;
+    rc = retain_primary(dev, &hold, caller, err);
     rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
     if (rc != CUDA_SUCCESS) {
         cucap_i_ctx_hold_release(hold);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "context-hold.h"
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
@@ -21,7 +22,8 @@ struct cucap_pool {
     CUmemoryPool handle;
     CUdevice device;
     enum pool_kind kind;
-    int retains_context;             /* the device's primary context, held for the object's life */
+    int retains_context;             /* an owned pool: the device's primary context, retained for its life */
+    struct ctx_hold *hold;           /* the current pool's: the same, shared with the library's other holders */
     CUcontext ctx;                   /* that context, current for the calls that need one */
 };
 
@@ -81,24 +83,20 @@ static void pool_free_object(cucap_pool *p)
     free(p);
 }
 
-/* In the relaxed scope: retain the device's primary context, read the
- * release threshold and raise it from 0 to UINT64_MAX. */
+/* In the relaxed scope: hold the device's primary context (a retain the
+ * first time, shared afterwards), read the release threshold and raise it
+ * from 0 to UINT64_MAX. */
 static CUresult setup_current(cucap_pool *p, const char *caller, cucap_error **err)
 {
     struct cucap_relaxed_scope scope;
     cuuint64_t threshold = 0;
-    CUcontext ctx;
     CUresult rc;
 
     if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) != CUDA_SUCCESS)
         return rc;
-    rc = cucap_i_drv.cuDevicePrimaryCtxRetain(&ctx, p->device);
-    if (rc != CUDA_SUCCESS) {
-        cucap_i_fail_driver(err, rc, caller, "cuDevicePrimaryCtxRetain");
+    if ((rc = cucap_i_ctx_hold_primary_relaxed(p->device, &p->hold, caller, err)) != CUDA_SUCCESS)
         goto leave;
-    }
-    p->retains_context = 1;
-    p->ctx = ctx;
+    p->ctx = p->hold->ctx;
     rc = cucap_i_drv.cuMemPoolGetAttribute(p->handle, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
     if (rc != CUDA_SUCCESS) {
         cucap_i_fail_driver(err, rc, caller, "cuMemPoolGetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)");
@@ -108,14 +106,26 @@ static CUresult setup_current(cucap_pool *p, const char *caller, cucap_error **e
         if (rc != CUDA_SUCCESS)
             cucap_i_fail_driver(err, rc, caller, "cuMemPoolSetAttribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)");
     }
-    if (rc != CUDA_SUCCESS) {
-        CUresult undo = cucap_i_drv.cuDevicePrimaryCtxRelease(p->device);
-        if (undo != CUDA_SUCCESS)
-            cucap_i_note_failure(err, "cuDevicePrimaryCtxRelease", "releasing the context just retained", undo);
-        p->retains_context = 0;
-    }
 leave:
     return cucap_i_relaxed_leave(&scope, rc, caller, err);
+}
+
+/* Let go of a current pool's hold; should it be the context's last (the
+ * library's table of shared holds was full or drained), the release runs
+ * in relaxed mode. */
+static void release_hold(struct ctx_hold *hold, const char *caller)
+{
+    struct cucap_relaxed_scope scope;
+
+    if (!hold)
+        return;
+    if (atomic_load_explicit(&hold->refs, memory_order_acquire) > 1 ||
+        cucap_i_relaxed_enter(&scope, caller, NULL) != CUDA_SUCCESS) {
+        cucap_i_ctx_hold_release(hold);
+        return;
+    }
+    cucap_i_ctx_hold_release(hold);
+    cucap_i_relaxed_leave(&scope, CUDA_SUCCESS, caller, NULL);
 }
 
 static CUresult open_current(CUdevice dev, enum pool_kind kind, const char *caller, cucap_pool **out,
@@ -133,8 +143,7 @@ static CUresult open_current(CUdevice dev, enum pool_kind kind, const char *call
     if (!(p = pool_new(handle, dev, kind)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     if ((rc = setup_current(p, caller, err)) != CUDA_SUCCESS) {
-        if (p->retains_context)   /* only a failed restore leaves it held */
-            cucap_i_drv.cuDevicePrimaryCtxRelease(dev);
+        release_hold(p->hold, caller);
         pool_free_object(p);
         return rc;
     }
@@ -336,6 +345,11 @@ CUresult cucap_pool_close(cucap_pool *p, cucap_error **err)
 
     if (!p || p->kind == POOL_DEVICE)
         return CUDA_SUCCESS;
+    if (p->kind == POOL_DEFAULT) {   /* nothing to destroy; the hold is shared */
+        release_hold(p->hold, caller);
+        pool_free_object(p);
+        return CUDA_SUCCESS;
+    }
     /* the object goes whatever happens: when the thread cannot be switched
      * to relaxed mode, the pool is destroyed in the thread's own mode,
      * which a running capture may refuse */

@@ -634,8 +634,10 @@ FAULT_BACKEND_TEST(pool, failed_first_touch_caches_nothing)
 
 /* Every driver call of cucap_pool_open_default fails once, in turn: each
  * time the call fails cleanly, creates nothing and leaves the thread's
- * mode as it was (unless the failed call was the restore itself). */
-FAULT_BACKEND_TEST(pool, every_driver_call_of_open_default_fails_in_turn)
+ * mode as it was (unless the failed call was the restore itself).  Twice:
+ * the device's first open (which retains its primary context), and an
+ * open that shares the retain of an earlier one. */
+static void open_default_fails_in_turn(int first_open)
 {
     cucap_pool *p = NULL;
     long total, i;
@@ -643,15 +645,20 @@ FAULT_BACKEND_TEST(pool, every_driver_call_of_open_default_fails_in_turn)
     cr_assert_eq(set_rules(""), 0);
     cr_assert_eq(cucap_pool_open_default(0, &p, NULL), CUDA_SUCCESS);
     cucap_pool_close(p, NULL);
+    if (first_open)
+        cucap_i_cache_drain();
     cr_assert_eq(set_rules(""), 0);
     cr_assert_eq(cucap_pool_open_default(0, &p, NULL), CUDA_SUCCESS);
     total = calls("*");
     cucap_pool_close(p, NULL);
-    cr_assert_geq(total, 5, "open_default made %ld driver calls", total);
+    cr_assert_geq(total, first_open ? 5 : 4, "open_default made %ld driver calls", total);
+    cr_assert_eq(calls("cuDevicePrimaryCtxRetain"), first_open, "the retain is made once per device");
     for (i = 1; i <= total; i++) {
         char rule[64];
         cucap_error *err = NULL;
         CUresult rc;
+        if (first_open)
+            cucap_i_cache_drain();
         snprintf(rule, sizeof rule, "*:%ld:CUDA_ERROR_LAUNCH_TIMEOUT", i);
         cr_assert_eq(set_rules(rule), 0);
         p = NULL;
@@ -664,6 +671,16 @@ FAULT_BACKEND_TEST(pool, every_driver_call_of_open_default_fails_in_turn)
         if (thread_mode() != CU_STREAM_CAPTURE_MODE_GLOBAL)
             set_thread_mode(CU_STREAM_CAPTURE_MODE_GLOBAL);   /* the restore was the failed call */
     }
+}
+
+FAULT_BACKEND_TEST(pool, every_driver_call_of_open_default_fails_in_turn)
+{
+    open_default_fails_in_turn(1);
+}
+
+FAULT_BACKEND_TEST(pool, every_driver_call_of_a_later_open_default_fails_in_turn)
+{
+    open_default_fails_in_turn(0);
 }
 
 /* The device checks (it exists, it has memory pools) reach the driver until

@@ -54,7 +54,9 @@ typedef struct cucap_pool_options {
  * alone.  When the pool's release threshold is 0 (the driver's default:
  * memory goes back to the system at every synchronisation), it is raised
  * to UINT64_MAX; a non-zero threshold, someone's choice, is left alone.
- * The object retains the device's primary context until it is closed.
+ * The object retains the device's primary context until it is closed
+ * (one retain per device, shared with the library's other objects: it may
+ * outlive the object).
  *
  * \param       dev     A device ordinal.
  * \param       out     Receives the new object.

@@ -1,0 +1,32 @@
+/* Holds on the context a builder's stream or a pool lives in: a device's
+ * primary context is retained once and shared by every holder of it (until
+ * cucap_i_cache_drain); another context is the caller's to keep alive.
+ * Internal. */
+#ifndef CUCAPTURE_CONTEXT_HOLD_H
+#define CUCAPTURE_CONTEXT_HOLD_H
+
+#include <stdatomic.h>
+
+#include "cucapture.h"
+
+struct ctx_hold {
+    atomic_int refs;
+    CUcontext ctx;
+    CUdevice dev;
+    int retained;                    /* the library retained ctx, dev's primary context */
+};
+
+void cucap_i_ctx_hold_release(struct ctx_hold *c);
+/* Let go of the shared holds (with cucap_i_cache_drain). */
+void cucap_i_ctx_holds_drain(void);
+/* A hold on dev's primary context (checked, retained in relaxed thread
+ * mode), with one reference for the caller. */
+CUresult cucap_i_ctx_hold_primary(CUdevice dev, struct ctx_hold **out, const char *caller, cucap_error **err);
+/* The same for a caller already in relaxed thread mode, for a device known to exist:
+ * the shared hold when there is one, without a driver call, else a
+ * retain. */
+CUresult cucap_i_ctx_hold_primary_relaxed(CUdevice dev, struct ctx_hold **out, const char *caller, cucap_error **err);
+/* A hold on the context s lives in, with one reference for the caller. */
+CUresult cucap_i_ctx_hold_of_stream(CUstream s, struct ctx_hold **out, const char *caller, cucap_error **err);
+
+#endif
