@@ -12,7 +12,7 @@
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
-#include "ptr-set.h"
+#include "live-pointers.h"
 
 #define CUCAP_MAX_DEVICES 64
 
@@ -25,13 +25,8 @@ struct cucap_pool {
     int retains_context;             /* an owned pool: the device's primary context, retained for its life */
     struct ctx_hold *hold;           /* the current pool's: the same, shared with the library's other holders */
     CUcontext ctx;                   /* that context, current for the calls that need one */
+    atomic_size_t recorded;          /* live pointers recorded for it, or more (none: nothing to forget) */
 };
-
-/* The live allocations of every pool, by address: an address belongs to
- * the pool that the driver last handed it to, so no pool can free an
- * address that another pool now holds. */
-static struct cucap_ptr_set live_pointers;
-static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static _Atomic(cucap_pool *) device_pools[CUCAP_MAX_DEVICES];
 static pthread_mutex_t device_pools_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -77,9 +72,8 @@ static cucap_pool *pool_new(CUmemoryPool handle, CUdevice dev, enum pool_kind ki
 
 static void pool_free_object(cucap_pool *p)
 {
-    pthread_mutex_lock(&live_lock);
-    cucap_i_ptr_set_remove_owner(&live_pointers, p);
-    pthread_mutex_unlock(&live_lock);
+    if (atomic_load_explicit(&p->recorded, memory_order_acquire))
+        cucap_i_live_forget_owner(p);
     free(p);
 }
 
@@ -295,9 +289,9 @@ CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *o
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a size of 0 bytes was requested", caller);
     if ((rc = stream_ordered(p, 1, size, s, &ptr, caller, err)) != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&live_lock);
-    added = cucap_i_ptr_set_add(&live_pointers, ptr, p);
-    pthread_mutex_unlock(&live_lock);
+    added = cucap_i_live_add(ptr, p);
+    if (added == 0)
+        atomic_fetch_add_explicit(&p->recorded, 1, memory_order_release);
     if (added != 0) {
         rc = stream_ordered(p, 0, 0, s, &ptr, caller, NULL);
         cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory while recording the allocation", caller);
@@ -316,9 +310,9 @@ CUresult cucap_pool_free(cucap_pool *p, CUdeviceptr ptr, CUstream s, cucap_error
 
     if (!p)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the pool is NULL", caller);
-    pthread_mutex_lock(&live_lock);
-    known = cucap_i_ptr_set_remove(&live_pointers, ptr, p);
-    pthread_mutex_unlock(&live_lock);
+    known = cucap_i_live_remove(ptr, p);
+    if (known == 1)
+        atomic_fetch_sub_explicit(&p->recorded, 1, memory_order_relaxed);
     if (known < 0)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
                             "%s: %#llx belongs to another pool now (the driver handed the address to it after "
@@ -375,10 +369,5 @@ CUresult cucap_pool_close(cucap_pool *p, cucap_error **err)
 
 size_t cucap_i_pool_tracked_bytes(void)
 {
-    size_t bytes;
-
-    pthread_mutex_lock(&live_lock);
-    bytes = cucap_i_ptr_set_footprint(&live_pointers);
-    pthread_mutex_unlock(&live_lock);
-    return bytes;
+    return cucap_i_live_footprint();
 }

@@ -1,15 +1,17 @@
 /* The pointer map, with linear probing.  Its memory follows the live
  * pointers: it grows at half full, shrinks at an eighth, and removed
- * entries are swept out before they crowd the table. */
+ * entries are swept out before they crowd the table; the smallest table
+ * lives in the map itself, so a map of a few pointers never allocates. */
 #include "config.h"
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ptr-set.h"
 
 #define REMOVED ((CUdeviceptr)1)
-#define MIN_CAPACITY 64
+#define MIN_CAPACITY CUCAP_PTR_SET_SMALL
 
 static size_t slot_of(CUdeviceptr p, size_t capacity)
 {
@@ -19,10 +21,11 @@ static size_t slot_of(CUdeviceptr p, size_t capacity)
 
 static int resize(struct cucap_ptr_set *set, size_t capacity)
 {
-    struct cucap_ptr_slot *slots = calloc(capacity, sizeof *slots);
+    struct cucap_ptr_slot small[MIN_CAPACITY] = { { 0, NULL } };
+    struct cucap_ptr_slot *slots = small;
     size_t i;
 
-    if (!slots)
+    if (capacity > MIN_CAPACITY && !(slots = calloc(capacity, sizeof *slots)))
         return -1;
     for (i = 0; i < set->capacity; i++) {
         CUdeviceptr p = set->slots[i].ptr;
@@ -33,7 +36,12 @@ static int resize(struct cucap_ptr_set *set, size_t capacity)
             ;
         slots[j] = set->slots[i];
     }
-    free(set->slots);
+    if (set->slots != set->small)
+        free(set->slots);
+    if (slots == small) {
+        memcpy(set->small, small, sizeof small);
+        slots = set->small;
+    }
     set->slots = slots;
     set->capacity = capacity;
     set->used = set->count;
@@ -56,7 +64,7 @@ static struct cucap_ptr_slot *find(const struct cucap_ptr_set *set, CUdeviceptr 
  * larger, still correct). */
 static void after_removal(struct cucap_ptr_set *set)
 {
-    if (set->count == 0)
+    if (set->count == 0 && set->slots != set->small)
         cucap_i_ptr_set_clear(set);
     else if (set->capacity > MIN_CAPACITY && set->count * 8 < set->capacity)
         (void)resize(set, set->capacity / 2);
@@ -89,6 +97,27 @@ int cucap_i_ptr_set_add(struct cucap_ptr_set *set, CUdeviceptr p, const void *ow
     return 0;
 }
 
+/* Empty a slot: a removed mark only where a probe may have to pass it,
+ * that is when the next slot is taken; marks that then end a run are
+ * emptied too. */
+static void forget(struct cucap_ptr_set *set, struct cucap_ptr_slot *slot)
+{
+    size_t mask = set->capacity - 1, i = (size_t)(slot - set->slots);
+
+    slot->owner = NULL;
+    set->count--;
+    if (set->slots[(i + 1) & mask].ptr) {
+        slot->ptr = REMOVED;
+        return;
+    }
+    slot->ptr = 0;
+    set->used--;
+    for (i = (i - 1) & mask; set->slots[i].ptr == REMOVED; i = (i - 1) & mask) {
+        set->slots[i].ptr = 0;
+        set->used--;
+    }
+}
+
 int cucap_i_ptr_set_remove(struct cucap_ptr_set *set, CUdeviceptr p, const void *owner)
 {
     struct cucap_ptr_slot *slot = find(set, p);
@@ -97,9 +126,7 @@ int cucap_i_ptr_set_remove(struct cucap_ptr_set *set, CUdeviceptr p, const void 
         return 0;
     if (slot->owner != owner)
         return -1;
-    slot->ptr = REMOVED;
-    slot->owner = NULL;
-    set->count--;
+    forget(set, slot);
     after_removal(set);
     return 1;
 }
@@ -125,12 +152,13 @@ size_t cucap_i_ptr_set_count(const struct cucap_ptr_set *set)
 
 size_t cucap_i_ptr_set_footprint(const struct cucap_ptr_set *set)
 {
-    return set->capacity * sizeof *set->slots;
+    return set->slots && set->slots != set->small ? set->capacity * sizeof *set->slots : 0;
 }
 
 void cucap_i_ptr_set_clear(struct cucap_ptr_set *set)
 {
-    free(set->slots);
+    if (set->slots != set->small)
+        free(set->slots);
     set->slots = NULL;
     set->capacity = set->count = set->used = 0;
 }

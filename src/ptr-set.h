@@ -12,9 +12,12 @@ struct cucap_ptr_slot {
     const void *owner;
 };
 
+#define CUCAP_PTR_SET_SMALL 16
+
 struct cucap_ptr_set {
-    struct cucap_ptr_slot *slots;    /* open addressing */
+    struct cucap_ptr_slot *slots;    /* open addressing: small, or on the heap when larger */
     size_t capacity, count, used;
+    struct cucap_ptr_slot small[CUCAP_PTR_SET_SMALL];
 };
 
 /* Record p as owner's; an earlier owner of the same address loses it (the
@@ -27,7 +30,7 @@ int cucap_i_ptr_set_remove(struct cucap_ptr_set *set, CUdeviceptr p, const void 
 /* Forget every pointer of owner. */
 void cucap_i_ptr_set_remove_owner(struct cucap_ptr_set *set, const void *owner);
 size_t cucap_i_ptr_set_count(const struct cucap_ptr_set *set);
-size_t cucap_i_ptr_set_footprint(const struct cucap_ptr_set *set);   /* bytes held */
+size_t cucap_i_ptr_set_footprint(const struct cucap_ptr_set *set);   /* heap bytes held */
 void cucap_i_ptr_set_clear(struct cucap_ptr_set *set);
 
 #endif
