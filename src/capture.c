@@ -343,6 +343,9 @@ void cucap_i_capture_unregister_locked(struct cucap_registration *r)
 
 void cucap_i_capture_unregister(struct cucap_registration *r)
 {
+    /* only the thread using r's builder links or unlinks r */
+    if (!r->linked)
+        return;
     pthread_mutex_lock(&registry_lock);
     cucap_i_capture_unregister_locked(r);
     pthread_mutex_unlock(&registry_lock);
