@@ -47,7 +47,8 @@ extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
 cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                                    struct ctx_hold *ctx);
 /* The forks of one split allocated together: take builder i of the
- * slab; done returns the ones not taken.  Every builder, of a slab or
+ * slab (its reference to ctx is the caller's to add, for all at once);
+ * done returns the ones not taken.  Every builder, of a slab or
  * not, is freed on its own by cucap_i_builder_free (a slab with its last
  * builder). */
 struct builder_slab *cucap_i_builder_slab_new(size_t count);
@@ -55,6 +56,8 @@ cucap_builder *cucap_i_builder_slab_take(struct builder_slab *slab, size_t i, cu
                                          cucap_builder_state state, CUstream s, int owns, struct ctx_hold *ctx);
 void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken);
 void cucap_i_builder_free(cucap_builder *b);
+/* Free the slabs kept for later splits (with cucap_i_cache_drain). */
+void cucap_i_builder_slabs_drain(void);
 CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_no_graph(const char *caller, cucap_error **err);
@@ -98,7 +101,14 @@ CUresult cucap_i_take_stream(struct ctx_hold *c, CUstream *s, const char *caller
 /* n at once (a split's): none handed out on failure */
 CUresult cucap_i_take_streams(struct ctx_hold *c, size_t n, CUstream *out, const char *caller);
 void cucap_i_give_stream(struct ctx_hold *c, CUstream s, const char *caller);
+/* n streams and one event of c, in one step for the cache: a split's;
+ * on failure nothing is handed out and *failed names the call. */
+CUresult cucap_i_take_streams_and_event(struct ctx_hold *c, size_t n, CUstream *out, CUevent *e,
+                                        const char **failed, const char *caller);
 CUresult cucap_i_take_event(struct ctx_hold *c, CUevent *e, const char *caller);
 void cucap_i_give_event(struct ctx_hold *c, struct cucap_hier *h, CUevent e);
+/* The same, with room made in h for `more` deferred streams (a split's
+ * forks) in the same step. */
+void cucap_i_give_event_reserving(struct ctx_hold *c, struct cucap_hier *h, CUevent e, size_t more);
 
 #endif

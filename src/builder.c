@@ -27,7 +27,6 @@ static void builder_init(cucap_builder *b, cucap_builder_kind kind, cucap_builde
     b->stream = s;
     b->owns_stream = owns;
     b->ctx = ctx;
-    atomic_fetch_add_explicit(&ctx->refs, 1, memory_order_relaxed);
 }
 
 cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
@@ -35,24 +34,85 @@ cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state 
 {
     cucap_builder *b = calloc(1, sizeof *b);
 
-    if (b)
+    if (b) {
         builder_init(b, kind, state, s, owns, ctx);
+        cucap_i_ctx_hold_ref_by(ctx, 1);
+    }
     return b;
 }
 
 struct builder_slab {
     atomic_size_t live;              /* builders not yet freed */
-    size_t count;
+    size_t count;                    /* builders handed out */
+    size_t capacity;                 /* builders it has room for */
     cucap_builder builders[];
 };
 
-struct builder_slab *cucap_i_builder_slab_new(size_t count)
+/* Slabs whose builders were all freed, kept for the next splits: a split
+ * of many forks would otherwise allocate and clear a large block each
+ * time.  Taking or giving one is an exchange on a slot: no lock. */
+#define SPARE_SLABS 4
+#define SPARE_SLAB_MAX 256           /* builders; larger slabs go back to the heap */
+static _Atomic(struct builder_slab *) spare_slabs[SPARE_SLABS];
+
+static struct builder_slab *take_spare_slab(size_t count)
 {
     struct builder_slab *slab;
+    int i;
 
-    if (count > (SIZE_MAX - sizeof *slab) / sizeof slab->builders[0] ||
-        !(slab = calloc(1, sizeof *slab + count * sizeof slab->builders[0])))
-        return NULL;
+    for (i = 0; i < SPARE_SLABS; i++) {
+        if (!atomic_load_explicit(&spare_slabs[i], memory_order_relaxed) ||
+            !(slab = atomic_exchange_explicit(&spare_slabs[i], NULL, memory_order_acquire)))
+            continue;
+        if (slab->capacity >= count)
+            return slab;
+        {   /* too small for this split: back where it was, if still free */
+            struct builder_slab *empty = NULL;
+            if (!atomic_compare_exchange_strong_explicit(&spare_slabs[i], &empty, slab, memory_order_release,
+                                                         memory_order_relaxed))
+                free(slab);
+        }
+    }
+    return NULL;
+}
+
+static void give_spare_slab(struct builder_slab *slab)
+{
+    int i;
+
+    if (slab->capacity <= SPARE_SLAB_MAX)
+        for (i = 0; i < SPARE_SLABS; i++) {
+            struct builder_slab *empty = NULL;
+            if (atomic_compare_exchange_strong_explicit(&spare_slabs[i], &empty, slab, memory_order_release,
+                                                        memory_order_relaxed))
+                return;
+        }
+    free(slab);
+}
+
+void cucap_i_builder_slabs_drain(void)
+{
+    int i;
+
+    for (i = 0; i < SPARE_SLABS; i++)
+        free(atomic_exchange_explicit(&spare_slabs[i], NULL, memory_order_acquire));
+}
+
+struct builder_slab *cucap_i_builder_slab_new(size_t count)
+{
+    struct builder_slab *slab = take_spare_slab(count);
+    size_t capacity = 4;
+
+    if (slab) {
+        memset(slab->builders, 0, count * sizeof slab->builders[0]);
+    } else {
+        while (capacity < count && capacity <= SIZE_MAX / 2)
+            capacity *= 2;
+        if (capacity < count || capacity > (SIZE_MAX - sizeof *slab) / sizeof slab->builders[0] ||
+            !(slab = calloc(1, sizeof *slab + capacity * sizeof slab->builders[0])))
+            return NULL;
+        slab->capacity = capacity;
+    }
     atomic_init(&slab->live, count);
     slab->count = count;
     return slab;
@@ -73,7 +133,7 @@ void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken)
     size_t unused = slab->count - taken;
 
     if (unused && atomic_fetch_sub_explicit(&slab->live, unused, memory_order_acq_rel) == unused)
-        free(slab);
+        give_spare_slab(slab);
 }
 
 void cucap_i_builder_free(cucap_builder *b)
@@ -83,7 +143,7 @@ void cucap_i_builder_free(cucap_builder *b)
     if (!slab)
         free(b);
     else if (atomic_fetch_sub_explicit(&slab->live, 1, memory_order_acq_rel) == 1)
-        free(slab);
+        give_spare_slab(slab);
 }
 
 CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err)
@@ -397,15 +457,25 @@ int cucap_i_release_joined(cucap_builder *const *builders, size_t count, cucap_b
         free(items);
     if (!deferred)
         return 0;   /* out of memory: each is released on its own */
-    for (i = 0; i < count; i++) {
-        cucap_builder *f = builders[i];
-        if (f == root)
-            continue;
-        cucap_i_ctx_hold_release(f->ctx);
-        f->h = NULL;
-        f->ctx = NULL;
-        f->stream = NULL;
-        f->state = CUCAP_BUILDER_CLOSED;
+    {   /* the forks' context references, released by runs of one context */
+        struct ctx_hold *run = NULL;
+        size_t run_length = 0;
+        for (i = 0; i < count; i++) {
+            cucap_builder *f = builders[i];
+            if (f == root)
+                continue;
+            if (f->ctx != run) {
+                cucap_i_ctx_hold_release_by(run, run_length);
+                run = f->ctx;
+                run_length = 0;
+            }
+            run_length++;
+            f->h = NULL;
+            f->ctx = NULL;
+            f->stream = NULL;
+            f->state = CUCAP_BUILDER_CLOSED;
+        }
+        cucap_i_ctx_hold_release_by(run, run_length);
     }
     cucap_i_hier_unref_by(h, n);
     return 1;

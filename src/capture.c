@@ -6,6 +6,7 @@
 
 #include <limits.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,22 +33,30 @@ static void give_item(const struct cucap_cache_item *d, const char *caller)
         cucap_i_cache_give_stream(d->ctx, d->dev, (CUstream)d->handle, caller);
 }
 
-static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle, int is_event)
+/* Defer one item, with room made for `more` after it (a split's forks'
+ * streams, deferred by their join) in the same step. */
+static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle, int is_event, size_t more)
 {
     struct cucap_cache_item item = { ctx, dev, handle, is_event };
     int over;
 
     pthread_mutex_lock(&h->lock);
     over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
-    if (!over && h->deferred_count == h->deferred_cap) {
+    if (!over && h->deferred_count + 1 + more > h->deferred_cap) {
         size_t cap = h->deferred_cap ? h->deferred_cap * 2 : 8;
-        struct cucap_cache_item *grown = realloc(h->deferred, cap * sizeof *grown);
-        if (!grown) {
+        struct cucap_cache_item *grown;
+        if (cap < h->deferred_count + 1 + more)
+            cap = h->deferred_count + 1 + more;
+        if (!(grown = realloc(h->deferred, cap * sizeof *grown)) && more)
+            grown = realloc(h->deferred, (cap = h->deferred_count + 1) * sizeof *grown);   /* the room is best effort */
+        if (!grown && h->deferred_count == h->deferred_cap) {
             pthread_mutex_unlock(&h->lock);
             return -1;
         }
-        h->deferred = grown;
-        h->deferred_cap = cap;
+        if (grown) {
+            h->deferred = grown;
+            h->deferred_cap = cap;
+        }
     }
     if (!over)
         h->deferred[h->deferred_count++] = item;
@@ -55,21 +64,6 @@ static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle
     if (over)   /* the capture is over already */
         give_item(&item, "cucap_builder_destroy");
     return 0;
-}
-
-void cucap_i_hier_reserve_deferred(struct cucap_hier *h, size_t more)
-{
-    struct cucap_cache_item *grown;
-    size_t want;
-
-    pthread_mutex_lock(&h->lock);
-    want = h->deferred_count + more;
-    if (!atomic_load_explicit(&h->capture_over, memory_order_relaxed) && want > h->deferred_cap &&
-        (grown = realloc(h->deferred, want * sizeof *grown)) != NULL) {
-        h->deferred = grown;
-        h->deferred_cap = want;
-    }
-    pthread_mutex_unlock(&h->lock);
 }
 
 int cucap_i_hier_defer_items(struct cucap_hier *h, const struct cucap_cache_item *items, size_t n)
@@ -99,12 +93,12 @@ int cucap_i_hier_defer_items(struct cucap_hier *h, const struct cucap_cache_item
 
 int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s)
 {
-    return defer(h, ctx, dev, s, 0);
+    return defer(h, ctx, dev, s, 0, 0);
 }
 
-int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e)
+int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e, size_t more)
 {
-    return defer(h, ctx, dev, e, 1);
+    return defer(h, ctx, dev, e, 1, more);
 }
 
 void cucap_i_hier_capture_over(struct cucap_hier *h)
@@ -219,6 +213,7 @@ int cucap_i_is_capture_error(CUresult code)
 static struct cucap_registration *registrations;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_size_t registered;     /* linked entries: none, no lookup */
+static ptrdiff_t registered_change;  /* under registry_lock: not yet in `registered` */
 
 /* Under registry_lock: "the origin 0x... and 2 forks (0x..., 0x...)" for
  * the streams of h's capture that are still registered. */
@@ -304,6 +299,11 @@ void cucap_i_capture_registry_lock(void)
 
 void cucap_i_capture_registry_unlock(void)
 {
+    if (registered_change > 0)
+        atomic_fetch_add_explicit(&registered, (size_t)registered_change, memory_order_relaxed);
+    else if (registered_change < 0)
+        atomic_fetch_sub_explicit(&registered, (size_t)-registered_change, memory_order_relaxed);
+    registered_change = 0;
     pthread_mutex_unlock(&registry_lock);
 }
 
@@ -317,14 +317,14 @@ void cucap_i_capture_register_locked(struct cucap_registration *r, CUstream s, s
         registrations->prev = r;
     registrations = r;
     r->linked = 1;
-    atomic_fetch_add_explicit(&registered, 1, memory_order_relaxed);
+    registered_change++;
 }
 
 void cucap_i_capture_register(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
 {
     pthread_mutex_lock(&registry_lock);
     cucap_i_capture_register_locked(r, s, h);
-    pthread_mutex_unlock(&registry_lock);
+    cucap_i_capture_registry_unlock();
 }
 
 void cucap_i_capture_unregister_locked(struct cucap_registration *r)
@@ -337,7 +337,7 @@ void cucap_i_capture_unregister_locked(struct cucap_registration *r)
         if (r->next)
             r->next->prev = r->prev;
         r->linked = 0;
-        atomic_fetch_sub_explicit(&registered, 1, memory_order_relaxed);
+        registered_change--;
     }
 }
 
@@ -348,7 +348,7 @@ void cucap_i_capture_unregister(struct cucap_registration *r)
         return;
     pthread_mutex_lock(&registry_lock);
     cucap_i_capture_unregister_locked(r);
-    pthread_mutex_unlock(&registry_lock);
+    cucap_i_capture_registry_unlock();
 }
 
 void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code)

@@ -33,9 +33,19 @@ static CUresult stream_context(CUstream s, CUcontext *ctx)
 
 void cucap_i_ctx_hold_release(struct ctx_hold *c)
 {
+    cucap_i_ctx_hold_release_by(c, 1);
+}
+
+void cucap_i_ctx_hold_ref_by(struct ctx_hold *c, size_t n)
+{
+    atomic_fetch_add_explicit(&c->refs, (int)n, memory_order_relaxed);
+}
+
+void cucap_i_ctx_hold_release_by(struct ctx_hold *c, size_t n)
+{
     CUresult rc;
 
-    if (!c || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
+    if (!c || n == 0 || atomic_fetch_sub_explicit(&c->refs, (int)n, memory_order_acq_rel) != (int)n)
         return;
     if (c->retained && (rc = cucap_i_drv.cuDevicePrimaryCtxRelease(c->dev)) != CUDA_SUCCESS)
         cucap_i_warn(rc, "cucap_builder_destroy: cuDevicePrimaryCtxRelease failed while releasing device %d's "

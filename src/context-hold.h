@@ -6,6 +6,7 @@
 #define CUCAPTURE_CONTEXT_HOLD_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 
 #include "cucapture.h"
 
@@ -17,6 +18,9 @@ struct ctx_hold {
 };
 
 void cucap_i_ctx_hold_release(struct ctx_hold *c);
+/* n references at once (a split's or a join's forks) */
+void cucap_i_ctx_hold_ref_by(struct ctx_hold *c, size_t n);
+void cucap_i_ctx_hold_release_by(struct ctx_hold *c, size_t n);
 /* Let go of the shared holds (with cucap_i_cache_drain). */
 void cucap_i_ctx_holds_drain(void);
 /* A hold on dev's primary context (checked, retained in relaxed thread

@@ -19,11 +19,12 @@
 /* Guards every builder's list of open forks and their links back. */
 static pthread_mutex_t fork_links_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Make room for count more forks in b's list; -1 when out of memory. */
-static int fork_links_reserve(cucap_builder *b, size_t count)
+/* count new forks into b's list, in one locked step; -1, adding none,
+ * when out of memory. */
+static int fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count)
 {
     cucap_builder **grown;
-    size_t cap;
+    size_t cap, i;
     int rc = 0;
 
     pthread_mutex_lock(&fork_links_lock);
@@ -38,21 +39,13 @@ static int fork_links_reserve(cucap_builder *b, size_t count)
             rc = -1;
         }
     }
-    pthread_mutex_unlock(&fork_links_lock);
-    return rc;
-}
-
-static void fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count)
-{
-    size_t i;
-
-    pthread_mutex_lock(&fork_links_lock);
-    for (i = 0; i < count; i++) {
+    for (i = 0; rc == 0 && i < count; i++) {
         forks[i]->split_parent = b;
         forks[i]->split_index = b->fork_count;
         b->forks[b->fork_count++] = forks[i];
     }
     pthread_mutex_unlock(&fork_links_lock);
+    return rc;
 }
 
 /* Under fork_links_lock: b out of its parent's list (in O(1): the last
@@ -202,7 +195,7 @@ static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cu
                             cucap_i_state_names[state], b->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
     for (i = 0; i < count - 1; i++)
         forks[i] = NULL;
-    if ((count - 1 > 64 && !(streams = malloc((count - 1) * sizeof *streams))) || fork_links_reserve(b, count - 1) != 0 ||
+    if ((count - 1 > 64 && !(streams = malloc((count - 1) * sizeof *streams))) ||
         !(slab = cucap_i_builder_slab_new(count - 1)))
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     else
@@ -210,6 +203,28 @@ static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cu
     if (streams != streams_local)
         free(streams);
     return rc;
+}
+
+/* The split's event and the forks' streams from the cache, in one step
+ * when they are of one context. */
+static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t n, CUstream *streams, CUevent *ev,
+                                   const char *caller, cucap_error **err)
+{
+    const char *failed = "cuEventCreate";
+    CUresult rc;
+
+    if (on == b->ctx) {
+        if ((rc = cucap_i_take_streams_and_event(on, n, streams, ev, &failed, caller)) != CUDA_SUCCESS)
+            return cucap_i_fail_driver(err, rc, caller, failed);
+        return CUDA_SUCCESS;
+    }
+    if ((rc = cucap_i_take_event(b->ctx, ev, caller)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
+    if ((rc = cucap_i_take_streams(on, n, streams, caller)) != CUDA_SUCCESS) {
+        cucap_i_give_event(b->ctx, NULL, *ev);
+        return cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
+    }
+    return CUDA_SUCCESS;
 }
 
 /* split_on's work, with the forks' memory and room for their streams. */
@@ -227,22 +242,21 @@ static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, 
                             "%s: the builder must be building before it can be split (its primary's capture "
                             "ended)", caller);
     }
-    /* one event where b stands; every new stream waits on it and so joins the capture there */
-    if ((rc = cucap_i_take_event(b->ctx, &ev, caller)) != CUDA_SUCCESS) {
+    if ((rc = take_split_handles(b, on, count - 1, streams, &ev, caller, err)) != CUDA_SUCCESS) {
         cucap_i_capture_unlock(b);
         cucap_i_builder_slab_done(slab, 0);
-        return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
+        return rc;
     }
+    /* one event where b stands; every new stream waits on it and so joins the capture there */
     if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
         cucap_i_hier_capture_failed(b->h, caller, rc);
         cucap_i_give_event(b->ctx, b->h, ev);
+        for (i = 0; i < count - 1; i++)
+            cucap_i_give_stream(on, streams[i], caller);
         cucap_i_capture_unlock(b);
         cucap_i_builder_slab_done(slab, 0);
         return cucap_i_fail_driver(err, rc, caller, "cuEventRecord");
     }
-    cucap_i_hier_reserve_deferred(b->h, count);   /* the forks' streams and the event, deferred to the end */
-    if ((rc = cucap_i_take_streams(on, count - 1, streams, caller)) != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
     for (made = 0; rc == CUDA_SUCCESS && made < count - 1; made++) {
         cucap_builder *f;
         if ((rc = fork_wait(on, b->ctx, streams[made], ev)) != CUDA_SUCCESS) {
@@ -260,16 +274,18 @@ static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, 
         f->h = b->h;
         forks[made] = f;
     }
+    cucap_i_ctx_hold_ref_by(on, made);
     cucap_i_hier_ref_by(b->h, made);
     cucap_i_capture_registry_lock();
     for (i = 0; i < made; i++)
         cucap_i_capture_register_locked(&forks[i]->registration, forks[i]->stream, b->h);
     cucap_i_capture_registry_unlock();
-    cucap_i_give_event(b->ctx, b->h, ev);
+    /* the event waits for the capture's end, with room for the forks' streams, which their join defers */
+    cucap_i_give_event_reserving(b->ctx, b->h, ev, made);
     cucap_i_capture_unlock(b);
     cucap_i_builder_slab_done(slab, made);
-    if (rc == CUDA_SUCCESS)
-        fork_links_add(b, forks, count - 1);
+    if (rc == CUDA_SUCCESS && fork_links_add(b, forks, count - 1) != 0)
+        rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     if (rc != CUDA_SUCCESS) {
         /* a failed split hands out nothing: forks that did no work join
          * nothing, and their streams can go */

@@ -99,9 +99,8 @@ int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev,
 /* Many at once (a join's forks); -1, deferring nothing, when out of
  * memory. */
 int cucap_i_hier_defer_items(struct cucap_hier *h, const struct cucap_cache_item *items, size_t n);
-/* Room for `more` deferred items in one step (a split's); best effort. */
-void cucap_i_hier_reserve_deferred(struct cucap_hier *h, size_t more);
-int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e);
+/* An event, with room for `more` deferred items after it (best effort). */
+int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e, size_t more);
 void cucap_i_hier_capture_over(struct cucap_hier *h);
 
 /* Streams taking part in a capture, so that calls that only know a stream

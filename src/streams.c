@@ -154,27 +154,42 @@ static CUresult take(CUcontext ctx, CUdevice dev, int kind, void **out, const ch
     return cucap_i_create_in(ctx, kind, out);
 }
 
-/* n streams of ctx: as many as the cache holds in one locked step, the
- * rest made.  On failure none is handed out. */
-static CUresult take_streams(CUcontext ctx, CUdevice dev, size_t n, CUstream *out, const char *caller)
+/* n streams of ctx, and an event too when event is not NULL: as many as
+ * the cache holds in one locked step, the rest made.  On failure none is
+ * handed out, and *failed names the call that failed. */
+static CUresult take_streams(CUcontext ctx, CUdevice dev, size_t n, CUstream *out, CUevent *event,
+                             const char **failed, const char *caller)
 {
     struct cache *c;
     size_t got = 0, i;
     CUresult rc = CUDA_SUCCESS;
+    void *ev = NULL;
 
     pthread_mutex_lock(&cache_lock);
     c = find_cache(ctx);
     while (c && got < n && c->count[STREAMS] > 0)
         out[got++] = (CUstream)c->items[STREAMS][--c->count[STREAMS]];
+    if (c && event && c->count[EVENTS] > 0)
+        ev = c->items[EVENTS][--c->count[EVENTS]];
     pthread_mutex_unlock(&cache_lock);
-    if (!c && got < n)
+    if (!c && (got < n || event))
         (void)install_cache(ctx, dev, caller);
-    for (i = got; i < n && rc == CUDA_SUCCESS; i++)
-        if ((rc = cucap_i_create_in(ctx, STREAMS, (void **)&out[i])) != CUDA_SUCCESS)
-            n = i;
-    if (rc != CUDA_SUCCESS)
-        for (i = 0; i < n; i++)
+    if (event && !ev && (rc = cucap_i_create_in(ctx, EVENTS, &ev)) != CUDA_SUCCESS)
+        *failed = "cuEventCreate";
+    while (got < n && rc == CUDA_SUCCESS)
+        if ((rc = cucap_i_create_in(ctx, STREAMS, (void **)&out[got])) == CUDA_SUCCESS)
+            got++;
+        else
+            *failed = "cuStreamCreate";
+    if (rc != CUDA_SUCCESS) {   /* out[0 .. got - 1] are streams */
+        for (i = 0; i < got; i++)
             give(ctx, dev, STREAMS, out[i], caller);
+        if (ev)
+            give(ctx, dev, EVENTS, ev, caller);
+        return rc;
+    }
+    if (event)
+        *event = (CUevent)ev;
     return rc;
 }
 
@@ -256,6 +271,7 @@ void cucap_i_cache_drain(void)
     int i;
 
     cucap_i_ctx_holds_drain();
+    cucap_i_builder_slabs_drain();
     pthread_mutex_lock(&cache_lock);
     for (i = 0; i < CACHED_CONTEXTS; i++) {
         while (caches[i].count[STREAMS] > 0)
@@ -294,7 +310,10 @@ CUresult cucap_i_take_streams(struct ctx_hold *c, size_t n, CUstream *out, const
     size_t i;
 
     if (c->retained)
-        return take_streams(c->ctx, c->dev, n, out, caller);
+    {
+        const char *failed = NULL;
+        return take_streams(c->ctx, c->dev, n, out, NULL, &failed, caller);
+    }
     for (i = 0; i < n && rc == CUDA_SUCCESS; i++)
         if ((rc = cucap_i_stream_in(c->ctx, &out[i], "", NULL)) != CUDA_SUCCESS)
             while (i-- > 0)
@@ -310,6 +329,24 @@ void cucap_i_give_stream(struct ctx_hold *c, CUstream s, const char *caller)
         cucap_i_drv.cuStreamDestroy(s);
 }
 
+CUresult cucap_i_take_streams_and_event(struct ctx_hold *c, size_t n, CUstream *out, CUevent *e,
+                                        const char **failed, const char *caller)
+{
+    CUresult rc;
+
+    if (c->retained)
+        return take_streams(c->ctx, c->dev, n, out, e, failed, caller);
+    if ((rc = cucap_i_take_event(c, e, caller)) != CUDA_SUCCESS) {
+        *failed = "cuEventCreate";
+        return rc;
+    }
+    if ((rc = cucap_i_take_streams(c, n, out, caller)) != CUDA_SUCCESS) {
+        *failed = "cuStreamCreate";
+        cucap_i_drv.cuEventDestroy(*e);
+    }
+    return rc;
+}
+
 CUresult cucap_i_take_event(struct ctx_hold *c, CUevent *e, const char *caller)
 {
     if (c->retained)
@@ -322,7 +359,12 @@ CUresult cucap_i_take_event(struct ctx_hold *c, CUevent *e, const char *caller)
  * (the driver crashes when a capture's end races a re-record of its event). */
 void cucap_i_give_event(struct ctx_hold *c, struct cucap_hier *h, CUevent e)
 {
-    if (c->retained && h && cucap_i_hier_defer_event(h, c->ctx, c->dev, e) == 0)
+    cucap_i_give_event_reserving(c, h, e, 0);
+}
+
+void cucap_i_give_event_reserving(struct ctx_hold *c, struct cucap_hier *h, CUevent e, size_t more)
+{
+    if (c->retained && h && cucap_i_hier_defer_event(h, c->ctx, c->dev, e, more) == 0)
         return;
     cucap_i_drv.cuEventDestroy(e);   /* legal during capture */
 }
