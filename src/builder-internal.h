@@ -56,8 +56,8 @@ cucap_builder *cucap_i_builder_slab_take(struct builder_slab *slab, size_t i, cu
                                          cucap_builder_state state, CUstream s, int owns, struct ctx_hold *ctx);
 void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken);
 void cucap_i_builder_free(cucap_builder *b);
-/* Free the slabs kept for later splits (with cucap_i_cache_drain). */
-void cucap_i_builder_slabs_drain(void);
+/* Free the builders and slabs kept for reuse (with cucap_i_cache_drain). */
+void cucap_i_builder_spares_drain(void);
 CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_no_graph(const char *caller, cucap_error **err);

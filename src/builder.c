@@ -16,8 +16,15 @@
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
+#include "spares.h"
 
 const char *const cucap_i_state_names[] = { "NOT_STARTED", "CAPTURING", "ENDED", "INVALIDATED", "CLOSED" };
+
+/* Fork slabs whose builders were all freed, and freed primary builders,
+ * kept for the next captures: a split of many forks would otherwise
+ * allocate and clear a large block each time. */
+#define SPARE_SLAB_MAX 256           /* builders; larger slabs go back to the heap */
+static struct cucap_spares spare_slabs, spare_builders;
 
 static void builder_init(cucap_builder *b, cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                          struct ctx_hold *ctx)
@@ -32,8 +39,12 @@ static void builder_init(cucap_builder *b, cucap_builder_kind kind, cucap_builde
 cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                                   struct ctx_hold *ctx)
 {
-    cucap_builder *b = calloc(1, sizeof *b);
+    cucap_builder *b = cucap_i_spare_take(&spare_builders);
 
+    if (b)
+        memset(b, 0, sizeof *b);
+    else
+        b = calloc(1, sizeof *b);
     if (b) {
         builder_init(b, kind, state, s, owns, ctx);
         cucap_i_ctx_hold_ref_by(ctx, 1);
@@ -48,54 +59,28 @@ struct builder_slab {
     cucap_builder builders[];
 };
 
-/* Slabs whose builders were all freed, kept for the next splits: a split
- * of many forks would otherwise allocate and clear a large block each
- * time.  Taking or giving one is an exchange on a slot: no lock. */
-#define SPARE_SLABS 4
-#define SPARE_SLAB_MAX 256           /* builders; larger slabs go back to the heap */
-static _Atomic(struct builder_slab *) spare_slabs[SPARE_SLABS];
-
 static struct builder_slab *take_spare_slab(size_t count)
 {
-    struct builder_slab *slab;
-    int i;
+    struct builder_slab *slab = cucap_i_spare_take(&spare_slabs);
 
-    for (i = 0; i < SPARE_SLABS; i++) {
-        if (!atomic_load_explicit(&spare_slabs[i], memory_order_relaxed) ||
-            !(slab = atomic_exchange_explicit(&spare_slabs[i], NULL, memory_order_acquire)))
-            continue;
-        if (slab->capacity >= count)
-            return slab;
-        {   /* too small for this split: back where it was, if still free */
-            struct builder_slab *empty = NULL;
-            if (!atomic_compare_exchange_strong_explicit(&spare_slabs[i], &empty, slab, memory_order_release,
-                                                         memory_order_relaxed))
-                free(slab);
-        }
+    if (slab && slab->capacity < count) {   /* too small for this split: kept for another */
+        if (!cucap_i_spare_give(&spare_slabs, slab))
+            free(slab);
+        slab = NULL;
     }
-    return NULL;
+    return slab;
 }
 
 static void give_spare_slab(struct builder_slab *slab)
 {
-    int i;
-
-    if (slab->capacity <= SPARE_SLAB_MAX)
-        for (i = 0; i < SPARE_SLABS; i++) {
-            struct builder_slab *empty = NULL;
-            if (atomic_compare_exchange_strong_explicit(&spare_slabs[i], &empty, slab, memory_order_release,
-                                                        memory_order_relaxed))
-                return;
-        }
-    free(slab);
+    if (slab->capacity > SPARE_SLAB_MAX || !cucap_i_spare_give(&spare_slabs, slab))
+        free(slab);
 }
 
-void cucap_i_builder_slabs_drain(void)
+void cucap_i_builder_spares_drain(void)
 {
-    int i;
-
-    for (i = 0; i < SPARE_SLABS; i++)
-        free(atomic_exchange_explicit(&spare_slabs[i], NULL, memory_order_acquire));
+    cucap_i_spares_drain(&spare_slabs);
+    cucap_i_spares_drain(&spare_builders);
 }
 
 struct builder_slab *cucap_i_builder_slab_new(size_t count)
@@ -140,8 +125,10 @@ void cucap_i_builder_free(cucap_builder *b)
 {
     struct builder_slab *slab = b->slab;
 
-    if (!slab)
-        free(b);
+    if (!slab) {
+        if (!cucap_i_spare_give(&spare_builders, b))
+            free(b);
+    }
     else if (atomic_fetch_sub_explicit(&slab->live, 1, memory_order_acq_rel) == 1)
         give_spare_slab(slab);
 }

@@ -15,6 +15,7 @@
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
+#include "spares.h"
 
 struct cucap_graph {
     atomic_int refs;
@@ -27,11 +28,21 @@ struct cucap_exec {
     CUcontext ctx;                   /* the context it was instantiated in */
 };
 
+/* Hierarchies freed, kept for the next captures. */
+static struct cucap_spares spare_hiers;
+
+void cucap_i_hier_spares_drain(void)
+{
+    cucap_i_spares_drain(&spare_hiers);
+}
+
 struct cucap_hier *cucap_i_hier_new_capture(CUgraph root, CUcontext ctx, cuuint64_t capture_id)
 {
-    struct cucap_hier *h = calloc(1, sizeof *h);
+    struct cucap_hier *h = cucap_i_spare_take(&spare_hiers);
 
-    if (!h)
+    if (h)
+        memset(h, 0, sizeof *h);
+    else if (!(h = calloc(1, sizeof *h)))
         return NULL;
     if (pthread_mutex_init(&h->graph_lock, NULL) != 0) {
         free(h);
@@ -139,7 +150,8 @@ void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n)
     cucap_i_hier_release_session(h);
     pthread_mutex_destroy(&h->graph_lock);
     pthread_mutex_destroy(&h->lock);
-    free(h);
+    if (!cucap_i_spare_give(&spare_hiers, h))
+        free(h);
 }
 
 void cucap_i_hier_own(struct cucap_hier *h, CUgraph g)

@@ -16,6 +16,8 @@ struct cucap_cache_item;         /* internal.h */
  * driver's capture id), in context ctx: owned only once the capture's end
  * returns it (cucap_i_hier_own).  One reference. */
 struct cucap_hier *cucap_i_hier_new_capture(CUgraph root, CUcontext ctx, cuuint64_t capture_id);
+/* Free the hierarchies kept for reuse (with cucap_i_cache_drain). */
+void cucap_i_hier_spares_drain(void);
 cuuint64_t cucap_i_hier_capture_id(const struct cucap_hier *h);
 /* Whether the capture is over (its end returned): no stream is in it any more. */
 int cucap_i_hier_is_capture_over(const struct cucap_hier *h);
