@@ -55,44 +55,47 @@ void cucap_i_ctx_hold_release_by(struct ctx_hold *c, size_t n)
 
 /* Holds on primary contexts, shared by every builder of the context: the
  * table keeps one reference, so the retain is made once per context, as
- * the stream cache keeps its own retain (both until cucap_i_cache_drain). */
+ * the stream cache keeps its own retain (both until cucap_i_cache_drain).
+ * Entries are added under the lock and looked up without it; only
+ * cucap_i_cache_drain, when nothing else runs, takes them out. */
 #define SHARED_HOLDS 8
-static struct ctx_hold *shared_holds[SHARED_HOLDS];
+static _Atomic(struct ctx_hold *) shared_holds[SHARED_HOLDS];
 static pthread_mutex_t shared_holds_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The shared hold of ctx (or, ctx NULL, of dev's primary context) with a
  * reference for the caller, or NULL. */
 static struct ctx_hold *shared_hold(CUcontext ctx, CUdevice dev)
 {
-    struct ctx_hold *found = NULL;
     int i;
 
-    pthread_mutex_lock(&shared_holds_lock);
-    for (i = 0; i < SHARED_HOLDS && !found; i++)
-        if (shared_holds[i] && (ctx ? shared_holds[i]->ctx == ctx : shared_holds[i]->dev == dev)) {
-            found = shared_holds[i];
-            atomic_fetch_add_explicit(&found->refs, 1, memory_order_relaxed);
+    for (i = 0; i < SHARED_HOLDS; i++) {
+        struct ctx_hold *h = atomic_load_explicit(&shared_holds[i], memory_order_acquire);
+        if (!h)
+            break;   /* filled in order, never emptied but by the drain */
+        if (ctx ? h->ctx == ctx : h->dev == dev) {
+            atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+            return h;
         }
-    pthread_mutex_unlock(&shared_holds_lock);
-    return found;
+    }
+    return NULL;
 }
 
 /* Keep a new retained hold in the table (a reference of its own), when
  * there is room and no other thread put one there first. */
 static void share_hold(struct ctx_hold *hold)
 {
-    int i, free_slot = -1, known = 0;
+    int i;
 
     pthread_mutex_lock(&shared_holds_lock);
     for (i = 0; i < SHARED_HOLDS; i++) {
-        if (!shared_holds[i] && free_slot < 0)
-            free_slot = i;
-        else if (shared_holds[i] && shared_holds[i]->ctx == hold->ctx)
-            known = 1;
-    }
-    if (!known && free_slot >= 0) {
-        atomic_fetch_add_explicit(&hold->refs, 1, memory_order_relaxed);
-        shared_holds[free_slot] = hold;
+        struct ctx_hold *h = atomic_load_explicit(&shared_holds[i], memory_order_relaxed);
+        if (h && h->ctx == hold->ctx)
+            break;
+        if (!h) {
+            atomic_fetch_add_explicit(&hold->refs, 1, memory_order_relaxed);
+            atomic_store_explicit(&shared_holds[i], hold, memory_order_release);
+            break;
+        }
     }
     pthread_mutex_unlock(&shared_holds_lock);
 }
@@ -103,10 +106,8 @@ void cucap_i_ctx_holds_drain(void)
     int i;
 
     pthread_mutex_lock(&shared_holds_lock);
-    for (i = 0; i < SHARED_HOLDS; i++) {
-        held[i] = shared_holds[i];
-        shared_holds[i] = NULL;
-    }
+    for (i = 0; i < SHARED_HOLDS; i++)
+        held[i] = atomic_exchange_explicit(&shared_holds[i], NULL, memory_order_acq_rel);
     pthread_mutex_unlock(&shared_holds_lock);
     for (i = 0; i < SHARED_HOLDS; i++)
         cucap_i_ctx_hold_release(held[i]);

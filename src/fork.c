@@ -532,6 +532,9 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
     if ((rc = check_join(builders, count, root, caller, err)) != CUDA_SUCCESS)
         return rc;
 
+    /* the one-step join and the close of its forks under one hold of the
+     * capture's lock (their own takes are then only counted) */
+    (void)cucap_i_capture_lock(root);
     if (join_by_dependencies(root, builders, count, caller, err, &rc)) {
         if (rc == CUDA_SUCCESS && cucap_i_release_joined(builders, count, root))
             ;   /* every fork closed in one step */
@@ -541,7 +544,9 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
                     builders[i]->joined_in_capture = 1;
                     rc = close_joined(builders[i], caller, err);
                 }
+        cucap_i_capture_unlock(root);
     } else {
+        cucap_i_capture_unlock(root);
         for (i = 0; i < count && rc == CUDA_SUCCESS; i++) {
             if (builders[i] == root)
                 continue;

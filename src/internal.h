@@ -96,7 +96,8 @@ struct cucap_cache_item {
 void cucap_i_cache_give_items(const struct cucap_cache_item *items, size_t n, const char *caller);
 CUresult cucap_i_cache_take_event(CUcontext ctx, CUdevice dev, CUevent *out, const char *caller);
 void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e, const char *caller);
-/* Destroy everything cached (for leak checks). */
+/* Destroy everything cached and kept (for leak checks); only while no
+ * other library call runs. */
 void cucap_i_cache_drain(void);
 
 /* pool.c: the memory the pools use to track live allocations (tests). */
