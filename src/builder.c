@@ -286,7 +286,7 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
         over = 1;
     }
     if (g) {
-        cucap_i_hier_own(b->h, g);
+        cucap_i_hier_capture_over(b->h, g);   /* owned, and every stream of the capture is out of it */
         b->state = CUCAP_BUILDER_ENDED;
     } else {
         /* no graph: the driver discarded it, nothing may destroy it */
@@ -300,8 +300,8 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
             rc = CUDA_ERROR_UNKNOWN;   /* success without a graph: never seen */
     }
     cucap_i_hier_unlock(b->h);
-    if (over)
-        cucap_i_hier_capture_over(b->h);   /* every stream of the capture is out of it */
+    if (over && !g)
+        cucap_i_hier_capture_over(b->h, NULL);   /* every stream of the capture is out of it */
     cucap_i_capture_unregister(&b->registration);
     *out = g;
     return rc;

@@ -101,12 +101,16 @@ int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, 
     return defer(h, ctx, dev, e, 1, more);
 }
 
-void cucap_i_hier_capture_over(struct cucap_hier *h)
+void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended)
 {
     struct cucap_cache_item *d;
     size_t n;
 
     pthread_mutex_lock(&h->lock);
+    if (ended) {   /* the ownership tree's root (graph.c), in the same step */
+        h->root.graph = ended;
+        atomic_store_explicit(&h->owned, 1, memory_order_release);
+    }
     d = h->deferred;
     n = h->deferred_count;
     h->deferred = NULL;

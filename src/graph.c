@@ -154,14 +154,6 @@ void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n)
         free(h);
 }
 
-void cucap_i_hier_own(struct cucap_hier *h, CUgraph g)
-{
-    pthread_mutex_lock(&h->lock);
-    h->root.graph = g;
-    atomic_store_explicit(&h->owned, 1, memory_order_release);
-    pthread_mutex_unlock(&h->lock);
-}
-
 void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
 {
     struct cucap_box *b;

@@ -14,7 +14,7 @@ struct cucap_cache_item;         /* internal.h */
 
 /* A hierarchy whose root is the graph of a capture that just began (the
  * driver's capture id), in context ctx: owned only once the capture's end
- * returns it (cucap_i_hier_own).  One reference. */
+ * returns it (cucap_i_hier_capture_over).  One reference. */
 struct cucap_hier *cucap_i_hier_new_capture(CUgraph root, CUcontext ctx, cuuint64_t capture_id);
 /* Free the hierarchies kept for reuse (with cucap_i_cache_drain). */
 void cucap_i_hier_spares_drain(void);
@@ -43,8 +43,6 @@ void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n);
  * a failure goes to the warning handler. */
 void cucap_i_hier_unref(struct cucap_hier *h);
 
-/* The capture ended with this graph: the hierarchy owns it now. */
-void cucap_i_hier_own(struct cucap_hier *h, CUgraph g);
 /* The driver discarded a graph: retire its box and every box below it, so
  * nothing reads or destroys them again.  Does not allocate, report or call
  * the driver. */
@@ -103,7 +101,9 @@ int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev,
 int cucap_i_hier_defer_items(struct cucap_hier *h, const struct cucap_cache_item *items, size_t n);
 /* An event, with room for `more` deferred items after it (best effort). */
 int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e, size_t more);
-void cucap_i_hier_capture_over(struct cucap_hier *h);
+/* The capture is over; `ended`, when not NULL, is the graph its end
+ * returned, which the hierarchy owns from now on (in the same step). */
+void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended);
 
 /* Streams taking part in a capture, so that calls that only know a stream
  * (cucap_pool_alloc, cucap_pool_free) can record their capture failures. */
