@@ -394,13 +394,15 @@ static int same_dependency(const struct dependency *x, const struct dependency *
 }
 
 /* Keep the first of each repeated dependency, in O(n): an open-addressing
- * table of indices, twice the size of the set (on the stack for up to 128
- * dependencies).  Returns how many are kept, in all[0 .. kept-1]; -1 when
- * out of memory. */
+ * table of indices, at least twice the size of the set (on the stack for
+ * up to 128 dependencies).  Returns how many are kept, in all[0 ..
+ * kept-1]; -1 when out of memory. */
 static long unique_dependencies(struct dependency *all, size_t n)
 {
-    size_t local[256], *slots = local, size = 256, kept = 0, i, at;
+    size_t local[256], *slots = local, size = 8, kept = 0, i, at;
 
+    if (n < 2)
+        return (long)n;
     while (size < 2 * n)
         size *= 2;
     if (size > 256 && !(slots = malloc(size * sizeof *slots)))
