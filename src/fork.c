@@ -69,12 +69,16 @@ static void unlink_fork(cucap_builder *b)
 
 void cucap_i_fork_links_release(cucap_builder *b)
 {
+    /* only b's own user makes or frees b's list, and only forks have a
+     * parent: a builder that is not a fork and has no list has no link */
+    if (b->kind != CUCAP_BUILDER_FORKED && !b->forks)
+        return;
     pthread_mutex_lock(&fork_links_lock);
     unlink_fork(b);
     pthread_mutex_unlock(&fork_links_lock);
 }
 
-void cucap_i_fork_links_release_all(cucap_builder *const *builders, size_t count, const cucap_builder *skip)
+void cucap_i_fork_links_release_all(cucap_builder *const *builders, size_t count, cucap_builder *skip)
 {
     size_t i;
 
@@ -82,6 +86,11 @@ void cucap_i_fork_links_release_all(cucap_builder *const *builders, size_t count
     for (i = 0; i < count; i++)
         if (builders[i] != skip)
             unlink_fork(builders[i]);
+    if (skip && skip->fork_count == 0) {   /* a root whose forks are all joined: no list left */
+        free(skip->forks);
+        skip->forks = NULL;
+        skip->fork_cap = 0;
+    }
     pthread_mutex_unlock(&fork_links_lock);
 }
 

@@ -102,6 +102,8 @@ void cucap_i_cache_drain(void);
 
 /* pool.c: the memory the pools use to track live allocations (tests). */
 size_t cucap_i_pool_tracked_bytes(void);
+/* pool.c: free the pool objects kept for reuse (with cucap_i_cache_drain). */
+void cucap_i_pool_spares_drain(void);
 
 /* error.c: whether an options struct's reserved members are all zero. */
 int cucap_i_reserved_zero(const int *ints, size_t int_bytes, void *const *ptrs, size_t ptr_count);

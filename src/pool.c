@@ -13,6 +13,7 @@
 #include "hierarchy.h"
 #include "internal.h"
 #include "live-pointers.h"
+#include "spares.h"
 
 #define CUCAP_MAX_DEVICES 64
 
@@ -58,11 +59,21 @@ static CUresult check_device(CUdevice dev, const char *caller, cucap_error **err
     return CUDA_SUCCESS;
 }
 
+/* Pool objects closed, kept for the next opens. */
+static struct cucap_spares spare_pools;
+
+void cucap_i_pool_spares_drain(void)
+{
+    cucap_i_spares_drain(&spare_pools);
+}
+
 static cucap_pool *pool_new(CUmemoryPool handle, CUdevice dev, enum pool_kind kind)
 {
-    cucap_pool *p = calloc(1, sizeof *p);
+    cucap_pool *p = cucap_i_spare_take(&spare_pools);
 
-    if (!p)
+    if (p)
+        memset(p, 0, sizeof *p);
+    else if (!(p = calloc(1, sizeof *p)))
         return NULL;
     p->handle = handle;
     p->device = dev;
@@ -72,9 +83,11 @@ static cucap_pool *pool_new(CUmemoryPool handle, CUdevice dev, enum pool_kind ki
 
 static void pool_free_object(cucap_pool *p)
 {
+    /* none recorded: the live table holds nothing of p, and may see p again */
     if (atomic_load_explicit(&p->recorded, memory_order_acquire))
         cucap_i_live_forget_owner(p);
-    free(p);
+    if (!cucap_i_spare_give(&spare_pools, p))
+        free(p);
 }
 
 /* In the relaxed scope: hold the device's primary context (a retain the

@@ -273,6 +273,7 @@ void cucap_i_cache_drain(void)
     cucap_i_ctx_holds_drain();
     cucap_i_builder_spares_drain();
     cucap_i_hier_spares_drain();
+    cucap_i_pool_spares_drain();
     pthread_mutex_lock(&cache_lock);
     for (i = 0; i < CACHED_CONTEXTS; i++) {
         while (caches[i].count[STREAMS] > 0)
