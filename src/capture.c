@@ -33,6 +33,29 @@ static void give_item(const struct cucap_cache_item *d, const char *caller)
         cucap_i_cache_give_stream(d->ctx, d->dev, (CUstream)d->handle, caller);
 }
 
+/* Room for cap deferred items (more than there are): the few in the
+ * hierarchy itself, more on the heap.  -1 when out of memory. */
+static int grow_deferred(struct cucap_hier *h, size_t cap)
+{
+    struct cucap_cache_item *grown;
+
+    if (cap <= sizeof h->few_deferred / sizeof h->few_deferred[0] && !h->deferred) {
+        h->deferred = h->few_deferred;
+        h->deferred_cap = sizeof h->few_deferred / sizeof h->few_deferred[0];
+        return 0;
+    }
+    if (h->deferred == h->few_deferred) {
+        if (!(grown = malloc(cap * sizeof *grown)))
+            return -1;
+        memcpy(grown, h->few_deferred, h->deferred_count * sizeof *grown);
+    } else if (!(grown = realloc(h->deferred, cap * sizeof *grown))) {
+        return -1;
+    }
+    h->deferred = grown;
+    h->deferred_cap = cap;
+    return 0;
+}
+
 /* Defer one item, with room made for `more` after it (a split's forks'
  * streams, deferred by their join) in the same step. */
 static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle, int is_event, size_t more)
@@ -43,19 +66,14 @@ static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle
     pthread_mutex_lock(&h->lock);
     over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
     if (!over && h->deferred_count + 1 + more > h->deferred_cap) {
-        size_t cap = h->deferred_cap ? h->deferred_cap * 2 : 8;
-        struct cucap_cache_item *grown;
+        size_t cap = h->deferred_cap ? h->deferred_cap * 2 : 4;
         if (cap < h->deferred_count + 1 + more)
             cap = h->deferred_count + 1 + more;
-        if (!(grown = realloc(h->deferred, cap * sizeof *grown)) && more)
-            grown = realloc(h->deferred, (cap = h->deferred_count + 1) * sizeof *grown);   /* the room is best effort */
-        if (!grown && h->deferred_count == h->deferred_cap) {
+        /* the room for `more` is best effort */
+        if (grow_deferred(h, cap) != 0 && h->deferred_count == h->deferred_cap &&
+            grow_deferred(h, h->deferred_count + 1) != 0) {
             pthread_mutex_unlock(&h->lock);
             return -1;
-        }
-        if (grown) {
-            h->deferred = grown;
-            h->deferred_cap = cap;
         }
     }
     if (!over)
@@ -68,18 +86,13 @@ static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle
 
 int cucap_i_hier_defer_items(struct cucap_hier *h, const struct cucap_cache_item *items, size_t n)
 {
-    struct cucap_cache_item *grown;
     int over;
 
     pthread_mutex_lock(&h->lock);
     over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
-    if (!over && h->deferred_count + n > h->deferred_cap) {
-        if (!(grown = realloc(h->deferred, (h->deferred_count + n) * sizeof *grown))) {
-            pthread_mutex_unlock(&h->lock);
-            return -1;
-        }
-        h->deferred = grown;
-        h->deferred_cap = h->deferred_count + n;
+    if (!over && h->deferred_count + n > h->deferred_cap && grow_deferred(h, h->deferred_count + n) != 0) {
+        pthread_mutex_unlock(&h->lock);
+        return -1;
     }
     if (!over) {
         memcpy(h->deferred + h->deferred_count, items, n * sizeof *items);
@@ -118,7 +131,8 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended)
     atomic_store_explicit(&h->capture_over, 1, memory_order_release);
     pthread_mutex_unlock(&h->lock);
     cucap_i_cache_give_items(d, n, "cucap_builder_end");
-    free(d);
+    if (d != h->few_deferred)   /* those stay: the hierarchy lives on, and no item is deferred any more */
+        free(d);
 }
 
 void cucap_i_hier_mark_body_capture(struct cucap_hier *h)
@@ -202,7 +216,8 @@ void cucap_i_hier_release_session(struct cucap_hier *h)
     }
     while (h->deferred_count)   /* a capture that never ended: destroying its streams and events is legal */
         destroy_item(&h->deferred[--h->deferred_count]);
-    free(h->deferred);
+    if (h->deferred != h->few_deferred)
+        free(h->deferred);
     h->deferred = NULL;
 }
 

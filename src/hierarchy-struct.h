@@ -39,8 +39,9 @@ struct cucap_hier {
     cuuint64_t capture_id;
     atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
     int body_capture;                /* the standalone capture of a conditional body */
-    struct cucap_cache_item *deferred;
+    struct cucap_cache_item *deferred;   /* few_deferred, or on the heap when more */
     size_t deferred_count, deferred_cap;
+    struct cucap_cache_item few_deferred[4];
     char first_failure_call[128];
     CUresult first_failure_code;
     char first_failure_streams[256];   /* for a call that found the capture invalidated */
