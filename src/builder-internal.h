@@ -108,8 +108,5 @@ CUresult cucap_i_take_streams_and_event(struct ctx_hold *c, size_t n, CUstream *
                                         const char **failed, const char *caller);
 CUresult cucap_i_take_event(struct ctx_hold *c, CUevent *e, const char *caller);
 void cucap_i_give_event(struct ctx_hold *c, struct cucap_hier *h, CUevent e);
-/* The same, with room made in h for `more` deferred streams (a split's
- * forks) in the same step. */
-void cucap_i_give_event_reserving(struct ctx_hold *c, struct cucap_hier *h, CUevent e, size_t more);
 
 #endif

@@ -257,7 +257,7 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
     }
     b->h = h;
     b->state = CUCAP_BUILDER_CAPTURING;
-    cucap_i_capture_register(&b->registration, b->stream, h);
+    cucap_i_capture_register_origin(&b->registration, b->stream, h);
     return CUDA_SUCCESS;
 }
 
@@ -286,7 +286,8 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
         over = 1;
     }
     if (g) {
-        cucap_i_hier_capture_over(b->h, g);   /* owned, and every stream of the capture is out of it */
+        /* owned, every stream of the capture out of it, the origin's entry forgotten */
+        cucap_i_hier_capture_over(b->h, g, &b->registration);
         b->state = CUCAP_BUILDER_ENDED;
     } else {
         /* no graph: the driver discarded it, nothing may destroy it */
@@ -301,8 +302,9 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
     }
     cucap_i_hier_unlock(b->h);
     if (over && !g)
-        cucap_i_hier_capture_over(b->h, NULL);   /* every stream of the capture is out of it */
+        cucap_i_hier_capture_over(b->h, NULL, &b->registration);   /* every stream of the capture is out of it */
     cucap_i_capture_unregister(&b->registration);
+    cucap_i_capture_registry_remove(b->h);
     *out = g;
     return rc;
 }
@@ -383,6 +385,8 @@ static void release(cucap_builder *b, const char *caller)
     CUresult rc;
 
     cucap_i_capture_unregister(&b->registration);
+    if (b->kind != CUCAP_BUILDER_FORKED)
+        cucap_i_capture_registry_remove(b->h);   /* a capture that could not be ended */
     cucap_i_fork_links_release(b);
     if (b->cached_stream) {
         (void)cucap_i_capture_lock(b);
@@ -412,6 +416,7 @@ static void release(cucap_builder *b, const char *caller)
 int cucap_i_release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root)
 {
     struct cucap_cache_item local[64], *items = local;
+    struct cucap_registration *local_entries[64], **entries = local_entries;
     struct cucap_hier *h = root->h;
     size_t i, n = 0;
     int deferred;
@@ -424,24 +429,26 @@ int cucap_i_release_joined(cucap_builder *const *builders, size_t count, cucap_b
                           f->state != CUCAP_BUILDER_CAPTURING || f->h != h))
             return 0;
     }
-    if (count - 1 > 64 && !(items = malloc((count - 1) * sizeof *items)))
+    if (count - 1 > 64 && (!(items = malloc((count - 1) * sizeof *items)) ||
+                           !(entries = malloc((count - 1) * sizeof *entries)))) {
+        free(items == local ? NULL : items);
         return 0;
+    }
     for (i = 0; i < count; i++)
-        if (builders[i] != root)
+        if (builders[i] != root) {
+            entries[n] = &builders[i]->registration;
             items[n++] = (struct cucap_cache_item){ builders[i]->ctx->ctx, builders[i]->ctx->dev, builders[i]->stream, 0 };
-    /* as release does, one step for all: out of the registry and the fork
-     * lists, the streams deferred to the capture's end */
-    cucap_i_capture_registry_lock();
-    for (i = 0; i < count; i++)
-        if (builders[i] != root)
-            cucap_i_capture_unregister_locked(&builders[i]->registration);
-    cucap_i_capture_registry_unlock();
+        }
+    /* as release does, in one step for all: out of the fork lists; out of
+     * the registry, the streams deferred to the capture's end */
     cucap_i_fork_links_release_all(builders, count, root);
     (void)cucap_i_capture_lock(root);
-    deferred = cucap_i_hier_defer_items(h, items, n) == 0;
+    deferred = cucap_i_hier_join_step(h, items, entries, n) == 0;
     cucap_i_capture_unlock(root);
     if (items != local)
         free(items);
+    if (entries != local_entries)
+        free(entries);
     if (!deferred)
         return 0;   /* out of memory: each is released on its own */
     {   /* the forks' context references, released by runs of one context */

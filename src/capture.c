@@ -56,52 +56,35 @@ static int grow_deferred(struct cucap_hier *h, size_t cap)
     return 0;
 }
 
-/* Defer one item, with room made for `more` after it (a split's forks'
- * streams, deferred by their join) in the same step. */
-static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle, int is_event, size_t more)
+/* Under h->lock, the capture still running: defer one item, with room made
+ * for `more` after it (best effort).  -1 when out of memory. */
+static int defer_locked(struct cucap_hier *h, const struct cucap_cache_item *item, size_t more)
 {
-    struct cucap_cache_item item = { ctx, dev, handle, is_event };
-    int over;
-
-    pthread_mutex_lock(&h->lock);
-    over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
-    if (!over && h->deferred_count + 1 + more > h->deferred_cap) {
+    if (h->deferred_count + 1 + more > h->deferred_cap) {
         size_t cap = h->deferred_cap ? h->deferred_cap * 2 : 4;
         if (cap < h->deferred_count + 1 + more)
             cap = h->deferred_count + 1 + more;
-        /* the room for `more` is best effort */
         if (grow_deferred(h, cap) != 0 && h->deferred_count == h->deferred_cap &&
-            grow_deferred(h, h->deferred_count + 1) != 0) {
-            pthread_mutex_unlock(&h->lock);
+            grow_deferred(h, h->deferred_count + 1) != 0)
             return -1;
-        }
     }
-    if (!over)
-        h->deferred[h->deferred_count++] = item;
-    pthread_mutex_unlock(&h->lock);
-    if (over)   /* the capture is over already */
-        give_item(&item, "cucap_builder_destroy");
+    h->deferred[h->deferred_count++] = *item;
     return 0;
 }
 
-int cucap_i_hier_defer_items(struct cucap_hier *h, const struct cucap_cache_item *items, size_t n)
+static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle, int is_event, size_t more)
 {
-    int over;
+    struct cucap_cache_item item = { ctx, dev, handle, is_event };
+    int over, rc = 0;
 
     pthread_mutex_lock(&h->lock);
     over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
-    if (!over && h->deferred_count + n > h->deferred_cap && grow_deferred(h, h->deferred_count + n) != 0) {
-        pthread_mutex_unlock(&h->lock);
-        return -1;
-    }
-    if (!over) {
-        memcpy(h->deferred + h->deferred_count, items, n * sizeof *items);
-        h->deferred_count += n;
-    }
+    if (!over)
+        rc = defer_locked(h, &item, more);
     pthread_mutex_unlock(&h->lock);
     if (over)   /* the capture is over already */
-        cucap_i_cache_give_items(items, n, "cucap_builder_join");
-    return 0;
+        give_item(&item, "cucap_builder_destroy");
+    return rc;
 }
 
 int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s)
@@ -109,17 +92,21 @@ int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev,
     return defer(h, ctx, dev, s, 0, 0);
 }
 
-int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e, size_t more)
+int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e)
 {
-    return defer(h, ctx, dev, e, 1, more);
+    return defer(h, ctx, dev, e, 1, 0);
 }
 
-void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended)
+static void unlink_locked(struct cucap_hier *h, struct cucap_registration *r);
+
+void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap_registration *origin)
 {
     struct cucap_cache_item *d;
     size_t n;
 
     pthread_mutex_lock(&h->lock);
+    if (origin && origin->linked)
+        unlink_locked(h, origin);
     if (ended) {   /* the ownership tree's root (graph.c), in the same step */
         h->root.graph = ended;
         atomic_store_explicit(&h->owned, 1, memory_order_release);
@@ -228,14 +215,13 @@ int cucap_i_is_capture_error(CUresult code)
     return (code >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && code <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
 }
 
-/* The streams taking part in captures; the entries live in the builders. */
-static struct cucap_registration *registrations;
+/* The hierarchies whose capture runs; each keeps its streams' entries. */
+static struct cucap_hier *running;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_size_t registered;     /* linked entries: none, no lookup */
-static ptrdiff_t registered_change;  /* under registry_lock: not yet in `registered` */
+static atomic_size_t registered;     /* hierarchies listed: none, no lookup */
 
-/* Under registry_lock: "the origin 0x... and 2 forks (0x..., 0x...)" for
- * the streams of h's capture that are still registered. */
+/* Under h->lock: "the origin 0x... and forks 0x..., 0x..." for the
+ * streams of h's capture that are still registered. */
 static void describe_streams(const struct cucap_hier *h, char *buf, size_t size)
 {
     const struct cucap_registration *r, *origin = NULL;
@@ -243,47 +229,39 @@ static void describe_streams(const struct cucap_hier *h, char *buf, size_t size)
     int forks = 0;
 
     buf[0] = '\0';
-    for (r = registrations; r; r = r->next)   /* newest first: the origin registered first comes last */
-        if (r->h == h)
-            origin = r;
+    for (r = h->streams; r; r = r->next)   /* newest first: the origin registered first comes last */
+        origin = r;
     if (!origin)
         return;
     used = (size_t)snprintf(buf, size, "the origin %p", (void *)origin->stream);
-    for (r = registrations; r && used < size; r = r->next)
-        if (r->h == h && r != origin) {
+    for (r = h->streams; r && used < size; r = r->next)
+        if (r != origin)
             used += (size_t)snprintf(buf + used, size - used, "%s%p", forks++ ? ", " : " and forks ",
                                      (void *)r->stream);
-        }
 }
 
 /* Record the first library call on h's capture that failed with a
  * capture error.  A call that found the capture INVALIDATED did not
  * invalidate it: something outside the library did. */
-static void record_failure(struct cucap_hier *h, const char *call, CUresult code, int registry_held)
+static void record_failure(struct cucap_hier *h, const char *call, CUresult code)
 {
-    char streams[256] = "";
-
     if (!h || !cucap_i_is_capture_error(code))
         return;
-    if (code == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) {
-        if (!registry_held)
-            pthread_mutex_lock(&registry_lock);
-        describe_streams(h, streams, sizeof streams);
-        if (!registry_held)
-            pthread_mutex_unlock(&registry_lock);
-    }
     pthread_mutex_lock(&h->lock);
     if (!h->first_failure_call[0]) {
         snprintf(h->first_failure_call, sizeof h->first_failure_call, "%s", call);
         h->first_failure_code = code;
-        snprintf(h->first_failure_streams, sizeof h->first_failure_streams, "%s", streams);
+        if (code == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+            describe_streams(h, h->first_failure_streams, sizeof h->first_failure_streams);
+        else
+            h->first_failure_streams[0] = '\0';
     }
     pthread_mutex_unlock(&h->lock);
 }
 
 void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresult code)
 {
-    record_failure(h, call, code, 0);
+    record_failure(h, call, code);
 }
 
 void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
@@ -311,97 +289,154 @@ void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
     cucap_i_note_failure(err, call, doing, code);
 }
 
-void cucap_i_capture_registry_lock(void)
+/* Under h->lock: r into h's entries, or out of them. */
+static void link_locked(struct cucap_hier *h, struct cucap_registration *r)
 {
-    pthread_mutex_lock(&registry_lock);
+    r->h = h;
+    r->prev = NULL;
+    r->next = h->streams;
+    if (h->streams)
+        h->streams->prev = r;
+    h->streams = r;
+    r->linked = 1;
 }
 
-void cucap_i_capture_registry_unlock(void)
+static void unlink_locked(struct cucap_hier *h, struct cucap_registration *r)
 {
-    if (registered_change > 0)
-        atomic_fetch_add_explicit(&registered, (size_t)registered_change, memory_order_relaxed);
-    else if (registered_change < 0)
-        atomic_fetch_sub_explicit(&registered, (size_t)-registered_change, memory_order_relaxed);
-    registered_change = 0;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        h->streams = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    r->linked = 0;
+}
+
+void cucap_i_capture_register_origin(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
+{
+    r->stream = s;
+    link_locked(h, r);   /* h is new: no other thread sees it before the registry lists it */
+    pthread_mutex_lock(&registry_lock);
+    h->registry_prev = NULL;
+    h->registry_next = running;
+    if (running)
+        running->registry_prev = h;
+    running = h;
+    h->in_registry = 1;
+    atomic_fetch_add_explicit(&registered, 1, memory_order_relaxed);
     pthread_mutex_unlock(&registry_lock);
 }
 
-void cucap_i_capture_register_locked(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
+void cucap_i_capture_registry_remove(struct cucap_hier *h)
 {
-    r->stream = s;
-    r->h = h;
-    r->prev = NULL;
-    r->next = registrations;
-    if (registrations)
-        registrations->prev = r;
-    registrations = r;
-    r->linked = 1;
-    registered_change++;
-}
-
-void cucap_i_capture_register(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
-{
+    if (!h || !h->in_registry)
+        return;
     pthread_mutex_lock(&registry_lock);
-    cucap_i_capture_register_locked(r, s, h);
-    cucap_i_capture_registry_unlock();
-}
-
-void cucap_i_capture_unregister_locked(struct cucap_registration *r)
-{
-    if (r->linked) {
-        if (r->prev)
-            r->prev->next = r->next;
-        else
-            registrations = r->next;
-        if (r->next)
-            r->next->prev = r->prev;
-        r->linked = 0;
-        registered_change--;
-    }
+    if (h->registry_prev)
+        h->registry_prev->registry_next = h->registry_next;
+    else
+        running = h->registry_next;
+    if (h->registry_next)
+        h->registry_next->registry_prev = h->registry_prev;
+    h->in_registry = 0;
+    atomic_fetch_sub_explicit(&registered, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&registry_lock);
 }
 
 void cucap_i_capture_unregister(struct cucap_registration *r)
 {
-    /* only the thread using r's builder links or unlinks r */
     if (!r->linked)
         return;
+    pthread_mutex_lock(&r->h->lock);
+    unlink_locked(r->h, r);
+    pthread_mutex_unlock(&r->h->lock);
+}
+
+int cucap_i_hier_split_step(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e,
+                            struct cucap_registration *chain, size_t n)
+{
+    struct cucap_cache_item item = { ctx, dev, e, 1 };
+    struct cucap_registration *r, *next;
+    size_t i;
+    int over, rc = 0;
+
+    pthread_mutex_lock(&h->lock);
+    for (r = chain, i = 0; i < n && r; r = next, i++) {
+        next = r->next;
+        link_locked(h, r);
+    }
+    over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
+    if (e && !over)
+        rc = defer_locked(h, &item, n);   /* room for the forks' streams, which their join defers */
+    pthread_mutex_unlock(&h->lock);
+    if (e && over)
+        give_item(&item, "cucap_builder_split");
+    return rc;
+}
+
+int cucap_i_hier_join_step(struct cucap_hier *h, const struct cucap_cache_item *items,
+                           struct cucap_registration *const *entries, size_t n)
+{
+    size_t i;
+    int over;
+
+    pthread_mutex_lock(&h->lock);
+    over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
+    if (!over && h->deferred_count + n > h->deferred_cap && grow_deferred(h, h->deferred_count + n) != 0) {
+        pthread_mutex_unlock(&h->lock);
+        return -1;
+    }
+    for (i = 0; i < n; i++)
+        if (entries[i]->linked)
+            unlink_locked(h, entries[i]);
+    if (!over) {
+        memcpy(h->deferred + h->deferred_count, items, n * sizeof *items);
+        h->deferred_count += n;
+    }
+    pthread_mutex_unlock(&h->lock);
+    if (over)   /* the capture is over already */
+        cucap_i_cache_give_items(items, n, "cucap_builder_join");
+    return 0;
+}
+
+/* The hierarchy of the running capture that s takes part in, referenced,
+ * or NULL. */
+static struct cucap_hier *capture_of_stream(CUstream s)
+{
+    struct cucap_hier *h, *found = NULL;
+    struct cucap_registration *r;
+
+    if (!s || atomic_load_explicit(&registered, memory_order_relaxed) == 0)
+        return NULL;
     pthread_mutex_lock(&registry_lock);
-    cucap_i_capture_unregister_locked(r);
-    cucap_i_capture_registry_unlock();
+    for (h = running; h && !found; h = h->registry_next) {
+        pthread_mutex_lock(&h->lock);
+        for (r = h->streams; r; r = r->next)
+            if (r->stream == s) {
+                found = h;
+                cucap_i_hier_ref(h);
+                break;
+            }
+        pthread_mutex_unlock(&h->lock);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return found;
 }
 
 void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code)
 {
-    struct cucap_registration *r;
+    struct cucap_hier *h;
 
-    if (!cucap_i_is_capture_error(code))
+    if (!cucap_i_is_capture_error(code) || !(h = capture_of_stream(s)))
         return;
-    pthread_mutex_lock(&registry_lock);
-    for (r = registrations; r; r = r->next)
-        if (r->stream == s) {
-            record_failure(r->h, call, code, 1);
-            break;
-        }
-    pthread_mutex_unlock(&registry_lock);
+    record_failure(h, call, code);
+    cucap_i_hier_unref(h);
 }
 
 struct cucap_hier *cucap_i_capture_lock_stream(CUstream s)
 {
-    struct cucap_registration *r;
-    struct cucap_hier *h = NULL;
+    struct cucap_hier *h = capture_of_stream(s);
 
-    /* a stream the library registered stays registered until its builder
-     * lets go of it, which cannot race this call on the stream */
-    if (!s || atomic_load_explicit(&registered, memory_order_relaxed) == 0)
-        return NULL;
-    pthread_mutex_lock(&registry_lock);
-    for (r = registrations; r; r = r->next)
-        if (r->stream == s) {
-            h = r->h;
-            cucap_i_hier_ref(h);
-            break;
-        }
-    pthread_mutex_unlock(&registry_lock);
     if (h)
         cucap_i_hier_lock(h);
     return h;

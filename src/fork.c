@@ -285,12 +285,16 @@ static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, 
     }
     cucap_i_ctx_hold_ref_by(on, made);
     cucap_i_hier_ref_by(b->h, made);
-    cucap_i_capture_registry_lock();
-    for (i = 0; i < made; i++)
-        cucap_i_capture_register_locked(&forks[i]->registration, forks[i]->stream, b->h);
-    cucap_i_capture_registry_unlock();
-    /* the event waits for the capture's end, with room for the forks' streams, which their join defers */
-    cucap_i_give_event_reserving(b->ctx, b->h, ev, made);
+    /* one step on the hierarchy: the forks' registry entries, and the
+     * event, which waits for the capture's end (a context the library did
+     * not retain has no cache: the event is destroyed, legal in a capture) */
+    for (i = 0; i < made; i++) {
+        forks[i]->registration.stream = forks[i]->stream;
+        forks[i]->registration.next = i + 1 < made ? &forks[i + 1]->registration : NULL;
+    }
+    if (cucap_i_hier_split_step(b->h, b->ctx->ctx, b->ctx->dev, b->ctx->retained ? ev : NULL,
+                                made ? &forks[0]->registration : NULL, made) != 0 || !b->ctx->retained)
+        cucap_i_drv.cuEventDestroy(ev);
     cucap_i_capture_unlock(b);
     cucap_i_builder_slab_done(slab, made);
     if (rc == CUDA_SUCCESS && fork_links_add(b, forks, count - 1) != 0)

@@ -46,6 +46,12 @@ struct cucap_hier {
     CUresult first_failure_code;
     char first_failure_streams[256];   /* for a call that found the capture invalidated */
     struct cucap_body_record *bodies;
+    /* the registry (capture.c): the entries of the capture's streams, under
+     * lock, and the hierarchy's place among the running captures, under
+     * the registry's lock */
+    struct cucap_registration *streams;
+    struct cucap_hier *registry_prev, *registry_next;
+    int in_registry;
 };
 
 /* capture.c: free what the session still holds (the hierarchy's last

@@ -11,6 +11,7 @@
 struct cucap_hier;
 struct cucap_box;
 struct cucap_cache_item;         /* internal.h */
+struct cucap_registration;
 
 /* A hierarchy whose root is the graph of a capture that just began (the
  * driver's capture id), in context ctx: owned only once the capture's end
@@ -96,31 +97,43 @@ void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err);
  * event is ever handed to a second capture while the first may still touch
  * it.  -1 when out of memory (the caller then destroys it). */
 int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s);
-/* Many at once (a join's forks); -1, deferring nothing, when out of
- * memory. */
-int cucap_i_hier_defer_items(struct cucap_hier *h, const struct cucap_cache_item *items, size_t n);
-/* An event, with room for `more` deferred items after it (best effort). */
-int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e, size_t more);
+int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e);
 /* The capture is over; `ended`, when not NULL, is the graph its end
- * returned, which the hierarchy owns from now on (in the same step). */
-void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended);
+ * returned, which the hierarchy owns from now on, and `origin`, when not
+ * NULL, the ending builder's registry entry, forgotten (in the same
+ * step). */
+void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap_registration *origin);
 
 /* Streams taking part in a capture, so that calls that only know a stream
- * (cucap_pool_alloc, cucap_pool_free) can record their capture failures. */
+ * (cucap_pool_alloc, cucap_pool_free) find its capture.  The registry
+ * lists the hierarchies whose capture runs; each keeps the entries of its
+ * streams under its own lock, so that a split or a join registers or
+ * forgets its forks in the step it takes on the hierarchy anyway.  Only
+ * the thread using an entry's builder links or unlinks the entry. */
 struct cucap_registration {         /* kept in the registering builder */
     CUstream stream;
     struct cucap_hier *h;
     struct cucap_registration *prev, *next;
     int linked;
 };
-void cucap_i_capture_register(struct cucap_registration *r, CUstream s, struct cucap_hier *h);
-/* Many in one locked step (a split's forks): register_locked between
- * registry_lock and registry_unlock. */
-void cucap_i_capture_registry_lock(void);
-void cucap_i_capture_register_locked(struct cucap_registration *r, CUstream s, struct cucap_hier *h);
-void cucap_i_capture_registry_unlock(void);
-void cucap_i_capture_unregister(struct cucap_registration *r);   /* an entry not linked is fine */
-void cucap_i_capture_unregister_locked(struct cucap_registration *r);
+/* begin: the origin's entry, and its new hierarchy into the registry */
+void cucap_i_capture_register_origin(struct cucap_registration *r, CUstream s, struct cucap_hier *h);
+/* An entry out of its hierarchy; one not linked is fine. */
+void cucap_i_capture_unregister(struct cucap_registration *r);
+/* The hierarchy out of the registry (its capture is over, or its origin
+ * is let go); one not there is fine.  Only its origin's user calls it. */
+void cucap_i_capture_registry_remove(struct cucap_hier *h);
+/* A split's last step on h, one locked step: its forks' entries (n,
+ * chained through next, each with its stream) registered, and its event
+ * (when e is not NULL) deferred with room for the forks' streams.
+ * Returns -1 when e could not be deferred (the caller destroys it). */
+int cucap_i_hier_split_step(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e,
+                            struct cucap_registration *chain, size_t n);
+/* A one-step join's: the joined forks' entries forgotten and their
+ * streams deferred, one locked step; -1, changing nothing, when out of
+ * memory. */
+int cucap_i_hier_join_step(struct cucap_hier *h, const struct cucap_cache_item *items,
+                           struct cucap_registration *const *entries, size_t n);
 void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code);
 /* For a call that only knows a stream: the graph lock of the capture the
  * stream takes part in, referenced (NULL, locking nothing, for a stream

@@ -361,12 +361,7 @@ CUresult cucap_i_take_event(struct ctx_hold *c, CUevent *e, const char *caller)
  * (the driver crashes when a capture's end races a re-record of its event). */
 void cucap_i_give_event(struct ctx_hold *c, struct cucap_hier *h, CUevent e)
 {
-    cucap_i_give_event_reserving(c, h, e, 0);
-}
-
-void cucap_i_give_event_reserving(struct ctx_hold *c, struct cucap_hier *h, CUevent e, size_t more)
-{
-    if (c->retained && h && cucap_i_hier_defer_event(h, c->ctx, c->dev, e, more) == 0)
+    if (c->retained && h && cucap_i_hier_defer_event(h, c->ctx, c->dev, e) == 0)
         return;
     cucap_i_drv.cuEventDestroy(e);   /* legal during capture */
 }

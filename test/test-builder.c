@@ -346,6 +346,40 @@ BACKEND_TEST(builder, invalidated_end_names_the_library_call_that_failed)
     cucap_builder_destroy(b);
 }
 
+/* The registry finds a stream's capture among several running: a pool
+ * call that fails on a fork of one is that capture's first failure, and
+ * the other capture's pool calls and end are untouched. */
+BACKEND_TEST(builder, a_pool_call_on_a_fork_is_recorded_in_its_own_capture)
+{
+    cucap_builder *a = new_builder(), *b = new_builder(), *fa = NULL, *fb = NULL;
+    cucap_pool *pool = NULL;
+    cucap_error *err = NULL;
+    CUdeviceptr d = 0;
+    size_t i;
+    int named = 0;
+
+    cr_assert_eq(cucap_device_pool(0, &pool, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(a, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(a, 2, &fa, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 2, &fb, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(cucap_builder_stream(fa)), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cucap_pool_alloc(pool, 64, cucap_builder_stream(fa), &d, NULL), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cr_assert_eq(cucap_pool_alloc(pool, 64, cucap_builder_stream(fb), &d, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_free(pool, d, cucap_builder_stream(fb), NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_join((cucap_builder *const[]){ b, fb }, 2, NULL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_end(a, &err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    for (i = 0; i < cucap_error_note_count(err); i++)
+        named += strstr(cucap_error_note(err, i), "cucap_pool_alloc (cuMemAllocFromPoolAsync) failed") != NULL;
+    cr_assert_eq(named, 1, "%s", cucap_error_note_count(err) ? cucap_error_note(err, 0) : "no note");
+    cucap_error_free(err);
+    cucap_builder_destroy(fa);
+    cucap_builder_destroy(fb);
+    cucap_builder_destroy(a);
+    cucap_builder_destroy(b);
+}
+
 /* ---------------------------------------------------------------- forks */
 
 static void unjoined(int destroy_fork_first)
