@@ -1,7 +1,7 @@
 /* The capture session of a hierarchy: streams and events that wait for
  * its end before being reused, the records of its conditional bodies, the
- * first library call that failed while it ran, and the registry of the
- * streams taking part in captures. */
+ * first library call that failed while it ran, and the registry of
+ * running captures, each with the entries of its streams. */
 #include "config.h"
 
 #include <limits.h>
