@@ -208,11 +208,8 @@ static int body_may_begin_again(const cucap_builder *b)
 CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_begin";
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUgraph graph = NULL, ended = NULL;
     struct cucap_hier *h = NULL;
-    cuuint64_t id = 0;
-    CUresult rc, undo;
+    CUresult rc;
 
     if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
         return rc;
@@ -231,24 +228,14 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
         mode != CU_STREAM_CAPTURE_MODE_RELAXED)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
                             "%s: %d is not a capture mode (GLOBAL, THREAD_LOCAL or RELAXED)", caller, (int)mode);
-    if ((rc = cucap_i_drv.cuStreamBeginCapture(b->stream, mode)) != CUDA_SUCCESS)
+    /* the hierarchy first: nothing to undo when memory is short; its
+     * graph and the capture's id are learned when first needed (the end
+     * returns the graph, a join sees the id) */
+    if (!(h = cucap_i_hier_new_capture(b->ctx->ctx)))
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    if ((rc = cucap_i_drv.cuStreamBeginCapture(b->stream, mode)) != CUDA_SUCCESS) {
+        cucap_i_hier_unref(h);
         return cucap_i_fail_driver(err, rc, caller, "cuStreamBeginCapture");
-    rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, &id, &graph, NULL, NULL, NULL);
-    if (rc == CUDA_SUCCESS && (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !graph))
-        rc = cucap_i_fail(err, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
-                          "%s: the capture was invalidated as soon as it began", caller);
-    else if (rc != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuStreamGetCaptureInfo");
-    else if (!(h = cucap_i_hier_new_capture(graph, b->ctx->ctx, id)))
-        rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    if (rc != CUDA_SUCCESS) {
-        /* a failed begin leaves nothing begun */
-        undo = cucap_i_drv.cuStreamEndCapture(b->stream, &ended);
-        if (ended)
-            cucap_i_drv.cuGraphDestroy(ended);
-        if (undo != CUDA_SUCCESS && undo != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
-            cucap_i_note_failure(err, "cuStreamEndCapture", "ending the capture just begun", undo);
-        return rc;
     }
     if (b->kind == CUCAP_BUILDER_BODY) {
         cucap_i_hier_unref(b->h);   /* a failed earlier capture of this body */
@@ -371,7 +358,9 @@ static void release_cached_stream(cucap_builder *b, const char *caller)
         cucap_i_give_stream(b->ctx, b->stream, caller);
         return;
     }
-    if (rc == CUDA_SUCCESS && b->ctx->retained && b->h && id == cucap_i_hier_capture_id(b->h) &&
+    /* a capture id not learned yet (no join saw it): not provably this
+     * capture, so destroyed rather than kept */
+    if (rc == CUDA_SUCCESS && b->ctx->retained && b->h && id && id == cucap_i_hier_capture_id(b->h) &&
         cucap_i_hier_defer_stream(b->h, b->ctx->ctx, b->ctx->dev, b->stream) == 0)
         return;
     if ((rc = cucap_i_drv.cuStreamDestroy(b->stream)) != CUDA_SUCCESS)

@@ -113,6 +113,8 @@ static int wait_on_dependencies(cucap_builder *to, cucap_builder *from, CUresult
     if (cucap_i_drv.cuStreamGetCaptureInfo(to->stream, &to_status, &to_id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
         to_status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
         return 0;
+    if (to->kind != CUCAP_BUILDER_FORKED && to->h)   /* the stream that began h's capture */
+        cucap_i_hier_learn_capture_id(to->h, to_id);
     /* with the edge data always: without it, edges that carry data make the query LOSSY_QUERY */
     if (cucap_i_drv.cuStreamGetCaptureInfo(from->stream, &from_status, &from_id, NULL, &deps, &edges, &n) !=
             CUDA_SUCCESS ||
@@ -463,6 +465,8 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
     if (cucap_i_drv.cuStreamGetCaptureInfo(root->stream, &status, &root_id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
         status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
         goto out;
+    if (root->kind != CUCAP_BUILDER_FORKED && root->h)   /* the stream that began h's capture */
+        cucap_i_hier_learn_capture_id(root->h, root_id);
     for (i = 0; i < count; i++) {
         const CUgraphNode *deps = NULL;
         const CUgraphEdgeData *data = NULL;

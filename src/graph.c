@@ -36,7 +36,7 @@ void cucap_i_hier_spares_drain(void)
     cucap_i_spares_drain(&spare_hiers);
 }
 
-struct cucap_hier *cucap_i_hier_new_capture(CUgraph root, CUcontext ctx, cuuint64_t capture_id)
+struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx)
 {
     struct cucap_hier *h = cucap_i_spare_take(&spare_hiers);
 
@@ -52,10 +52,13 @@ struct cucap_hier *cucap_i_hier_new_capture(CUgraph root, CUcontext ctx, cuuint6
     atomic_init(&h->owned, 0);
     atomic_init(&h->capture_over, 0);
     pthread_mutex_init(&h->lock, NULL);
-    h->root.graph = root;
     h->ctx = ctx;
-    h->capture_id = capture_id;
     return h;
+}
+
+void cucap_i_hier_learn_capture_id(struct cucap_hier *h, cuuint64_t id)
+{
+    h->capture_id = id;
 }
 
 cuuint64_t cucap_i_hier_capture_id(const struct cucap_hier *h)
@@ -160,10 +163,13 @@ void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
 
     pthread_mutex_lock(&h->lock);
     box->graph = NULL;
+    box->retired = 1;
     /* parents come before children: one sweep retires every descendant */
     for (b = h->root.next; b; b = b->next)
-        if (b->parent && !b->parent->graph)
+        if (b->parent && b->parent->retired) {
             b->graph = NULL;
+            b->retired = 1;
+        }
     pthread_mutex_unlock(&h->lock);
 }
 

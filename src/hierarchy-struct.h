@@ -12,7 +12,8 @@
 #include "internal.h"
 
 struct cucap_box {
-    CUgraph graph;                   /* NULL once retired */
+    CUgraph graph;                   /* NULL once retired; the root's, until its capture's end returns it */
+    int retired;                     /* the driver discarded it */
     struct cucap_box *parent;        /* NULL for the root */
     struct cucap_box *next;          /* the hierarchy's list, parents before children */
 };
@@ -36,7 +37,7 @@ struct cucap_hier {
     struct cucap_box root;
     atomic_int owned;                /* the capture's end returned the root */
     /* the capture session (capture.c) */
-    cuuint64_t capture_id;
+    cuuint64_t capture_id;           /* 0 until a join sees it; under the graph lock */
     atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
     int body_capture;                /* the standalone capture of a conditional body */
     struct cucap_cache_item *deferred;   /* few_deferred, or on the heap when more */

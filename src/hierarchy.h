@@ -13,12 +13,15 @@ struct cucap_box;
 struct cucap_cache_item;         /* internal.h */
 struct cucap_registration;
 
-/* A hierarchy whose root is the graph of a capture that just began (the
- * driver's capture id), in context ctx: owned only once the capture's end
- * returns it (cucap_i_hier_capture_over).  One reference. */
-struct cucap_hier *cucap_i_hier_new_capture(CUgraph root, CUcontext ctx, cuuint64_t capture_id);
+/* A hierarchy for a capture about to begin in context ctx: its root is
+ * the capture's graph, known and owned once the capture's end returns it
+ * (cucap_i_hier_capture_over).  One reference. */
+struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx);
 /* Free the hierarchies kept for reuse (with cucap_i_cache_drain). */
 void cucap_i_hier_spares_drain(void);
+/* The driver's id of the capture, 0 until a join that queried the stream
+ * which began it, ACTIVE, told the hierarchy; under the graph lock. */
+void cucap_i_hier_learn_capture_id(struct cucap_hier *h, cuuint64_t id);
 cuuint64_t cucap_i_hier_capture_id(const struct cucap_hier *h);
 /* Whether the capture is over (its end returned): no stream is in it any more. */
 int cucap_i_hier_is_capture_over(const struct cucap_hier *h);
