@@ -26,6 +26,7 @@ static struct fixture start(CUstreamCaptureMode mode)
     cr_assert_eq(cucap_builder_create(0, &f.parent, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
     cr_assert_eq(D.cuMemAlloc(&f.d, 4 * SPAN), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemsetD8(f.d, 0, 4 * SPAN), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);   /* non-blocking streams do not wait for it */
     f.s = new_stream();
     cr_assert_eq(cucap_builder_begin(f.parent, mode, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
     return f;

@@ -93,6 +93,7 @@ Test(gpu_smoke, captured_graph_runs)
 
     cr_assert_eq(D.cuMemAlloc(&d, sizeof host), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemsetD8(d, 0, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);   /* the non-blocking stream does not wait for it */
     cr_assert_eq(D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
     cr_assert_eq(D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
     cr_assert_eq(D.cuStreamGetCaptureInfo(s, &status, NULL, NULL, NULL, NULL, NULL), CUDA_SUCCESS);

@@ -66,6 +66,7 @@ static CUdeviceptr device_memory(int dev, size_t bytes)
     cr_assert_eq(D.cuCtxSetCurrent(ctx), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemAlloc(&p, bytes), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemsetD8(p, 0, bytes), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);   /* non-blocking streams do not wait for it */
     cr_assert_eq(D.cuCtxSetCurrent(saved), CUDA_SUCCESS);
     return p;
 }

@@ -219,6 +219,7 @@ static const char *conditional_body(void)
     if (D.cuMemAlloc(&d, sizeof host) != CUDA_SUCCESS || cucap_builder_create(0, &p, NULL) != CUDA_SUCCESS)
         return fail("setup failed");
     D.cuMemsetD8(d, 0, sizeof host);
+    D.cuStreamSynchronize(NULL);   /* the builders' non-blocking streams do not wait for the legacy one */
     cucap_builder_begin(p, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
     if ((rc = cucap_builder_create_condition(p, 1, 1, &h, NULL)) != CUDA_SUCCESS ||
         (rc = cucap_builder_if(p, h, &body, NULL)) != CUDA_SUCCESS) {

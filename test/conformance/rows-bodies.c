@@ -58,6 +58,7 @@ int conf_body_child(const char *scenario, const char *mode_name_arg)
 
     D.cuMemAlloc(&ptr, sizeof host);
     D.cuMemsetD8(ptr, 0, sizeof host);
+    D.cuStreamSynchronize(NULL);   /* the launch's stream does not wait for the legacy one */
     s = conf_stream();
     b = conf_stream();
     D.cuStreamBeginCapture(s, mode);

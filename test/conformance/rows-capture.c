@@ -388,6 +388,7 @@ void conf_rows_more(void)
                 unsigned char host[64];
                 memset(&params, 0, sizeof params);
                 D.cuMemsetD8(ptr, 0, 64);
+                D.cuStreamSynchronize(NULL);   /* the launch's stream does not wait for the legacy one */
                 rc2 = D.cuGraphInstantiateWithParams(&exec, g, &params);
                 conf_append(text, sizeof text, "; parent end %s; instantiate %s",
                          conf_code(rc), conf_code(rc2));

@@ -56,6 +56,7 @@ static void copies_captured(CUstreamCaptureMode mode, CUdeviceptr a, CUdeviceptr
 
     D.cuMemsetD8(a, 0x33, COPY_BYTES);
     D.cuMemsetD8(b, 0, COPY_BYTES);
+    D.cuStreamSynchronize(NULL);   /* the capture's stream does not wait for the legacy one */
     D.cuStreamBeginCapture(s, mode);
     rc1 = D.cuMemcpyDtoDAsync(b, a, COPY_BYTES, s);
     rc2 = D.cuMemcpyAsync(a, b, COPY_BYTES, s);

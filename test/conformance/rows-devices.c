@@ -28,11 +28,13 @@ void conf_rows_devices(void)
     D.cuDevicePrimaryCtxRetain(&ctx1, dev1);
     D.cuMemAlloc(&d0, 64);
     D.cuMemsetD8(d0, 0, 64);
+    D.cuStreamSynchronize(NULL);   /* on the legacy stream, which the capture's streams do not wait for */
     D.cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING);
     D.cuEventCreate(&fork_event, CU_EVENT_DISABLE_TIMING);
     D.cuCtxSetCurrent(ctx1);
     D.cuMemAlloc(&d1, 64);
     D.cuMemsetD8(d1, 0, 64);
+    D.cuStreamSynchronize(NULL);
     D.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING);
     D.cuEventCreate(&join_event, CU_EVENT_DISABLE_TIMING);
     D.cuCtxSetCurrent(conf_ctx);
