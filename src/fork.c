@@ -108,13 +108,19 @@ static int wait_on_dependencies(cucap_builder *to, cucap_builder *from, CUresult
     const CUgraphEdgeData *edges = NULL;
     size_t n = 0;
 
-    if (to->ctx->ctx != from->ctx->ctx)   /* across devices only the event join is measured */
+    int began = to->kind != CUCAP_BUILDER_FORKED && to->h;   /* to's stream began h's capture */
+
+    /* across devices only the event join is measured; the root is asked
+     * once all the same, for the capture's id (release_cached_stream) */
+    if (to->ctx->ctx != from->ctx->ctx && !(began && !cucap_i_hier_capture_id(to->h)))
         return 0;
     if (cucap_i_drv.cuStreamGetCaptureInfo(to->stream, &to_status, &to_id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
         to_status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
         return 0;
-    if (to->kind != CUCAP_BUILDER_FORKED && to->h)   /* the stream that began h's capture */
+    if (began)
         cucap_i_hier_learn_capture_id(to->h, to_id);
+    if (to->ctx->ctx != from->ctx->ctx)
+        return 0;
     /* with the edge data always: without it, edges that carry data make the query LOSSY_QUERY */
     if (cucap_i_drv.cuStreamGetCaptureInfo(from->stream, &from_status, &from_id, NULL, &deps, &edges, &n) !=
             CUDA_SUCCESS ||

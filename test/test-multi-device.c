@@ -42,6 +42,15 @@ TestSuite(multi_sim2, .init = sim2_setup, .fini = gpu_teardown, .timeout = 60);
 TestSuite(multi_sim4, .init = sim4_setup, .fini = gpu_teardown, .timeout = 60);
 TestSuite(multi_gpu, .init = gpu_setup, .fini = gpu_teardown, .timeout = 120);
 
+static void fault_sim2_setup(void)
+{
+    cr_assert_eq(setenv("CUDASIM_DEVICES", "2", 1), 0);
+    fault_sim_setup();
+}
+
+TestSuite(multi_fault_sim2, .init = fault_sim2_setup, .fini = gpu_teardown, .timeout = 60);
+TestSuite(multi_fault_gpu, .init = fault_gpu_setup, .fini = gpu_teardown, .timeout = 120);
+
 #define MULTI_TEST(name)                                                                        \
     static void multi_##name##_body(void);                                                      \
     Test(multi_sim2, name) { multi_##name##_body(); }                                           \
@@ -312,4 +321,45 @@ MULTI_TEST(one_thread_per_device_loses_no_capture)
         cr_assert_eq(t[dev].lost, 0, "device %d lost %d of %d captures", dev, t[dev].lost, t[dev].cycles);
         device_memory_free(dev, t[dev].mem);
     }
+}
+
+/* One fork/join cycle onto device 1 from a device-0 stream: wrap, begin,
+ * split onto it, join (across devices: by event), end, destroy. */
+static void cycle_onto_device_1(CUstream origin)
+{
+    cucap_builder *b = NULL, *all[2];
+    cucap_error *err = NULL;
+
+    cr_assert_eq(cucap_builder_create_on_stream(origin, &b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    all[0] = b;
+    cr_assert_eq(cucap_builder_split_on(b, 1, 2, &all[1], &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_join(all, 2, NULL, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cucap_builder_destroy(all[1]);
+    cucap_builder_destroy(b);
+}
+
+/* A joined fork's stream on another device goes back to the stream cache
+ * at the end, and the next split onto that device takes it: no stream is
+ * made again.  (Found on 2 x H200: the join by event did not tell the
+ * hierarchy its capture's id, so each cycle destroyed the fork's stream
+ * and made a new one, 6 us more per cycle.) */
+static void fork_stream_on_another_device_is_reused(void)
+{
+    CUstream origin = new_stream();
+
+    cycle_onto_device_1(origin);
+    cr_assert_eq(set_rules(""), 0);
+    cycle_onto_device_1(origin);
+    cr_assert_eq(calls("cuStreamCreate"), 0, "the second cycle made %ld streams", calls("cuStreamCreate"));
+    cr_assert_eq(calls("cuStreamDestroy"), 0, "the second cycle destroyed %ld streams", calls("cuStreamDestroy"));
+    cr_assert_eq(D.cuStreamDestroy(origin), CUDA_SUCCESS);
+}
+
+Test(multi_fault_sim2, fork_stream_on_another_device_is_reused) { fork_stream_on_another_device_is_reused(); }
+Test(multi_fault_gpu, fork_stream_on_another_device_is_reused)
+{
+    need_two_gpus();
+    fork_stream_on_another_device_is_reused();
 }
