@@ -1,6 +1,7 @@
 /* The fields of a graph hierarchy, shared by graph.c (the ownership tree:
  * root, boxes, graph lock, references) and capture.c (the capture session:
- * deferred streams and events, body records, the first failure).  No other
+ * deferred streams and events, body records, the first failure, the
+ * registry; the end of the session hands the root its graph).  No other
  * file includes this. */
 #ifndef CUCAPTURE_HIERARCHY_STRUCT_H
 #define CUCAPTURE_HIERARCHY_STRUCT_H
