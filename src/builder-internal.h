@@ -43,7 +43,7 @@ struct cucap_builder {
 
 extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
 
-/* builder.c */
+/* builder-memory.c */
 cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                                    struct ctx_hold *ctx);
 /* The forks of one split allocated together: take builder i of the
@@ -58,6 +58,8 @@ void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken);
 void cucap_i_builder_free(cucap_builder *b);
 /* Free the builders and slabs kept for reuse (with cucap_i_cache_drain). */
 void cucap_i_builder_spares_drain(void);
+
+/* builder.c */
 CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_no_graph(const char *caller, cucap_error **err);
@@ -76,8 +78,13 @@ void cucap_i_capture_unlock(const cucap_builder *b);
 int cucap_i_capture_lock_pair(const cucap_builder *a, const cucap_builder *b);
 void cucap_i_capture_unlock_pair(const cucap_builder *a, const cucap_builder *b);
 
-/* fork.c: forget b in its split parent's list and its own forks' links
- * (b is being closed). */
+/* fork-links.c: count new forks into b's list, in one locked step; -1,
+ * adding none, when out of memory. */
+int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count);
+/* b and its open forks, in a new array (free it), or NULL when out of memory. */
+cucap_builder **cucap_i_fork_links_snapshot(cucap_builder *b, size_t *n);
+/* Forget b in its split parent's list and its own forks' links (b is
+ * being closed). */
 void cucap_i_fork_links_release(cucap_builder *b);
 /* The same for every builder but skip, in one locked step; skip (the
  * join's root, in its user's hands) lets go of its list once no fork is on it. */

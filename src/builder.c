@@ -1,8 +1,9 @@
 /* Graph builders: creation, the capture state machine (begin, end, close,
  * destroy), queries, and what an ended builder hands out (complete,
- * graph, dot print).  Contexts: context-hold.c; the capture lock and
- * enqueue: capture-lock.c; embed: embed.c; split and join: fork.c;
- * conditional nodes: conditional.c; streams and events: streams.c. */
+ * graph, dot print).  Memory: builder-memory.c; contexts: context-hold.c;
+ * the capture lock and enqueue: capture-lock.c; embed: embed.c; split and
+ * join: fork.c, fork-links.c; conditional nodes: conditional.c; streams
+ * and events: streams.c. */
 #include "config.h"
 
 #include <limits.h>
@@ -16,122 +17,8 @@
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
-#include "spares.h"
 
 const char *const cucap_i_state_names[] = { "NOT_STARTED", "CAPTURING", "ENDED", "INVALIDATED", "CLOSED" };
-
-/* Fork slabs whose builders were all freed, and freed primary builders,
- * kept for the next captures: a split of many forks would otherwise
- * allocate and clear a large block each time. */
-#define SPARE_SLAB_MAX 256           /* builders; larger slabs go back to the heap */
-static struct cucap_spares spare_slabs, spare_builders;
-
-static void builder_init(cucap_builder *b, cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
-                         struct ctx_hold *ctx)
-{
-    b->kind = kind;
-    b->state = state;
-    b->stream = s;
-    b->owns_stream = owns;
-    b->ctx = ctx;
-}
-
-cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
-                                  struct ctx_hold *ctx)
-{
-    cucap_builder *b = cucap_i_spare_take(&spare_builders);
-
-    if (b)
-        memset(b, 0, sizeof *b);
-    else
-        b = calloc(1, sizeof *b);
-    if (b) {
-        builder_init(b, kind, state, s, owns, ctx);
-        cucap_i_ctx_hold_ref_by(ctx, 1);
-    }
-    return b;
-}
-
-struct builder_slab {
-    atomic_size_t live;              /* builders not yet freed */
-    size_t count;                    /* builders handed out */
-    size_t capacity;                 /* builders it has room for */
-    cucap_builder builders[];
-};
-
-static struct builder_slab *take_spare_slab(size_t count)
-{
-    struct builder_slab *slab = cucap_i_spare_take(&spare_slabs);
-
-    if (slab && slab->capacity < count) {   /* too small for this split: kept for another */
-        if (!cucap_i_spare_give(&spare_slabs, slab))
-            free(slab);
-        slab = NULL;
-    }
-    return slab;
-}
-
-static void give_spare_slab(struct builder_slab *slab)
-{
-    if (slab->capacity > SPARE_SLAB_MAX || !cucap_i_spare_give(&spare_slabs, slab))
-        free(slab);
-}
-
-void cucap_i_builder_spares_drain(void)
-{
-    cucap_i_spares_drain(&spare_slabs);
-    cucap_i_spares_drain(&spare_builders);
-}
-
-struct builder_slab *cucap_i_builder_slab_new(size_t count)
-{
-    struct builder_slab *slab = take_spare_slab(count);
-    size_t capacity = 4;
-
-    if (slab) {
-        memset(slab->builders, 0, count * sizeof slab->builders[0]);
-    } else {
-        while (capacity < count && capacity <= SIZE_MAX / 2)
-            capacity *= 2;
-        if (capacity < count || capacity > (SIZE_MAX - sizeof *slab) / sizeof slab->builders[0] ||
-            !(slab = calloc(1, sizeof *slab + capacity * sizeof slab->builders[0])))
-            return NULL;
-        slab->capacity = capacity;
-    }
-    atomic_init(&slab->live, count);
-    slab->count = count;
-    return slab;
-}
-
-cucap_builder *cucap_i_builder_slab_take(struct builder_slab *slab, size_t i, cucap_builder_kind kind,
-                                         cucap_builder_state state, CUstream s, int owns, struct ctx_hold *ctx)
-{
-    cucap_builder *b = &slab->builders[i];
-
-    builder_init(b, kind, state, s, owns, ctx);
-    b->slab = slab;
-    return b;
-}
-
-void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken)
-{
-    size_t unused = slab->count - taken;
-
-    if (unused && atomic_fetch_sub_explicit(&slab->live, unused, memory_order_acq_rel) == unused)
-        give_spare_slab(slab);
-}
-
-void cucap_i_builder_free(cucap_builder *b)
-{
-    struct builder_slab *slab = b->slab;
-
-    if (!slab) {
-        if (!cucap_i_spare_give(&spare_builders, b))
-            free(b);
-    }
-    else if (atomic_fetch_sub_explicit(&slab->live, 1, memory_order_acq_rel) == 1)
-        give_spare_slab(slab);
-}
 
 CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err)
 {

@@ -16,84 +16,6 @@
 
 #define SPLIT_MAX CUCAP_SPLIT_MAX
 
-/* Guards every builder's list of open forks and their links back. */
-static pthread_mutex_t fork_links_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* count new forks into b's list, in one locked step; -1, adding none,
- * when out of memory. */
-static int fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count)
-{
-    cucap_builder **grown;
-    size_t cap, i;
-    int rc = 0;
-
-    pthread_mutex_lock(&fork_links_lock);
-    if (b->fork_count + count > b->fork_cap) {
-        cap = b->fork_cap ? b->fork_cap : 4;
-        while (cap < b->fork_count + count)
-            cap *= 2;
-        if ((grown = realloc(b->forks, cap * sizeof *grown))) {
-            b->forks = grown;
-            b->fork_cap = cap;
-        } else {
-            rc = -1;
-        }
-    }
-    for (i = 0; rc == 0 && i < count; i++) {
-        forks[i]->split_parent = b;
-        forks[i]->split_index = b->fork_count;
-        b->forks[b->fork_count++] = forks[i];
-    }
-    pthread_mutex_unlock(&fork_links_lock);
-    return rc;
-}
-
-/* Under fork_links_lock: b out of its parent's list (in O(1): the last
- * one takes its place) and its own forks orphaned. */
-static void unlink_fork(cucap_builder *b)
-{
-    size_t i;
-
-    if (b->split_parent) {
-        cucap_builder *p = b->split_parent, *last = p->forks[--p->fork_count];
-        p->forks[b->split_index] = last;
-        last->split_index = b->split_index;
-        b->split_parent = NULL;
-    }
-    for (i = 0; i < b->fork_count; i++)
-        b->forks[i]->split_parent = NULL;
-    free(b->forks);
-    b->forks = NULL;
-    b->fork_count = b->fork_cap = 0;
-}
-
-void cucap_i_fork_links_release(cucap_builder *b)
-{
-    /* only b's own user makes or frees b's list, and only forks have a
-     * parent: a builder that is not a fork and has no list has no link */
-    if (b->kind != CUCAP_BUILDER_FORKED && !b->forks)
-        return;
-    pthread_mutex_lock(&fork_links_lock);
-    unlink_fork(b);
-    pthread_mutex_unlock(&fork_links_lock);
-}
-
-void cucap_i_fork_links_release_all(cucap_builder *const *builders, size_t count, cucap_builder *skip)
-{
-    size_t i;
-
-    pthread_mutex_lock(&fork_links_lock);
-    for (i = 0; i < count; i++)
-        if (builders[i] != skip)
-            unlink_fork(builders[i]);
-    if (skip && skip->fork_count == 0) {   /* a root whose forks are all joined: no list left */
-        free(skip->forks);
-        skip->forks = NULL;
-        skip->fork_cap = 0;
-    }
-    pthread_mutex_unlock(&fork_links_lock);
-}
-
 /* The fast join (driver-facts.md, "Joining by capture dependencies"):
  * when both streams are ACTIVE in one capture, `to` adds `from`'s current
  * dependency nodes to its own, the same graph as an event record and wait
@@ -305,7 +227,7 @@ static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, 
         cucap_i_drv.cuEventDestroy(ev);
     cucap_i_capture_unlock(b);
     cucap_i_builder_slab_done(slab, made);
-    if (rc == CUDA_SUCCESS && fork_links_add(b, forks, count - 1) != 0)
+    if (rc == CUDA_SUCCESS && cucap_i_fork_links_add(b, forks, count - 1) != 0)
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     if (rc != CUDA_SUCCESS) {
         /* a failed split hands out nothing: forks that did no work join
@@ -614,21 +536,12 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_join_forks";
     cucap_builder **all;
-    size_t n, i;
+    size_t n;
     CUresult rc;
 
     if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&fork_links_lock);
-    n = b->fork_count;
-    all = malloc((n + 1) * sizeof *all);
-    if (all) {
-        all[0] = b;
-        for (i = 0; i < n; i++)
-            all[i + 1] = b->forks[i];
-    }
-    pthread_mutex_unlock(&fork_links_lock);
-    if (!all)
+    if (!(all = cucap_i_fork_links_snapshot(b, &n)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     if (n == 0)
         rc = CUDA_SUCCESS;   /* nothing to join */
