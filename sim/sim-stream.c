@@ -8,6 +8,8 @@
 
 #define SIM_STREAM_MAGIC 0x4d525453u
 #define SIM_EVENT_MAGIC 0x544e5645u
+#define SIM_DEAD_STREAM_MAGIC 0x44525453u
+#define SIM_DEAD_EVENT_MAGIC 0x44564e45u
 
 struct sim_capture;
 
@@ -57,15 +59,40 @@ static int is_legacy(CUstream s)
     return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
 }
 
+/* Destroyed streams and events are kept, marked dead, for the last
+ * QUARANTINED destroys: a call on such a handle stops the process, as a
+ * stale handle on the real driver is a use after free (it crashes, or
+ * reaches whatever object the driver made there since). */
+#define QUARANTINED 4096
+static void *quarantine[QUARANTINED];
+static size_t quarantine_next;
+
+/* Under sim_lock: the object's memory is kept dead for a while. */
+static void bury(uint32_t *magic, uint32_t dead)
+{
+    *magic = dead;
+    free(quarantine[quarantine_next]);
+    quarantine[quarantine_next] = magic;
+    quarantine_next = (quarantine_next + 1) % QUARANTINED;
+}
+
 static struct sim_stream *stream_of(CUstream s)
 {
     struct sim_stream *st = (struct sim_stream *)s;
-    return !is_legacy(s) && st->magic == SIM_STREAM_MAGIC ? st : NULL;
+
+    if (is_legacy(s))
+        return NULL;
+    if (st->magic == SIM_DEAD_STREAM_MAGIC)
+        sim_fatal("use of stream %p after cuStreamDestroy", (void *)s);
+    return st->magic == SIM_STREAM_MAGIC ? st : NULL;
 }
 
 static struct sim_event *event_of(CUevent e)
 {
     struct sim_event *ev = (struct sim_event *)e;
+
+    if (ev && ev->magic == SIM_DEAD_EVENT_MAGIC)
+        sim_fatal("use of event %p after cuEventDestroy", (void *)e);
     return ev && ev->magic == SIM_EVENT_MAGIC ? ev : NULL;
 }
 
@@ -515,10 +542,10 @@ static CUresult sim_cuStreamDestroy(CUstream s)
         else
             st->cap->members[st->member].stream = NULL;   /* its work still has to be joined */
     }
-    st->magic = 0;
     sim_untrack(st);
     free(st->edge_data);
-    free(st);
+    st->edge_data = NULL;
+    bury(&st->magic, SIM_DEAD_STREAM_MAGIC);
     sim_live_add(SIM_STREAM, -1);
     sim_unlock();
     return CUDA_SUCCESS;
@@ -627,10 +654,10 @@ static CUresult sim_cuEventDestroy(CUevent e)
     sim_lock();
     ev = event_of(e);
     if (ev) {
-        ev->magic = 0;
         sim_untrack(ev);
         free(ev->deps);
-        free(ev);
+        ev->deps = NULL;
+        bury(&ev->magic, SIM_DEAD_EVENT_MAGIC);
         sim_live_add(SIM_EVENT, -1);
     }
     sim_unlock();

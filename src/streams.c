@@ -116,24 +116,29 @@ static struct cache *install_cache(CUcontext ctx, CUdevice dev, const char *call
 }
 
 /* Create a stream or event with ctx current, giving the thread its own
- * context back. */
+ * context back.  On failure *out is NULL: a handle destroyed on the way
+ * out must never reach a cache or a capture. */
 CUresult cucap_i_create_in(CUcontext ctx, int kind, void **out)
 {
     CUcontext saved = NULL;
+    void *made = NULL;
     CUresult rc = cucap_i_ctx_enter(ctx, &saved), left;
 
+    *out = NULL;
     if (rc != CUDA_SUCCESS)
         return rc;
-    rc = kind == STREAMS ? cucap_i_drv.cuStreamCreate((CUstream *)out, CU_STREAM_NON_BLOCKING)
-                         : cucap_i_drv.cuEventCreate((CUevent *)out, CU_EVENT_DISABLE_TIMING);
+    rc = kind == STREAMS ? cucap_i_drv.cuStreamCreate((CUstream *)&made, CU_STREAM_NON_BLOCKING)
+                         : cucap_i_drv.cuEventCreate((CUevent *)&made, CU_EVENT_DISABLE_TIMING);
     left = cucap_i_ctx_leave(ctx, saved);
     if (rc == CUDA_SUCCESS && left != CUDA_SUCCESS) {
         if (kind == STREAMS)
-            cucap_i_drv.cuStreamDestroy((CUstream)*out);
+            cucap_i_drv.cuStreamDestroy((CUstream)made);
         else
-            cucap_i_drv.cuEventDestroy((CUevent)*out);
+            cucap_i_drv.cuEventDestroy((CUevent)made);
         rc = left;
     }
+    if (rc == CUDA_SUCCESS)
+        *out = made;
     return rc;
 }
 
@@ -345,6 +350,7 @@ CUresult cucap_i_take_streams_and_event(struct ctx_hold *c, size_t n, CUstream *
     if ((rc = cucap_i_take_streams(c, n, out, caller)) != CUDA_SUCCESS) {
         *failed = "cuStreamCreate";
         cucap_i_drv.cuEventDestroy(*e);
+        *e = NULL;
     }
     return rc;
 }

@@ -637,6 +637,15 @@ out:
     return rc;
 }
 
+/* Failures the library recovers from fully, so that they need no report:
+ * a status query while a fork's stream is released (the stream waits for
+ * the capture's end), the stream cache's retain of its context (the call
+ * makes fresh streams instead). */
+static int recovered_silently(const char *call)
+{
+    return call && (!strcmp(call, "cuStreamGetCaptureInfo") || !strcmp(call, "cuDevicePrimaryCtxRetain"));
+}
+
 static int is_cleanup(const char *call)
 {
     return call && (strstr(call, "Destroy") || !strcmp(call, "cuDevicePrimaryCtxRelease"));
@@ -670,7 +679,7 @@ FAULT_BACKEND_TEST(builder, every_driver_call_of_a_cycle_fails_in_turn)
         /* a failed status query while a fork's stream is released is fully
          * recovered from (the stream waits for the capture's end), so it
          * needs no report; every other failure is returned or warned about */
-        cr_assert(rc != CUDA_SUCCESS || warnings > before || (failed && !strcmp(failed, "cuStreamGetCaptureInfo")),
+        cr_assert(rc != CUDA_SUCCESS || warnings > before || recovered_silently(failed),
                   "call %ld (%s) failed and nobody heard: no error, no warning", i, failed);
         if (on_simulator() && !is_cleanup(failed)) {
             cr_assert_eq(sim_live_settled("stream"), streams, "call %ld (%s) leaked a stream", i, failed);
@@ -684,6 +693,141 @@ FAULT_BACKEND_TEST(builder, every_driver_call_of_a_cycle_fails_in_turn)
     cr_assert_eq(set_rules(""), 0);
     cr_assert_eq(cycle(d), CUDA_SUCCESS, "the library works again once the driver does");
     D.cuMemFree(d);
+}
+
+/* The same sweep as a user meets it: each cycle on a fresh thread with no
+ * current context (so every stream and event the library makes is made
+ * with its context made current and the thread's NULL restored, calls a
+ * fixture's current context skips), for every failure code a driver call
+ * can give, over a fork/join cycle and over a re-capture + update +
+ * launch.  A stale handle handed on after a failure stops the simulator
+ * (it quarantines destroyed streams and events) and ASan. */
+
+/* re-capture the cycle's fork/join into an existing exec, then launch it */
+static CUresult update_cycle(CUdeviceptr d, cucap_exec *exec, unsigned char value)
+{
+    cucap_builder *b = NULL, *fork = NULL;
+    CUresult rc;
+
+    if ((rc = cucap_builder_create(0, &b, NULL)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL)) == CUDA_SUCCESS &&
+        (rc = cucap_builder_split(b, 2, &fork, NULL)) == CUDA_SUCCESS &&
+        (rc = D.cuMemsetD8Async(d, value, 16, cucap_builder_stream(b))) == CUDA_SUCCESS &&
+        (rc = D.cuMemsetD8Async(d + 16, value, 16, cucap_builder_stream(fork))) == CUDA_SUCCESS)
+        rc = cucap_builder_join_forks(b, NULL);
+    if (cucap_builder_get_state(b) == CUCAP_BUILDER_CAPTURING) {
+        CUresult end = cucap_builder_end(b, NULL);
+        if (rc == CUDA_SUCCESS)
+            rc = end;
+    }
+    if (rc == CUDA_SUCCESS && (rc = cucap_exec_update(exec, b, NULL)) == CUDA_SUCCESS &&
+        (rc = cucap_exec_launch(exec, cucap_builder_stream(b), NULL)) == CUDA_SUCCESS)
+        rc = D.cuStreamSynchronize(cucap_builder_stream(b));
+    cucap_builder_destroy(fork);
+    cucap_builder_destroy(b);
+    return rc;
+}
+
+enum workload { FORK_JOIN, UPDATE_LAUNCH };
+
+struct sweep_run {
+    enum workload workload;
+    CUdeviceptr d;
+    cucap_exec *exec;   /* UPDATE_LAUNCH: made outside the faults */
+    CUresult rc;
+};
+
+static void *sweep_thread(void *arg)
+{
+    struct sweep_run *r = arg;
+
+    r->rc = r->workload == FORK_JOIN ? cycle(r->d) : update_cycle(r->d, r->exec, 0x5a);
+    return NULL;
+}
+
+static CUresult run_fresh(struct sweep_run *r)
+{
+    pthread_t t;
+
+    cr_assert_eq(pthread_create(&t, NULL, sweep_thread, r), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    return r->rc;
+}
+
+static void sweep_from_fresh_threads(enum workload workload, const char *name)
+{
+    static const CUresult codes[] = { CUDA_ERROR_UNKNOWN, CUDA_ERROR_OUT_OF_MEMORY,
+                                      CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, CUDA_ERROR_DEINITIALIZED,
+                                      CUDA_ERROR_ECC_UNCORRECTABLE };
+    struct sweep_run r = { workload, 0, NULL, CUDA_SUCCESS };
+    cucap_builder *b = NULL;
+    size_t c;
+    long total, i;
+
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(D.cuMemAlloc(&r.d, 64), CUDA_SUCCESS);
+    if (workload == UPDATE_LAUNCH) {   /* the exec the loop updates */
+        cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+        {
+            cucap_builder *fork = NULL;
+            cr_assert_eq(cucap_builder_split(b, 2, &fork, NULL), CUDA_SUCCESS);
+            cr_assert_eq(D.cuMemsetD8Async(r.d, 1, 16, cucap_builder_stream(b)), CUDA_SUCCESS);
+            cr_assert_eq(D.cuMemsetD8Async(r.d + 16, 1, 16, cucap_builder_stream(fork)), CUDA_SUCCESS);
+            cr_assert_eq(cucap_builder_join_forks(b, NULL), CUDA_SUCCESS);
+            cucap_builder_destroy(fork);
+        }
+        cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_builder_complete(b, NULL, &r.exec, NULL), CUDA_SUCCESS);
+        cucap_builder_destroy(b);
+    }
+    cr_assert_eq(run_fresh(&r), CUDA_SUCCESS, "%s: the workload fails without faults", name);
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(run_fresh(&r), CUDA_SUCCESS);
+    total = calls("*");
+    cr_assert_geq(total, 10, "%s made %ld driver calls", name, total);
+    cucap_set_warning_handler(count_warning, NULL);
+    for (c = 0; c < sizeof codes / sizeof codes[0]; c++)
+        for (i = 1; i <= total; i++) {
+            char rule[64];
+            const char *failed;
+            int before = warnings;
+            long streams = on_simulator() ? sim_live_settled("stream") : 0;
+            long events = on_simulator() ? sim_live_settled("event") : 0;
+            CUresult rc;
+
+            snprintf(rule, sizeof rule, "*:%ld:%d", i, (int)codes[c]);
+            cr_assert_eq(set_rules(rule), 0);
+            rc = run_fresh(&r);
+            failed = last_injected();
+            cr_assert_eq(injected(), 1, "%s, rule %s", name, rule);
+            /* warnings of a driver shutting down are not given (cucap_set_warning_handler(3)) */
+            cr_assert(rc != CUDA_SUCCESS || warnings > before || codes[c] == CUDA_ERROR_DEINITIALIZED ||
+                          recovered_silently(failed),
+                      "%s, rule %s (%s): failed and nobody heard", name, rule, failed);
+            /* the next cycle, without faults, works and hands out only live handles */
+            cr_assert_eq(set_rules(""), 0);
+            cr_assert_eq(run_fresh(&r), CUDA_SUCCESS, "%s, after rule %s (%s): the next cycle failed", name, rule,
+                         failed);
+            if (on_simulator() && !is_cleanup(failed)) {
+                cr_assert_eq(sim_live_settled("stream"), streams, "%s, rule %s (%s) leaked a stream", name, rule, failed);
+                cr_assert_eq(sim_live_settled("event"), events, "%s, rule %s (%s) leaked an event", name, rule, failed);
+            }
+        }
+    cucap_set_warning_handler(NULL, NULL);
+    cucap_exec_destroy(r.exec);
+    D.cuMemFree(r.d);
+}
+
+FAULT_BACKEND_TEST(builder, every_failure_of_a_fork_join_cycle_from_fresh_threads)
+{
+    sweep_from_fresh_threads(FORK_JOIN, "fork/join");
+}
+
+FAULT_BACKEND_TEST(builder, every_failure_of_an_update_and_launch_from_fresh_threads)
+{
+    sweep_from_fresh_threads(UPDATE_LAUNCH, "update + launch");
 }
 
 /* ---------------------------------------------------------------- found by the API fuzzer */

@@ -35,9 +35,13 @@ static inline long sim_live_settled(const char *kind)
     return sim_live(kind);
 }
 
+/* The simulated driver, directly or under the fault layer. */
 static inline int on_simulator(void)
 {
-    const char *d = getenv("CUCAPTURE_DRIVER");
+    const char *d = getenv("CUCAPTURE_DRIVER"), *fault = getenv("CUCAPTURE_TEST_FAULT");
+
+    if (d && fault && !strcmp(d, fault))
+        d = getenv("CUDAFAULT_DRIVER");
     return d && strstr(d, "libcudasim") != NULL;
 }
 
