@@ -264,6 +264,31 @@ void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresul
     record_failure(h, call, code);
 }
 
+CUresult cucap_i_fail_in_capture(struct cucap_hier *h, CUstream s, CUresult rc, const char *caller, const char *call,
+                                 const char *consequence, cucap_error **err)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+
+    /* the driver does not always say (an event wait in a capture that
+     * another thread's global-mode call invalidated gives INVALID_VALUE) */
+    if (!cucap_i_is_capture_error(rc) &&
+        cucap_i_drv.cuStreamGetCaptureInfo(s, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
+        status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+        cucap_i_fail(err, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                     "%s: %s failed: %s: %s, because the capture had been invalidated before this call by a call "
+                     "made outside the library on one of its streams (synchronizing one of them, a synchronous "
+                     "allocation or free, or another thread's global-mode call such as a legacy-stream "
+                     "operation)%s", caller, call, cucap_i_result_label(rc), cucap_i_result_description(rc),
+                     consequence ? consequence : "");
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else {
+        cucap_i_fail(err, rc, "%s: %s failed: %s: %s%s", caller, call, cucap_i_result_label(rc),
+                     cucap_i_result_description(rc), consequence ? consequence : "");
+    }
+    record_failure(h, caller, rc);
+    return rc;
+}
+
 void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
 {
     char call[128], streams[256], doing[640];

@@ -164,10 +164,8 @@ CUresult cucap_builder_create_condition(cucap_builder *b, unsigned int default_v
     if ((rc = conditional_prologue(b, 12030, caller, &graph, NULL, NULL, NULL, err)) == CUDA_SUCCESS &&
         (rc = cucap_i_drv.cuGraphConditionalHandleCreate(out, graph, b->ctx->ctx, assign_default ? default_value : 0,
                                                          assign_default ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0)) !=
-            CUDA_SUCCESS) {
-        cucap_i_hier_capture_failed(b->h, caller, rc);
-        cucap_i_fail_driver(err, rc, caller, "cuGraphConditionalHandleCreate");
-    }
+            CUDA_SUCCESS)
+        rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuGraphConditionalHandleCreate", NULL, err);
     conditional_unlock(b);
     return rc;
 }
@@ -234,17 +232,14 @@ static CUresult add_conditional_locked(cucap_builder *b, CUgraphConditionalHandl
         params.conditional.size = size;
         params.conditional.ctx = b->ctx->ctx;
         rc = cucap_i_drv.cuGraphAddNode(&node, graph, deps, edges, n, &params);
-        if (rc != CUDA_SUCCESS) {
-            cucap_i_fail_driver(err, rc, caller, "cuGraphAddNode");
-        } else if ((rc = cucap_i_drv.cuStreamUpdateCaptureDependencies(b->stream, &node, NULL, 1,
-                                                                        CU_STREAM_SET_CAPTURE_DEPENDENCIES)) !=
-                   CUDA_SUCCESS) {
-            cucap_i_fail(err, rc, "%s: cuStreamUpdateCaptureDependencies failed: %s: %s; the conditional node "
-                         "stays in the graph, with nothing captured after it depending on it", caller,
-                         cucap_i_result_label(rc), cucap_i_result_description(rc));
-        }
         if (rc != CUDA_SUCCESS)
-            cucap_i_hier_capture_failed(b->h, caller, rc);
+            rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuGraphAddNode", NULL, err);
+        else if ((rc = cucap_i_drv.cuStreamUpdateCaptureDependencies(b->stream, &node, NULL, 1,
+                                                                      CU_STREAM_SET_CAPTURE_DEPENDENCIES)) !=
+                 CUDA_SUCCESS)
+            rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuStreamUpdateCaptureDependencies",
+                                         "; the conditional node stays in the graph, with nothing captured after "
+                                         "it depending on it", err);
     }
     for (i = 0; rc == CUDA_SUCCESS && i < size; i++) {
         cucap_builder *body = bodies[i];

@@ -58,11 +58,9 @@ static CUresult embed_locked(cucap_builder *parent, cucap_builder *child, const 
                                 ? " (a graph with allocation, free or conditional nodes cannot be embedded)" : "");
     rc = cucap_i_drv.cuStreamUpdateCaptureDependencies(parent->stream, &node, NULL, 1,
                                                         CU_STREAM_SET_CAPTURE_DEPENDENCIES);
-    if (rc != CUDA_SUCCESS) {
-        cucap_i_hier_capture_failed(parent->h, caller, rc);
-        return cucap_i_fail(err, rc, "%s: cuStreamUpdateCaptureDependencies failed: %s: %s; the child-graph node "
-                            "stays in the graph, with nothing captured after it depending on it", caller,
-                            cucap_i_result_label(rc), cucap_i_result_description(rc));
-    }
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_in_capture(parent->h, parent->stream, rc, caller, "cuStreamUpdateCaptureDependencies",
+                                       "; the child-graph node stays in the graph, with nothing captured after it "
+                                       "depending on it", err);
     return CUDA_SUCCESS;
 }

@@ -64,8 +64,7 @@ static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *call
 
     if (wait_on_dependencies(to, from, &rc)) {
         if (rc != CUDA_SUCCESS) {
-            cucap_i_fail_driver(err, rc, caller, "cuStreamUpdateCaptureDependencies");
-            cucap_i_hier_capture_failed(to->h, caller, rc);
+            rc = cucap_i_fail_in_capture(to->h, to->stream, rc, caller, "cuStreamUpdateCaptureDependencies", NULL, err);
             cucap_i_hier_capture_failed(from->h, caller, rc);
         }
         return rc;
@@ -75,10 +74,12 @@ static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *call
         call = "cuEventRecord";
     if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuStreamWaitEvent(to->stream, ev, 0)) != CUDA_SUCCESS)
         call = "cuStreamWaitEvent";
-    if (rc != CUDA_SUCCESS) {
+    if (rc != CUDA_SUCCESS && ev) {   /* the call on `from` or on `to` failed: the other capture learns it too */
+        cucap_builder *on = !strcmp(call, "cuEventRecord") ? from : to, *other = on == from ? to : from;
+        rc = cucap_i_fail_in_capture(on->h, on->stream, rc, caller, call, NULL, err);
+        cucap_i_hier_capture_failed(other->h, caller, rc);
+    } else if (rc != CUDA_SUCCESS) {
         cucap_i_fail_driver(err, rc, caller, call);
-        cucap_i_hier_capture_failed(to->h, caller, rc);
-        cucap_i_hier_capture_failed(from->h, caller, rc);
     }
     if (ev)
         cucap_i_give_event(from->ctx, from->h, ev);
@@ -188,19 +189,18 @@ static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, 
     }
     /* one event where b stands; every new stream waits on it and so joins the capture there */
     if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
-        cucap_i_hier_capture_failed(b->h, caller, rc);
+        rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuEventRecord", NULL, err);
         cucap_i_give_event(b->ctx, b->h, ev);
         for (i = 0; i < count - 1; i++)
             cucap_i_give_stream(on, streams[i], caller);
         cucap_i_capture_unlock(b);
         cucap_i_builder_slab_done(slab, 0);
-        return cucap_i_fail_driver(err, rc, caller, "cuEventRecord");
+        return rc;
     }
     for (made = 0; rc == CUDA_SUCCESS && made < count - 1; made++) {
         cucap_builder *f;
         if ((rc = fork_wait(on, b->ctx, streams[made], ev)) != CUDA_SUCCESS) {
-            cucap_i_hier_capture_failed(b->h, caller, rc);
-            cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
+            rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuStreamWaitEvent", NULL, err);
             /* it may have joined nothing, or the capture: destroying is legal; the rest joined nothing */
             cucap_i_drv.cuStreamDestroy(streams[made]);
             for (i = made + 1; i < count - 1; i++)
@@ -437,10 +437,9 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
                                                                 CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
                : CUDA_SUCCESS;
     applied = 1;
-    if (*rc != CUDA_SUCCESS) {
-        cucap_i_fail_driver(err, *rc, caller, "cuStreamUpdateCaptureDependencies");
-        cucap_i_hier_capture_failed(root->h, caller, *rc);
-    }
+    if (*rc != CUDA_SUCCESS)
+        *rc = cucap_i_fail_in_capture(root->h, root->stream, *rc, caller, "cuStreamUpdateCaptureDependencies", NULL,
+                                      err);
 out:
     cucap_i_capture_unlock(root);
     if (all != local)

@@ -92,6 +92,12 @@ CUcontext cucap_i_exec_context(const cucap_exec *e);
 /* The first library call that failed with a capture error while the
  * hierarchy's capture ran, kept for the note of a later end. */
 void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresult code);
+/* A driver call on stream s of h's capture failed with rc: report it in
+ * *err, as STREAM_CAPTURE_INVALIDATED (the driver's code in the message)
+ * when the capture is found invalidated, and record it on h.  consequence,
+ * if not NULL, ends the message.  Returns the code reported. */
+CUresult cucap_i_fail_in_capture(struct cucap_hier *h, CUstream s, CUresult rc, const char *caller, const char *call,
+                                 const char *consequence, cucap_error **err);
 void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err);
 
 /* A stream or event that took part in the hierarchy's capture waits here

@@ -830,6 +830,122 @@ FAULT_BACKEND_TEST(builder, every_failure_of_an_update_and_launch_from_fresh_thr
     sweep_from_fresh_threads(UPDATE_LAUNCH, "update + launch");
 }
 
+/* ---------------------------------------------------------------- a capture another thread invalidated */
+
+/* Another thread, in global mode with the primary context current,
+ * synchronizes a stream of its own: the driver refuses and invalidates
+ * every global capture (driver-facts, "Calls from another thread"). */
+static void *invalidating_sync(void *arg)
+{
+    CUresult *rc = arg;
+    CUcontext ctx = NULL;
+    CUstream s = NULL;
+
+    if ((*rc = D.cuDevicePrimaryCtxRetain(&ctx, 0)) != CUDA_SUCCESS)
+        return NULL;
+    if ((*rc = D.cuCtxSetCurrent(ctx)) == CUDA_SUCCESS && (*rc = D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) == CUDA_SUCCESS) {
+        *rc = D.cuStreamSynchronize(s);
+        D.cuStreamDestroy(s);
+    }
+    D.cuCtxSetCurrent(NULL);
+    D.cuDevicePrimaryCtxRelease(0);
+    return NULL;
+}
+
+static CUresult invalidate_from_another_thread(void)
+{
+    CUresult rc = CUDA_SUCCESS;
+    pthread_t t;
+
+    if (pthread_create(&t, NULL, invalidating_sync, &rc) != 0 || pthread_join(t, NULL) != 0)
+        return CUDA_ERROR_OPERATING_SYSTEM;
+    return rc;
+}
+
+struct outside_invalidation {
+    int join;                      /* split, or join forks split before the invalidation */
+    int invalidate;                /* 0: the capture stays active (the driver's code is kept) */
+    CUresult other, call, end;
+    char message[1024], end_text[4096];
+};
+
+static void *capture_invalidated_by_another_thread(void *arg)
+{
+    struct outside_invalidation *r = arg;
+    cucap_builder *b = NULL, *f = NULL;
+    cucap_error *err = NULL;
+
+    r->call = r->end = CUDA_ERROR_UNKNOWN;
+    if (cucap_builder_create(0, &b, NULL) != CUDA_SUCCESS ||
+        cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL) != CUDA_SUCCESS ||
+        (r->join && cucap_builder_split(b, 2, &f, NULL) != CUDA_SUCCESS)) {
+        cucap_builder_destroy(b);
+        return NULL;
+    }
+    r->other = r->invalidate ? invalidate_from_another_thread() : CUDA_SUCCESS;
+    /* the driver's answer seen on the H200 for a wait on an event of such a capture */
+    set_rules("cuEventRecord:1:CUDA_ERROR_INVALID_VALUE");
+    r->call = r->join ? cucap_builder_join((cucap_builder *const[]){ b, f }, 2, NULL, &err)
+                      : cucap_builder_split(b, 2, &f, &err);
+    snprintf(r->message, sizeof r->message, "%s", err ? cucap_error_message(err) : "");
+    cucap_error_free(err);
+    err = NULL;
+    set_rules("");
+    r->end = cucap_builder_end(b, &err);
+    if (err) {
+        char *text = cucap_error_to_string(err);
+        snprintf(r->end_text, sizeof r->end_text, "%s", text ? text : "");
+        free(text);
+    }
+    cucap_error_free(err);
+    cucap_builder_destroy(f);
+    cucap_builder_destroy(b);
+    return NULL;
+}
+
+static void check_outside_invalidation(int join)
+{
+    struct outside_invalidation r;
+    const char *name = join ? "cucap_builder_join" : "cucap_builder_split";
+    pthread_t t;
+
+    memset(&r, 0, sizeof r);
+    r.join = join;
+    r.invalidate = 1;
+    cr_assert_eq(pthread_create(&t, NULL, capture_invalidated_by_another_thread, &r), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(r.other, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "the other thread's synchronize gave %d", r.other);
+    cr_assert_eq(r.call, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "%s gave %d: %s", name, r.call, r.message);
+    cr_assert_not_null(strstr(r.message, name), "%s", r.message);
+    cr_assert_not_null(strstr(r.message, "cuEventRecord failed: CUDA_ERROR_INVALID_VALUE"), "%s", r.message);
+    cr_assert_not_null(strstr(r.message, "invalidated before this call"), "%s", r.message);
+    cr_assert_not_null(strstr(r.message, "another thread's global-mode call"), "%s", r.message);
+    cr_assert_eq(r.end, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cr_assert_not_null(strstr(r.end_text, name), "the end names the call that found the capture broken: %s",
+                       r.end_text);
+
+    /* the capture still active: the driver's code is reported as it is
+     * (a join of active forks takes no event, so a split shows it) */
+    if (join)
+        return;
+    memset(&r, 0, sizeof r);
+    r.join = join;
+    cr_assert_eq(pthread_create(&t, NULL, capture_invalidated_by_another_thread, &r), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(r.call, CUDA_ERROR_INVALID_VALUE, "%s gave %d: %s", name, r.call, r.message);
+    cr_assert_null(strstr(r.message, "invalidated"), "%s", r.message);
+}
+
+FAULT_BACKEND_TEST(builder, a_split_in_a_capture_another_thread_invalidated_says_so)
+{
+    check_outside_invalidation(0);
+}
+
+FAULT_BACKEND_TEST(builder, a_join_in_a_capture_another_thread_invalidated_says_so)
+{
+    check_outside_invalidation(1);
+}
+
 /* ---------------------------------------------------------------- found by the API fuzzer */
 
 /* The stream cache switched to relaxed mode to retain its context and
