@@ -107,6 +107,45 @@ static void capture_with_join(CUdeviceptr d, enum join_kind how, char *text, siz
     conf_drop(s);
 }
 
+enum fork_work { MEMSET_CAPTURED, EMPTY_NODE_SET, CONDITIONAL_SET, WHILE_BY_LIBRARY_SHAPE };
+
+/* A fork whose only work is a node added to the capture's graph by hand
+ * (cuGraphAddNode at the fork's capture point, then the fork's
+ * dependencies SET to it), never joined: what the origin's end says. */
+static const char *end_with_unjoined_fork(CUdeviceptr d, enum fork_work work, char *text, size_t size)
+{
+    CUstream s = conf_stream(), fork;
+    CUgraph g = NULL;
+    CUresult rc = CUDA_SUCCESS;
+
+    D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    D.cuMemsetD8Async(d, 1, 16, s);
+    fork = conf_fork(s);
+    if (work == MEMSET_CAPTURED) {
+        rc = D.cuMemsetD8Async(d + 16, 2, 16, fork);
+    } else if (work == EMPTY_NODE_SET) {
+        CUstreamCaptureStatus st;
+        CUgraph cg = NULL;
+        const CUgraphNode *deps = NULL;
+        size_t n = 0;
+        CUgraphNode node = NULL;
+        if ((rc = D.cuStreamGetCaptureInfo(fork, &st, NULL, &cg, &deps, NULL, &n)) == CUDA_SUCCESS &&
+            (rc = D.cuGraphAddEmptyNode(&node, cg, deps, n)) == CUDA_SUCCESS)
+            rc = D.cuStreamUpdateCaptureDependencies(fork, &node, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES);
+    } else {
+        CUgraphConditionalHandle h;
+        CUgraph bodies[1];
+        rc = conf_add_conditional(fork, work == CONDITIONAL_SET ? CU_GRAPH_COND_TYPE_IF : CU_GRAPH_COND_TYPE_WHILE, 1,
+                                  0, &h, bodies);
+    }
+    conf_append(text, size, "work %s, end %s", conf_code(rc), conf_code(D.cuStreamEndCapture(s, &g)));
+    if (g)
+        D.cuGraphDestroy(g);
+    conf_drop(fork);
+    conf_drop(s);
+    return text;
+}
+
 void conf_rows_join(void)
 {
     CUdeviceptr d = 0;
@@ -127,5 +166,19 @@ void conf_rows_join(void)
     conf_row("the same join with every fork's dependencies added by one cuStreamUpdateCaptureDependencies(ADD), "
              "one of them a node the origin already depends on", "relaxed", at_once,
              "join CUDA_SUCCESS, 3 dependencies after it, end CUDA_SUCCESS, 4 nodes, launch CUDA_SUCCESS");
+    {
+        char t[4][128] = { "", "", "", "" };
+        conf_row("a fork with a captured memset, never joined", "global",
+                 end_with_unjoined_fork(d, MEMSET_CAPTURED, t[0], sizeof t[0]),
+                 "work CUDA_SUCCESS, end CUDA_ERROR_STREAM_CAPTURE_UNJOINED");
+        conf_row("a fork whose only work is an empty node added by hand (cuGraphAddNode, dependencies SET), never "
+                 "joined", "global", end_with_unjoined_fork(d, EMPTY_NODE_SET, t[1], sizeof t[1]),
+                 "work CUDA_SUCCESS, end CUDA_SUCCESS");
+        conf_row("a fork whose only work is an IF node added by hand, never joined", "global",
+                 end_with_unjoined_fork(d, CONDITIONAL_SET, t[2], sizeof t[2]), "work CUDA_SUCCESS, end CUDA_SUCCESS");
+        conf_row("a fork whose only work is a WHILE node added by hand, never joined", "global",
+                 end_with_unjoined_fork(d, WHILE_BY_LIBRARY_SHAPE, t[3], sizeof t[3]),
+                 "work CUDA_SUCCESS, end CUDA_SUCCESS");
+    }
     D.cuMemFree(d);
 }

@@ -32,7 +32,14 @@ static const char *const call_descriptions[CALL_COUNT] = {
     "cuStreamEndCapture on a stream of its own that is not capturing",
 };
 
+struct child_args {
+    enum call call;
+    int threads;
+    double seconds;
+};
+
 static atomic_int stop;
+static pthread_barrier_t ready;   /* every thread set up before any capture begins */
 static atomic_long captures, invalidated, outside_calls;
 static CUcontext primary;
 
@@ -69,6 +76,7 @@ static void *capturing(void *arg)
     check(cuStreamCreate(&fork, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     check(cuEventCreate(&forked, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     check(cuEventCreate(&joined, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    pthread_barrier_wait(&ready);
     while (!atomic_load(&stop)) {
         CUgraph g = NULL;
         if (cuStreamBeginCapture(origin, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS)
@@ -90,12 +98,18 @@ static void *capturing(void *arg)
 
 /* The thread outside the captures: global mode (the default), the primary
  * context current. */
-static void outside(enum call call)
+static void *timer(void *arg);
+
+static void outside(const struct child_args *a)
 {
+    enum call call = a->call;
+    pthread_t stopper;
     CUstream own;
 
     check(cuCtxSetCurrent(primary), "cuCtxSetCurrent");
     check(cuStreamCreate(&own, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    pthread_barrier_wait(&ready);
+    pthread_create(&stopper, NULL, timer, (void *)a);
     while (!atomic_load(&stop)) {
         CUdeviceptr d = 0;
         CUgraph g = NULL;
@@ -117,13 +131,8 @@ static void outside(enum call call)
         }
         atomic_fetch_add(&outside_calls, 1);
     }
+    pthread_join(stopper, NULL);
 }
-
-struct child_args {
-    enum call call;
-    int threads;
-    double seconds;
-};
 
 static void *timer(void *arg)
 {
@@ -137,20 +146,19 @@ static void *timer(void *arg)
 
 static int child(const struct child_args *a)
 {
-    pthread_t threads[64], stopper;
+    pthread_t threads[64];
     CUdevice dev;
     int i;
 
     check(cuInit(0), "cuInit");
     check(cuDeviceGet(&dev, 0), "cuDeviceGet");
     check(cuDevicePrimaryCtxRetain(&primary, dev), "cuDevicePrimaryCtxRetain");
+    pthread_barrier_init(&ready, NULL, (unsigned)a->threads + 1);
     for (i = 0; i < a->threads; i++)
         pthread_create(&threads[i], NULL, capturing, NULL);
-    pthread_create(&stopper, NULL, timer, (void *)a);
-    outside(a->call);
+    outside(a);   /* starts the timer once every thread is ready */
     for (i = 0; i < a->threads; i++)
         pthread_join(threads[i], NULL);
-    pthread_join(stopper, NULL);
     printf("%ld captures (%ld invalidated), %ld outside calls\n", atomic_load(&captures), atomic_load(&invalidated),
            atomic_load(&outside_calls));
     return 0;

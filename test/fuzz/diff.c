@@ -3,6 +3,7 @@
  * return code.  fuzz-diff.sh runs it on the simulator and on the GPU and
  * compares the two.
  *     fuzz-diff sim|gpu CORPUS-DIR RANDOM-INPUTS SEED */
+#define _GNU_SOURCE 1   /* dladdr, for the crash report */
 #include "config.h"
 
 #include <dirent.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crash-report.h"
 #include "fuzz.h"
 
 static void run(const char *name, const unsigned char *data, size_t size)
@@ -22,6 +24,7 @@ int main(int argc, char **argv)
 {
     struct dirent **names;
     unsigned long randoms, seed, i;
+    const char *only;
     int n, k, rc;
 
     if (argc != 5 || (strcmp(argv[1], "sim") && strcmp(argv[1], "gpu"))) {
@@ -33,6 +36,7 @@ int main(int argc, char **argv)
         return rc == 77 ? 77 : 1;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    crash_report_install();   /* a crash prints its frames into the transcript */
     n = scandir(argv[2], &names, NULL, alphasort);
     for (k = 0; k < n; k++) {
         char path[4096];
@@ -50,6 +54,7 @@ int main(int argc, char **argv)
     if (n > 0)
         free(names);
     randoms = strtoul(argv[3], NULL, 10);
+    only = getenv("FUZZ_DIFF_ONLY");   /* the one random input to run, to reproduce a divergence */
     seed = strtoul(argv[4], NULL, 10);
     srand((unsigned)seed);
     for (i = 0; i < randoms; i++) {
@@ -59,7 +64,8 @@ int main(int argc, char **argv)
         for (j = 0; j < len; j++)
             buf[j] = (unsigned char)rand();
         snprintf(name, sizeof name, "random-%lu-%lu", seed, i);
-        run(name, buf, len);
+        if (!only || strtoul(only, NULL, 10) == i)
+            run(name, buf, len);
     }
     return 0;
 }

@@ -65,6 +65,8 @@ static void record(CUresult rc)
 {
     int n;
 
+    if (getenv("FUZZ_TRACE"))
+        fprintf(stderr, "  -> %d\n", (int)rc);
     if (!differential || transcript_len + 12 >= sizeof transcript)
         return;
     n = snprintf(transcript + transcript_len, sizeof transcript - transcript_len, "%u:%d ", current_op, (int)rc);
@@ -241,6 +243,8 @@ static void note_fault(void)
 static void checked(CUresult rc, cucap_error *err, const char *what)
 {
     record(rc);
+    if (err && getenv("FUZZ_TRACE"))
+        fprintf(stderr, "     %s\n", cucap_error_message(err));
     CHECK((rc == CUDA_SUCCESS) == (err == NULL), "%s returned %d with%s an error object", what, rc,
           err ? "" : "out");
     if (err) {
@@ -327,15 +331,16 @@ static void adopt(cucap_builder *b)
     st.seen[i] = cucap_builder_get_state(b);
 }
 
-static cucap_builder *pick(struct input *in)
-{
-    return st.b[next(in) % BUILDERS];
-}
+static const char *const trace_states[] = { "NOT_STARTED", "CAPTURING", "ENDED", "INVALIDATED", "CLOSED" };
 
 static CUstream stream_of(struct input *in)
 {
-    cucap_builder *b = pick(in);
+    unsigned k = next(in) % BUILDERS;
+    cucap_builder *b = st.b[k];
     CUstream s = b ? cucap_builder_stream(b) : NULL;
+
+    if (getenv("FUZZ_TRACE"))
+        fprintf(stderr, "  on the stream of builder %u (%s)\n", k, b ? trace_states[cucap_builder_get_state(b)] : "none: the spare");
     return s ? s : st.spare;
 }
 
@@ -359,6 +364,10 @@ static void run_step(struct input *in)
     cucap_builder *b = st.b[a % BUILDERS];
     CUresult rc;
     int i;
+
+    if (getenv("FUZZ_TRACE") && b)
+        fprintf(stderr, "  builder %u: kind %d, %s\n", a % BUILDERS, (int)cucap_builder_get_kind(b),
+                trace_states[cucap_builder_get_state(b)]);
 
     switch (op) {
     case 0: {
