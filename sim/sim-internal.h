@@ -74,6 +74,7 @@ struct sim_node {
     struct sim_node **deps;
     size_t dep_count;
     unsigned int mark;               /* reachability walks */
+    int captured;                    /* made by a stream operation under capture, not added by hand */
     size_t index;                    /* position in graph->nodes */
     union {
         struct { CUdeviceptr dst; unsigned int value, element_size; size_t width, height, pitch; } memset;

@@ -247,8 +247,11 @@ static CUresult sim_cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUg
     return rc;
 }
 
-/* 1 when a stream other than the origin has work that the origin's
- * dependencies do not reach, -1 when memory ran out. */
+/* 1 when a stream other than the origin has captured work that the
+ * origin's dependencies do not reach, -1 when memory ran out.  A node
+ * added by hand (cuGraphAddNode) that a stream's dependencies were SET to
+ * is not such work: the driver ends that capture (measured on the H200,
+ * conformance "a fork whose only work is ... added by hand"). */
 static int unjoined(struct sim_capture *c)
 {
     static unsigned int epoch;
@@ -258,7 +261,7 @@ static int unjoined(struct sim_capture *c)
         return -1;
     for (i = 1; i < c->member_count; i++)
         for (j = 0; j < c->members[i].dep_count; j++)
-            if (c->members[i].deps[j]->mark != epoch)
+            if (c->members[i].deps[j]->captured && c->members[i].deps[j]->mark != epoch)
                 return 1;
     return 0;
 }
@@ -492,6 +495,8 @@ struct sim_node *sim_stream_capture_node(CUstream s, CUgraphNodeType type)
     struct sim_member *m = &st->cap->members[st->member];
     struct sim_node *node = sim_graph_add(st->cap->graph, type, m->deps, m->dep_count);
 
+    if (node)
+        node->captured = 1;
     if (node && set_deps(&m->deps, &m->dep_count, &node, 1) != 0)
         return NULL;
     return node;
