@@ -455,15 +455,14 @@ static CUresult add_conditional(struct sim_node **out, struct sim_graph *g, cons
         ;
     if (!up || h->node)
         return CUDA_ERROR_INVALID_VALUE;   /* created on another graph, or already used */
-    switch (p->type) {
+    switch ((int)p->type) {
     case CU_GRAPH_COND_TYPE_IF: if (p->size < 1 || p->size > 2) return CUDA_ERROR_INVALID_VALUE; break;
     case CU_GRAPH_COND_TYPE_WHILE: if (p->size != 1) return CUDA_ERROR_INVALID_VALUE; break;
-    case CU_GRAPH_COND_TYPE_SWITCH: if (p->size < 1) return CUDA_ERROR_INVALID_VALUE; break;
+    case SIM_COND_TYPE_SWITCH: if (p->size < 1) return CUDA_ERROR_INVALID_VALUE; break;
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     /* IF with two bodies and SWITCH came with CUDA 12.8 drivers */
-    if ((p->type == CU_GRAPH_COND_TYPE_SWITCH || p->size > 1) &&
-        sim_env_int("CUDASIM_DRIVER_VERSION", CUDA_VERSION) < 12080)
+    if (((int)p->type == SIM_COND_TYPE_SWITCH || p->size > 1) && sim_driver_version() < 12080)
         return CUDA_ERROR_INVALID_VALUE;
     node = sim_graph_add(g, CU_GRAPH_NODE_TYPE_CONDITIONAL, (struct sim_node *const *)deps, n);
     if (!node)
@@ -816,7 +815,7 @@ static CUresult sim_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph hg,
     }
     for (i = 0; i < handle_count; i++)
         if (handles[i].graph && handle_in(handles[i].graph, g) && !handles[i].node) {
-            params->result_out = CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED;
+            params->result_out = (CUgraphInstantiateResult)SIM_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED;
             rc = CUDA_ERROR_INVALID_VALUE;
             goto done;
         }
@@ -929,7 +928,7 @@ static void run_node(struct sim_exec *e, const struct sim_node *n)
                 value = e->values[n->u.cond.handle];
             }
             break;
-        case CU_GRAPH_COND_TYPE_SWITCH:
+        case SIM_COND_TYPE_SWITCH:
             if (value < n->u.cond.size)
                 run_graph(e, (struct sim_graph *)n->u.cond.bodies[value]);
             break;

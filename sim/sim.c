@@ -52,6 +52,11 @@ void sim_fatal(const char *fmt, ...)
     _Exit(134);
 }
 
+int sim_driver_version(void)
+{
+    return sim_env_int("CUDASIM_DRIVER_VERSION", SIM_DEFAULT_DRIVER_VERSION);
+}
+
 int sim_env_int(const char *name, int fallback)
 {
     const char *s = getenv(name);
@@ -156,7 +161,7 @@ static CUresult sim_cuDriverGetVersion(int *version)
     atomic_fetch_add(&count_cuDriverGetVersion, 1);
     if (!version)
         return CUDA_ERROR_INVALID_VALUE;
-    *version = sim_env_int("CUDASIM_DRIVER_VERSION", CUDA_VERSION);
+    *version = sim_driver_version();
     return CUDA_SUCCESS;
 }
 
@@ -401,7 +406,7 @@ CUDASIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int 
 CUDASIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
                                             cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
-    int driver = sim_env_int("CUDASIM_DRIVER_VERSION", CUDA_VERSION);
+    int driver = sim_driver_version();
     const struct sim_entry *best = NULL;
     int matched = 0;
     size_t m, i;

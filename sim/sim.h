@@ -6,7 +6,8 @@
  *
  * Environment, read when used:
  *   CUDASIM_DEVICES          number of devices (default 1; 0: cuInit gives NO_DEVICE)
- *   CUDASIM_DRIVER_VERSION   what cuDriverGetVersion reports (default: the headers' CUDA_VERSION)
+ *   CUDASIM_DRIVER_VERSION   what cuDriverGetVersion reports (default 13000, the driver it
+ *                            models, whatever CUDA headers built it)
  *
  * Where the real driver crashes or corrupts memory (destroying a graph it
  * already discarded; using a parent graph whose directly captured

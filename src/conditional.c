@@ -310,6 +310,15 @@ CUresult cucap_builder_switch(cucap_builder *b, CUgraphConditionalHandle c, size
     if (count == 0 || count > SWITCH_MAX)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a switch has 1 to %u bodies, got %zu", caller,
                             SWITCH_MAX, count);
+#if CUDA_VERSION >= 12080
     return add_conditional(b, c, CU_GRAPH_COND_TYPE_SWITCH, (unsigned int)count, IF_ELSE_SWITCH_FLOOR, caller,
                            "the SWITCH node added by cucap_builder_switch", bodies, err);
+#else
+    (void)b;
+    (void)c;
+    return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
+                        "%s: SWITCH nodes need a library built with CUDA 12.8 or newer headers (this one was built "
+                        "with CUDA %d.%d's) and a CUDA 12.8 or newer driver", caller, CUDA_VERSION / 1000,
+                        CUDA_VERSION % 1000 / 10);
+#endif
 }

@@ -247,9 +247,13 @@ CUgraph cucap_graph_handle(const cucap_graph *g)
     return g ? cucap_i_box_graph(g->h, g->box) : NULL;
 }
 
+/* The driver's result codes, by value: a driver of CUDA 12.8 or newer
+ * gives CONDITIONAL_HANDLE_UNUSED (5) whatever headers built the library. */
+enum { INSTANTIATE_CONDITIONAL_HANDLE_UNUSED = 5 };
+
 static const char *instantiate_result_text(CUgraphInstantiateResult r, int device_launch)
 {
-    switch (r) {
+    switch ((int)r) {
     case CUDA_GRAPH_INSTANTIATE_ERROR: return "the driver gave no further details";
     case CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE: return "the graph has an invalid structure, such as a cycle";
     case CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED:
@@ -258,7 +262,7 @@ static const char *instantiate_result_text(CUgraphInstantiateResult r, int devic
                                "example a host-function node inside a conditional body)";
     case CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED:
         return "device launch was asked for a graph with nodes in several contexts";
-    case CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED:
+    case INSTANTIATE_CONDITIONAL_HANDLE_UNUSED:
         return "a conditional handle was created on the graph but no conditional node uses it";
     default: return NULL;
     }
