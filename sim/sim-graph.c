@@ -912,7 +912,7 @@ static void run_node(struct sim_exec *e, const struct sim_node *n)
         break;
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
         value = n->u.cond.handle < e->value_count ? e->values[n->u.cond.handle] : 0;
-        switch (n->u.cond.type) {
+        switch ((int)n->u.cond.type) {
         case CU_GRAPH_COND_TYPE_IF:
             if (value)
                 run_graph(e, (struct sim_graph *)n->u.cond.bodies[0]);

@@ -36,7 +36,6 @@ void sim_fatal(const char *fmt, ...) SIM_PRINTF(1, 2) SIM_NORETURN;
 /* The driver the simulator models, and the values of that driver's ABI
  * that CUDA headers older than 12.8 do not name: the simulator is the
  * same whatever headers built it. */
-#define SIM_DEFAULT_DRIVER_VERSION 13000
 #define SIM_COND_TYPE_SWITCH 2                          /* CU_GRAPH_COND_TYPE_SWITCH */
 #define SIM_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED 5     /* CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED */
 /* CUDASIM_DRIVER_VERSION, or the default */

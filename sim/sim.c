@@ -54,7 +54,7 @@ void sim_fatal(const char *fmt, ...)
 
 int sim_driver_version(void)
 {
-    return sim_env_int("CUDASIM_DRIVER_VERSION", SIM_DEFAULT_DRIVER_VERSION);
+    return sim_env_int("CUDASIM_DRIVER_VERSION", CUDASIM_DEFAULT_DRIVER_VERSION);
 }
 
 int sim_env_int(const char *name, int fallback)

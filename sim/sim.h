@@ -24,6 +24,10 @@
 
 #include <cuda.h>
 
+/* The CUDA version the simulator reports unless CUDASIM_DRIVER_VERSION
+ * says otherwise: that of the driver it models, whatever headers built it. */
+#define CUDASIM_DEFAULT_DRIVER_VERSION 13000
+
 #if defined(__GNUC__)
 #  define CUDASIM_EXPORT __attribute__((visibility("default")))
 #else
