@@ -81,30 +81,67 @@ int tool_on_simulator(void)
     return simulated;
 }
 
+/* Whether the loaded driver h initialises and sees a device; if not, why.
+ * The handle stays open: a driver that ran cuInit is not unloaded. */
+static int usable_gpu(void *h, char *why, size_t size)
+{
+    CUresult (*init)(unsigned int) = NULL;
+    CUresult (*count)(int *) = NULL;
+    void *sym;
+    int devices = 0;
+    CUresult rc;
+
+    if ((sym = dlsym(h, "cuInit")))
+        memcpy(&init, &sym, sizeof sym);
+    if ((sym = dlsym(h, "cuDeviceGetCount")))
+        memcpy(&count, &sym, sizeof sym);
+    if (!init || !count) {
+        snprintf(why, size, "libcuda.so.1 has no cuInit or cuDeviceGetCount");
+        return 0;
+    }
+    if ((rc = init(0)) != CUDA_SUCCESS) {
+        snprintf(why, size, "libcuda.so.1 loads, but its cuInit says %s", cucap_result_name(rc));
+        return 0;
+    }
+    if ((rc = count(&devices)) != CUDA_SUCCESS) {
+        snprintf(why, size, "libcuda.so.1 loads, but its cuDeviceGetCount says %s", cucap_result_name(rc));
+        return 0;
+    }
+    if (devices < 1) {
+        snprintf(why, size, "libcuda.so.1 loads, but sees no device");
+        return 0;
+    }
+    return 1;
+}
+
 int tool_fallback_to_simulator(const char *command, int require_gpu)
 {
     const char *driver = getenv("CUCAPTURE_DRIVER"), *sim = simulated_driver(), *why;
     void *h;
 
+    char why_text[512];
+
     if (driver && *driver)
         return 0;   /* the user chose */
     if ((h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL))) {
-        dlclose(h);
-        return 0;   /* a CUDA driver is there */
+        if (usable_gpu(h, why_text, sizeof why_text))
+            return 0;   /* a CUDA driver with a device */
+        why = why_text;   /* a driver without a usable device, as on a build machine: no GPU either */
+    } else {
+        why = dlerror();
+        snprintf(why_text, sizeof why_text, "libcuda.so.1 cannot be loaded: %s", why ? why : "dlopen failed");
+        why = why_text;
     }
-    why = dlerror();
     if (require_gpu) {
-        fprintf(stderr, "cucapture %s: no CUDA driver (%s), and a GPU is required\n", command,
-                why ? why : "libcuda.so.1 cannot be loaded");
+        fprintf(stderr, "cucapture %s: no usable GPU (%s), and a GPU is required\n", command, why);
         return -1;
     }
     if (access(sim, R_OK) != 0) {
-        fprintf(stderr, "cucapture %s: no CUDA driver (%s), and no simulated driver at %s\n", command,
-                why ? why : "libcuda.so.1 cannot be loaded", sim);
+        fprintf(stderr, "cucapture %s: no usable GPU (%s), and no simulated driver at %s\n", command, why, sim);
         return -1;
     }
-    printf("cucapture %s: no CUDA driver here (libcuda.so.1 cannot be loaded): the scenarios run on the "
-           "simulated driver (%s), not on a GPU\n", command, sim);
+    printf("cucapture %s: no usable GPU here (%s): the scenarios run on the simulated driver (%s), not on a "
+           "GPU\n", command, why, sim);
     fflush(stdout);
     return setenv("CUCAPTURE_DRIVER", sim, 1) == 0 ? 1 : -1;
 }

@@ -53,8 +53,11 @@ int tool_info(void)
         (void)pool;
         printf("  memory pools: %s\n", pools ? "supported" : "not supported");
         printf("  conditional nodes: %s\n",
-               cucap_driver_version() >= 12080 ? "IF, IF-ELSE, WHILE, SWITCH"
-               : cucap_driver_version() >= 12030 ? "IF, WHILE" : "not supported");
+               cucap_driver_version() >= 12080
+                   ? (CUDA_VERSION >= 12080 ? "IF, IF-ELSE, WHILE, SWITCH"
+                                            : "IF, IF-ELSE, WHILE (SWITCH: not in this build, made with CUDA headers "
+                                              "older than 12.8)")
+                   : "IF, WHILE");
     }
     return 0;
 }

@@ -26,7 +26,8 @@ void tool_close_device(CUcontext ctx);
 /* Whether the driver the library loads (or loaded) is the simulated one. */
 int tool_on_simulator(void);
 /* Before the library loads a driver: where CUCAPTURE_DRIVER is unset and
- * libcuda.so.1 cannot be loaded, point the library at the simulated
+ * there is no usable GPU (libcuda.so.1 cannot be loaded, or its cuInit
+ * fails or it sees no device), point the library at the simulated
  * driver (saying so on stdout) and return 1; 0 when nothing changed; -1
  * (having said why) when the command cannot run: a GPU is required, or no
  * simulated driver is there. */
