@@ -1,8 +1,10 @@
 /* forkjoin: a complete small libcucapture program.  It takes the device's
  * memory pool, captures a graph that allocates a buffer, fills its two
  * halves on two forked streams, joins them, then runs the graph and checks
- * the result.  Build it with
+ * the result.  It is C and C++ alike.  Build it with
  *     cc forkjoin.c $(pkg-config --cflags --libs cucapture)
+ *     c++ -x c++ forkjoin.c $(pkg-config --cflags --libs cucapture)
+ * or with the Makefile or CMakeLists.txt beside it.
  * Exit status: 0 on success, 77 when no CUDA driver or GPU can be used,
  * 1 on any other failure. */
 #include <stdio.h>
@@ -31,7 +33,7 @@ static int report(const char *what, cucap_error *err)
 
 int main(void)
 {
-    cucap_builder *b = NULL, *fork = NULL;
+    cucap_builder *b = NULL, *fork = NULL, *both[2];
     cucap_pool *pool = NULL;
     cucap_exec *exec = NULL;
     cucap_error *err = NULL;
@@ -70,7 +72,9 @@ int main(void)
         fprintf(stderr, "forkjoin: cuMemsetD8Async failed\n");
         goto out;
     }
-    if (cucap_builder_join((cucap_builder *const[]){ b, fork }, 2, NULL, &err) != CUDA_SUCCESS ||
+    both[0] = b;
+    both[1] = fork;
+    if (cucap_builder_join(both, 2, NULL, &err) != CUDA_SUCCESS ||
         cucap_builder_end(b, &err) != CUDA_SUCCESS ||
         cucap_builder_complete(b, NULL, &exec, &err) != CUDA_SUCCESS ||
         cucap_exec_launch(exec, cucap_builder_stream(b), &err) != CUDA_SUCCESS) {

@@ -61,18 +61,24 @@ static void load_driver(void)
     CUresult rc;
     void *handle;
     int version = 0;
+    int simulated = path && !strcmp(path, "simulated");   /* the installed simulated driver (cucapture-sim(7)) */
 
     if (!path || !*path)
         path = CUCAP_DEFAULT_DRIVER;
-    else if (!strcmp(path, "simulated"))   /* the installed simulated driver (cucapture-sim(7)) */
+    else if (simulated)
         path = CUCAP_SIMULATED_DRIVER;
 
     handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
         const char *why = dlerror();
-        load_failed(CUDA_ERROR_SHARED_OBJECT_INIT_FAILED,
-                    "cannot load the CUDA driver library '%s': %s", path,
-                    why ? why : "dlopen failed");
+        if (simulated)
+            load_failed(CUDA_ERROR_SHARED_OBJECT_INIT_FAILED,
+                        "cannot load the simulated driver (CUCAPTURE_DRIVER=simulated) '%s': %s; it is installed "
+                        "by libcucapture's make install, and on Debian by the package cucapture-sim", path,
+                        why ? why : "dlopen failed");
+        else
+            load_failed(CUDA_ERROR_SHARED_OBJECT_INIT_FAILED, "cannot load the CUDA driver library '%s': %s", path,
+                        why ? why : "dlopen failed");
         return;
     }
     get_proc = (PFN_cuGetProcAddress_v12000)dlsym(handle, "cuGetProcAddress_v2");

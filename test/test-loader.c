@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "cucapture.h"
@@ -30,6 +31,22 @@ Test(loader, missing_library_names_its_path)
     cr_assert_eq(strncmp(cucap_error_message(err), "cucap_init: ", 12), 0,
                  "message does not start with the function: %s", cucap_error_message(err));
     cr_assert_eq(cucap_driver_version(), 0);
+    cucap_error_free(err);
+}
+
+/* CUCAPTURE_DRIVER=simulated where the simulated driver is not installed
+ * (a build tree: it is installed by make install) says where to get it. */
+Test(loader, a_missing_simulated_driver_names_its_package)
+{
+    cucap_error *err = NULL;
+
+    if (access(CUCAP_SIMULATED_DRIVER, F_OK) == 0)
+        cr_skip_test("the simulated driver is installed at %s", CUCAP_SIMULATED_DRIVER);
+    cr_assert_eq(setenv("CUCAPTURE_DRIVER", "simulated", 1), 0);
+    cr_assert_eq(cucap_init(&err), CUDA_ERROR_SHARED_OBJECT_INIT_FAILED, "%s", cucap_error_message(err));
+    cr_assert_not_null(strstr(cucap_error_message(err), "simulated driver"), "%s", cucap_error_message(err));
+    cr_assert_not_null(strstr(cucap_error_message(err), CUCAP_SIMULATED_DRIVER), "%s", cucap_error_message(err));
+    cr_assert_not_null(strstr(cucap_error_message(err), "cucapture-sim"), "%s", cucap_error_message(err));
     cucap_error_free(err);
 }
 
