@@ -160,6 +160,7 @@ Test(fault_sim, every_call_of_a_capture_cycle_fails_in_turn)
 static void over_gpu(void)
 {
     use_fault_driver_over(NULL);   /* libcuda.so.1 */
+    gpu_require_driver_library();
     gpu_require_loaded();
     gpu_make_current();
 }

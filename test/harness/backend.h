@@ -69,6 +69,7 @@ static inline void fault_sim_setup(void)
 static inline void fault_gpu_setup(void)
 {
     use_fault_driver_over(NULL);
+    gpu_require_driver_library();
     gpu_require_loaded();
     gpu_make_current();
 }

@@ -9,6 +9,8 @@
 #define CUCAPTURE_TEST_GPU_H
 
 #include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +63,25 @@ static inline void gpu_require_loaded(void)
          * in test-gpu-smoke.c fails the same way in a test body, with the reason */
         cr_assert_fail("CUCAPTURE_REQUIRE_GPU=1 but the GPU is unusable: %s", reason);
     }
+}
+
+/* For the fault layer over the real driver: it forwards to libcuda.so.1,
+ * so where that cannot be loaded the test skips saying so (rather than
+ * naming the fault layer's own load failure). */
+static inline void gpu_require_driver_library(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    char reason[1024];
+
+    if (h) {
+        dlclose(h);
+        return;
+    }
+    snprintf(reason, sizeof reason, "%s", dlerror());
+    if (!gpu_required())
+        cr_skip_test("no usable CUDA GPU: no CUDA driver here (the fault layer forwards to libcuda.so.1, which "
+                     "cannot be loaded: %s)", reason);
+    cr_assert_fail("CUCAPTURE_REQUIRE_GPU=1 but libcuda.so.1 cannot be loaded: %s", reason);
 }
 
 /* The same for the real driver itself, never the simulator. */
