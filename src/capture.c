@@ -301,8 +301,16 @@ void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
     snprintf(streams, sizeof streams, "%s", h->first_failure_streams);
     code = h->first_failure_code;
     pthread_mutex_unlock(&h->lock);
-    if (!call[0])
+    if (!call[0]) {
+        /* no library call failed first: something outside the library did it */
+        if (err && *err && cucap_error_code(*err) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+            cucap_i_error_add_note(*err, "no libcucapture call on this capture failed before its end: a call made "
+                                         "outside the library invalidated it, such as synchronizing one of its "
+                                         "streams, a synchronous allocation or free (cuMemAlloc, cudaMalloc, "
+                                         "cuMemFree) on the capturing thread in global or thread_local mode, or "
+                                         "another thread's global-mode call such as a legacy-stream operation");
         return;
+    }
     if (code == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
         snprintf(doing, sizeof doing,
                  "this capture ran (the first library call on it that failed; the capture was invalidated "

@@ -346,6 +346,26 @@ BACKEND_TEST(builder, invalidated_end_names_the_library_call_that_failed)
     cucap_builder_destroy(b);
 }
 
+/* A capture invalidated by a raw synchronous allocation on its thread,
+ * no library call failing first: the end still says what can do that. */
+BACKEND_TEST(builder, an_end_invalidated_from_outside_says_what_invalidates)
+{
+    cucap_builder *b = new_builder();
+    cucap_error *err = NULL;
+    CUdeviceptr d = 0;
+
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cr_assert_eq(cucap_error_note_count(err), 1, "%s", cucap_error_message(err));
+    cr_assert_not_null(strstr(cucap_error_note(err, 0), "a synchronous allocation or free"), "%s",
+                       cucap_error_note(err, 0));
+    cr_assert_not_null(strstr(cucap_error_note(err, 0), "no libcucapture call on this capture failed"), "%s",
+                       cucap_error_note(err, 0));
+    cucap_error_free(err);
+    cucap_builder_destroy(b);
+}
+
 /* The registry finds a stream's capture among several running: a pool
  * call that fails on a fork of one is that capture's first failure, and
  * the other capture's pool calls and end are untouched. */
