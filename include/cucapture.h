@@ -60,8 +60,9 @@ typedef void (*cucap_driver_fn)(void);
  *              dlopen() reason);
  *              CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND when it loads but
  *              lacks cuGetProcAddress_v2 (not a CUDA 12.0 or newer driver);
- *              CUDA_ERROR_NOT_SUPPORTED when the driver is older than the
- *              headers the library was built against;
+ *              CUDA_ERROR_NOT_SUPPORTED when the driver is older than
+ *              CUDA 12.3, whatever headers the library was built with, or
+ *              lacks an entry point of CUDA 12.3 the library needs;
  *              whatever cuInit() returned (for example CUDA_ERROR_NO_DEVICE).
  */
 CUCAP_API CUresult cucap_init(cucap_error **err);
@@ -99,8 +100,7 @@ CUCAP_API int cucap_driver_version(void);
  *
  * \param       symbol  A driver entry point's name, such as "cuMemsetD8Async".
  * \return      The function, or NULL when the driver cannot be loaded or
- *              does not have it.  (Before 1.3.0's release this returned
- *              void *; the cast reads the same.)
+ *              does not have it.
  */
 CUCAP_API cucap_driver_fn cucap_driver_entry_point(const char *symbol);
 

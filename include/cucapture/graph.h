@@ -95,7 +95,7 @@ CUCAP_API CUresult cucap_exec_upload(cucap_exec *e, CUstream s, cucap_error **er
  * \brief       Update the executable graph from a builder's ended graph
  *
  * The topology must be identical.  On failure the message names the
- * update result and the offending node.
+ * update result and, when the driver names one, the offending node.
  *
  * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL arguments;
  *              CUDA_ERROR_ILLEGAL_STATE when source is not ENDED;
