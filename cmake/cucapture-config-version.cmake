@@ -1,6 +1,6 @@
-# libcucapture 1.3.0 satisfies a request for 1.x up to this
+# libcucapture 1.4.0 satisfies a request for 1.x up to this
 # version (one major version, the same ABI), for a 64-bit build.
-set(PACKAGE_VERSION "1.3.0")
+set(PACKAGE_VERSION "1.4.0")
 set(PACKAGE_VERSION_COMPATIBLE FALSE)
 set(PACKAGE_VERSION_EXACT FALSE)
 if(NOT PACKAGE_FIND_VERSION OR

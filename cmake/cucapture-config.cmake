@@ -1,4 +1,4 @@
-# The CMake package of libcucapture 1.3.0:
+# The CMake package of libcucapture 1.4.0:
 #     find_package(cucapture 1.3 CONFIG REQUIRED)
 #     target_link_libraries(app PRIVATE cucapture::cucapture)
 # The target carries libcucapture's headers and those of CUDA (cuda.h and
@@ -14,12 +14,12 @@ if(NOT EXISTS "/usr/include/cuda.h")
   find_package(CUDAToolkit QUIET)
   if(CUDAToolkit_FOUND AND EXISTS "${CUDAToolkit_INCLUDE_DIRS}/cudaTypedefs.h")
     set(_cucapture_cuda_include "${CUDAToolkit_INCLUDE_DIRS}")
-  elseif(EXISTS "/usr/include/cuda.h")
-    set(_cucapture_cuda_include "/usr/include")
+  elseif(EXISTS "/usr/local/cuda/include/cuda.h")
+    set(_cucapture_cuda_include "/usr/local/cuda/include")
   else()
     set(cucapture_FOUND FALSE)
     set(cucapture_NOT_FOUND_MESSAGE
-        "libcucapture needs the CUDA headers (cuda.h and cudaTypedefs.h, CUDA 12.3 or newer): CUDAToolkit was not found and /usr/include/cuda.h does not exist; install the CUDA toolkit or nvidia-cuda-dev, or set CUDAToolkit_ROOT")
+        "libcucapture needs the CUDA headers (cuda.h and cudaTypedefs.h, CUDA 12.3 or newer): CUDAToolkit was not found and /usr/local/cuda/include/cuda.h does not exist; install the CUDA toolkit or nvidia-cuda-dev, or set CUDAToolkit_ROOT")
     return()
   endif()
 endif()

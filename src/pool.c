@@ -380,6 +380,16 @@ CUresult cucap_pool_close(cucap_pool *p, cucap_error **err)
     return rc;
 }
 
+void cucap_pool_destroy(cucap_pool *p)
+{
+    cucap_error *err = NULL;
+
+    if (cucap_pool_close(p, &err) != CUDA_SUCCESS)
+        cucap_i_warn_error(err);
+    else
+        cucap_error_free(err);
+}
+
 size_t cucap_i_pool_tracked_bytes(void)
 {
     return cucap_i_live_footprint();

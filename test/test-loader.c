@@ -222,7 +222,7 @@ Test(loader, cuInit_failure_is_returned)
 
 Test(loader, version_string)
 {
-    cr_assert_str_eq(cucap_version_string(), "1.3.0");
+    cr_assert_str_eq(cucap_version_string(), PACKAGE_VERSION);
     cr_assert_str_eq(cucap_version_string(), PACKAGE_VERSION);
 }
 

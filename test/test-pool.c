@@ -724,3 +724,35 @@ FAULT_BACKEND_TEST(pool, close_destroys_the_pool_even_when_the_relaxed_switch_fa
     if (on_simulator())
         cr_assert_eq(sim_live_settled("pool"), 0);
 }
+
+/* cucap_pool_destroy: close where no error can be returned; a failure
+ * reaches the warning handler, success says nothing. */
+static int destroy_warnings;
+static CUresult destroy_warning_code;
+
+static void count_destroy_warning(const cucap_error *w, void *data)
+{
+    (void)data;
+    destroy_warnings++;
+    destroy_warning_code = cucap_error_code(w);
+}
+
+FAULT_BACKEND_TEST(pool, destroy_reports_a_failed_close_to_the_warning_handler)
+{
+    cucap_pool *p = NULL;
+
+    cucap_set_warning_handler(count_destroy_warning, NULL);
+    cr_assert_eq(cucap_pool_create(0, NULL, &p, NULL), CUDA_SUCCESS);
+    cucap_pool_destroy(p);
+    cr_assert_eq(destroy_warnings, 0, "a clean destroy warns");
+    cucap_pool_destroy(NULL);
+    cr_assert_eq(cucap_pool_create(0, NULL, &p, NULL), CUDA_SUCCESS);
+    cr_assert_eq(set_rules("cuMemPoolDestroy:1:CUDA_ERROR_ILLEGAL_STATE"), 0);
+    cucap_pool_destroy(p);
+    cr_assert_eq(destroy_warnings, 1);
+    cr_assert_eq(destroy_warning_code, CUDA_ERROR_ILLEGAL_STATE);
+    cr_assert_eq(set_rules(""), 0);
+    cucap_set_warning_handler(NULL, NULL);
+    if (on_simulator())
+        cr_assert_eq(sim_live_settled("pool"), 1, "the pool the fault kept is the driver's");
+}

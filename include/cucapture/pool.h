@@ -135,6 +135,17 @@ CUCAP_API CUmemoryPool cucap_pool_handle(const cucap_pool *p);
  */
 CUCAP_API CUresult cucap_pool_close(cucap_pool *p, cucap_error **err);
 
+/**
+ * \brief       Close a pool object where no error can be returned
+ *
+ * cucap_pool_close() for cleanup paths (a C++ destructor, say): the same
+ * work, and any failure goes to the warning handler
+ * (cucap_set_warning_handler()).  NULL is accepted and ignored.
+ *
+ * \since       1.4.0 (LIBCUCAPTURE_1.4)
+ */
+CUCAP_API void cucap_pool_destroy(cucap_pool *p);
+
 #ifdef __cplusplus
 }
 #endif
