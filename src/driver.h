@@ -14,6 +14,10 @@ struct cucap_driver {
 #undef CUCAP_DRIVER_ENTRY
 };
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The oldest driver the library runs on: CUDA 12.3 (conditional handles). */
 #define CUCAP_DRIVER_FLOOR 12030
 
@@ -38,5 +42,9 @@ void *cucap_i_driver_entry_point_at(const char *symbol, int cuda_version);
  * loaded or it does not know the code. */
 const char *cucap_i_driver_error_name(CUresult code);
 const char *cucap_i_driver_error_string(CUresult code);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* CUCAPTURE_DRIVER_H */

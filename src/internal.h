@@ -6,6 +6,10 @@
 
 #include "cucapture.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #if defined(__GNUC__)
 #  define CUCAP_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
 #else
@@ -110,5 +114,9 @@ int cucap_i_reserved_zero(const int *ints, size_t int_bytes, void *const *ptrs, 
 
 /* A driver call failed: "<caller>: <call> failed: NAME: description". */
 CUresult cucap_i_fail_driver(cucap_error **err, CUresult rc, const char *caller, const char *call);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* CUCAPTURE_INTERNAL_H */

@@ -7,8 +7,16 @@
 #define CUCAPTURE_TEST_DRIVER_H
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <string.h>
+#ifdef __cplusplus   /* the C++ suite (test-cxx.cc) */
+#  include <atomic>
+using std::atomic_int;
+using std::memory_order_acquire;
+using std::memory_order_relaxed;
+using std::memory_order_release;
+#else
+#  include <stdatomic.h>
+#endif
 
 #include "driver.h"
 

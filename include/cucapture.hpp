@@ -1,0 +1,655 @@
+/**
+ * \file        cucapture.hpp
+ * \brief       libcucapture for C++: owning types and exceptions
+ *
+ * A header-only C++17 layer over the C API of <cucapture.h>, in namespace
+ * cucap.  Each function is an inline call of the C function of the same
+ * name: it adds no behaviour, state or driver call of its own, so
+ * everything the C manual pages say holds here too (see cucapture.hpp(3)).
+ *
+ *   - builder, exec, graph and pool own the C object and are move-only;
+ *     their destructors never throw: they call the C destroy functions,
+ *     whose failures go to the warning handler (cucap_set_warning_handler()).
+ *     A moved-from object is empty and safe to destroy.
+ *   - A failure throws cucap::error, carrying the CUresult, the message and
+ *     every note of the C error object; error_code() gives it as a
+ *     std::error_code of result_category().
+ *   - builder::stream() is the builder's CUstream, which is also a
+ *     cudaStream_t: the CUDA runtime, kernels launched with <<<>>> and
+ *     libraries such as cuBLAS use it directly.
+ *
+ * Built like the C API: pkg-config --cflags --libs cucapture, or the CMake
+ * target cucapture::cucapture.  Needs C++17.
+ */
+#ifndef CUCAPTURE_HPP
+#define CUCAPTURE_HPP
+
+#include <cucapture.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if !defined(__cplusplus) || __cplusplus < 201703L
+#  if !defined(_MSVC_LANG) || _MSVC_LANG < 201703L
+#    error "cucapture.hpp needs C++17 or newer"
+#  endif
+#endif
+
+namespace cucap {
+
+/* ---------------------------------------------------------------- errors */
+
+/**
+ * \brief       The category of CUresult values in std::error_code
+ *
+ * name() is "cucapture"; message() the code's symbolic name, as
+ * cucap_result_name() gives it ("CUDA_ERROR_STREAM_CAPTURE_INVALIDATED").
+ */
+class result_category_type final : public std::error_category {
+public:
+    const char *name() const noexcept override { return "cucapture"; }
+    std::string message(int code) const override { return cucap_result_name(static_cast<CUresult>(code)); }
+};
+
+/** \brief       The one result_category_type object */
+inline const std::error_category &result_category() noexcept
+{
+    static const result_category_type category;
+    return category;
+}
+
+/** \brief       A CUresult as a std::error_code of result_category() */
+inline std::error_code make_error_code(CUresult code) noexcept
+{
+    return std::error_code(static_cast<int>(code), result_category());
+}
+
+/**
+ * \brief       A failed libcucapture call
+ *
+ * what() is the C error's message ("cucap_builder_end: ..."); notes() its
+ * notes, in order; text() the message and the notes as
+ * cucap_error_to_string() writes them.
+ */
+class error : public std::runtime_error {
+public:
+    /**
+     * \brief   Take over the C error e of a call that returned code
+     *
+     * e is freed.  A NULL e (the library could not make one) gives the
+     * code's name as the message.
+     */
+    static error take(CUresult code, cucap_error *e)
+    {
+        holder owned(e);
+        std::vector<std::string> notes;
+        std::string text;
+
+        for (std::size_t i = 0, n = cucap_error_note_count(e); i < n; i++)
+            notes.emplace_back(cucap_error_note(e, i));
+        if (char *full = cucap_error_to_string(e)) {
+            text = full;
+            std::free(full);
+        }
+        std::string message = e ? cucap_error_message(e) : cucap_result_name(code);
+        if (text.empty())
+            text = message;
+        return error(code, message, std::move(notes), std::move(text));
+    }
+
+    error(CUresult code, const std::string &message, std::vector<std::string> notes, std::string text)
+        : std::runtime_error(message), code_(code), notes_(std::move(notes)), text_(std::move(text))
+    {
+    }
+
+    /** \brief   The CUresult the C call returned */
+    CUresult code() const noexcept { return code_; }
+    /** \brief   Its symbolic name, never NULL */
+    const char *name() const noexcept { return cucap_result_name(code_); }
+    /** \brief   The notes of secondary failures, in order */
+    const std::vector<std::string> &notes() const noexcept { return notes_; }
+    /** \brief   Message and notes, as cucap_error_to_string() */
+    const std::string &text() const noexcept { return text_; }
+    /** \brief   code() as a std::error_code */
+    std::error_code error_code() const noexcept { return make_error_code(code_); }
+
+private:
+    struct holder {
+        explicit holder(cucap_error *e) noexcept : e_(e) {}
+        ~holder() { cucap_error_free(e_); }
+        holder(const holder &) = delete;
+        holder &operator=(const holder &) = delete;
+        cucap_error *e_;
+    };
+
+    CUresult code_;
+    std::vector<std::string> notes_;
+    std::string text_;
+};
+
+namespace detail {
+
+/* The C error slot of one call: freed unless handed to an exception. */
+class error_slot {
+public:
+    error_slot() noexcept = default;
+    ~error_slot() { cucap_error_free(e_); }
+    error_slot(const error_slot &) = delete;
+    error_slot &operator=(const error_slot &) = delete;
+    cucap_error **out() noexcept { return &e_; }
+    /* throw for a failed call */
+    void check(CUresult code)
+    {
+        if (code != CUDA_SUCCESS) {
+            cucap_error *e = e_;
+            e_ = nullptr;
+            throw error::take(code, e);
+        }
+    }
+
+private:
+    cucap_error *e_ = nullptr;
+};
+
+} // namespace detail
+
+/* ---------------------------------------------------------------- the library */
+
+/** \brief       cucap_init(): load the driver now (optional; throws on failure) */
+inline void init()
+{
+    detail::error_slot e;
+    e.check(cucap_init(e.out()));
+}
+
+/** \brief       cucap_version_string() */
+inline const char *version_string() noexcept { return cucap_version_string(); }
+
+/** \brief       cucap_driver_version() */
+inline int driver_version() noexcept { return cucap_driver_version(); }
+
+/** \brief       cucap_driver_entry_point(): cast to the PFN_..._v12030-or-older type */
+inline cucap_driver_fn driver_entry_point(const char *symbol) noexcept { return cucap_driver_entry_point(symbol); }
+
+/** \brief       cucap_result_name() */
+inline const char *result_name(CUresult code) noexcept { return cucap_result_name(code); }
+
+class builder;
+
+/* ---------------------------------------------------------------- exec */
+
+/**
+ * \brief       An executable graph (cucap_exec), owned
+ */
+class exec {
+public:
+    exec() noexcept = default;
+    /** \brief   Adopt a C object */
+    explicit exec(cucap_exec *e) noexcept : e_(e) {}
+    exec(exec &&other) noexcept : e_(other.release()) {}
+    exec &operator=(exec &&other) noexcept
+    {
+        if (this != &other) {
+            cucap_exec_destroy(e_);
+            e_ = other.release();
+        }
+        return *this;
+    }
+    exec(const exec &) = delete;
+    exec &operator=(const exec &) = delete;
+    /** \brief   cucap_exec_destroy(); failures go to the warning handler */
+    ~exec() { cucap_exec_destroy(e_); }
+
+    /** \brief   cucap_exec_launch() */
+    void launch(CUstream s)
+    {
+        detail::error_slot e;
+        e.check(cucap_exec_launch(e_, s, e.out()));
+    }
+    /** \brief   cucap_exec_upload() */
+    void upload(CUstream s)
+    {
+        detail::error_slot e;
+        e.check(cucap_exec_upload(e_, s, e.out()));
+    }
+    /** \brief   cucap_exec_update(): take the graph an ENDED builder captured */
+    inline void update(builder &source);
+
+    /** \brief   cucap_exec_handle() */
+    CUgraphExec handle() const noexcept { return cucap_exec_handle(e_); }
+    cucap_exec *get() const noexcept { return e_; }
+    /** \brief   Give up ownership: the caller destroys the C object */
+    cucap_exec *release() noexcept { return std::exchange(e_, nullptr); }
+    explicit operator bool() const noexcept { return e_ != nullptr; }
+
+private:
+    cucap_exec *e_ = nullptr;
+};
+
+/* ---------------------------------------------------------------- graph */
+
+/**
+ * \brief       A reference to a graph hierarchy (cucap_graph), owned
+ */
+class graph {
+public:
+    graph() noexcept = default;
+    /** \brief   Adopt a C reference */
+    explicit graph(cucap_graph *g) noexcept : g_(g) {}
+    graph(graph &&other) noexcept : g_(other.release()) {}
+    graph &operator=(graph &&other) noexcept
+    {
+        if (this != &other) {
+            cucap_graph_unref(g_);
+            g_ = other.release();
+        }
+        return *this;
+    }
+    graph(const graph &) = delete;
+    graph &operator=(const graph &) = delete;
+    /** \brief   cucap_graph_unref() */
+    ~graph() { cucap_graph_unref(g_); }
+
+    /** \brief   cucap_graph_ref(): another reference to the same hierarchy */
+    graph share() const noexcept { return graph(cucap_graph_ref(g_)); }
+    /** \brief   cucap_graph_handle(): borrowed, NULL once retired */
+    CUgraph handle() const noexcept { return cucap_graph_handle(g_); }
+    /** \brief   cucap_graph_instantiate() */
+    exec instantiate(const cucap_complete_options *opts = nullptr) const
+    {
+        detail::error_slot e;
+        cucap_exec *out = nullptr;
+        e.check(cucap_graph_instantiate(g_, opts, &out, e.out()));
+        return exec(out);
+    }
+
+    cucap_graph *get() const noexcept { return g_; }
+    cucap_graph *release() noexcept { return std::exchange(g_, nullptr); }
+    explicit operator bool() const noexcept { return g_ != nullptr; }
+
+private:
+    cucap_graph *g_ = nullptr;
+};
+
+/* ---------------------------------------------------------------- builder */
+
+/**
+ * \brief       A graph builder (cucap_builder), owned
+ *
+ * The destructor is cucap_builder_destroy(): any state, any order
+ * relative to forks, bodies and graphs, never a crash.
+ */
+class builder {
+public:
+    builder() noexcept = default;
+    /** \brief   Adopt a C builder */
+    explicit builder(cucap_builder *b) noexcept : b_(b) {}
+    builder(builder &&other) noexcept : b_(other.release()) {}
+    builder &operator=(builder &&other) noexcept
+    {
+        if (this != &other) {
+            cucap_builder_destroy(b_);
+            b_ = other.release();
+        }
+        return *this;
+    }
+    builder(const builder &) = delete;
+    builder &operator=(const builder &) = delete;
+    ~builder() { cucap_builder_destroy(b_); }
+
+    /** \brief   cucap_builder_create(): a PRIMARY builder on a new stream of dev */
+    static builder create(CUdevice dev = 0)
+    {
+        detail::error_slot e;
+        cucap_builder *b = nullptr;
+        e.check(cucap_builder_create(dev, &b, e.out()));
+        return builder(b);
+    }
+    /** \brief   cucap_builder_create_on_stream(): on the caller's stream, borrowed */
+    static builder on_stream(CUstream s)
+    {
+        detail::error_slot e;
+        cucap_builder *b = nullptr;
+        e.check(cucap_builder_create_on_stream(s, &b, e.out()));
+        return builder(b);
+    }
+
+    /** \brief   cucap_builder_begin() */
+    void begin(CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL)
+    {
+        detail::error_slot e;
+        e.check(cucap_builder_begin(b_, mode, e.out()));
+    }
+    /** \brief   cucap_builder_end() */
+    void end()
+    {
+        detail::error_slot e;
+        e.check(cucap_builder_end(b_, e.out()));
+    }
+    /**
+     * \brief   begin(), fill(*this), end(): a capture filled by a callable
+     *
+     * When fill throws, the builder keeps its capture (its destructor, or
+     * close(), tears it down) and the exception goes on.
+     */
+    template <class Fill>
+    void capture(Fill &&fill, CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL)
+    {
+        begin(mode);
+        std::forward<Fill>(fill)(*this);
+        end();
+    }
+
+    /**
+     * \brief   cucap_builder_split(): count branches, this one and count - 1 new forks
+     * \return  The count - 1 forks, owned.
+     */
+    std::vector<builder> split(std::size_t count) { return split_with(count, nullptr); }
+    /** \brief   cucap_builder_split_on(): the forks' streams on device dev */
+    std::vector<builder> split_on(CUdevice dev, std::size_t count) { return split_with(count, &dev); }
+    /** \brief   cucap_builder_join_forks(): join every open fork split from this builder */
+    void join_forks()
+    {
+        detail::error_slot e;
+        e.check(cucap_builder_join_forks(b_, e.out()));
+    }
+    /** \brief   cucap_builder_close(): CLOSED, ending a live capture first */
+    void close()
+    {
+        detail::error_slot e;
+        e.check(cucap_builder_close(b_, e.out()));
+    }
+
+    /** \brief   cucap_builder_stream(): also a cudaStream_t */
+    CUstream stream() const noexcept { return cucap_builder_stream(b_); }
+    /** \brief   cucap_builder_context() */
+    CUcontext context() const noexcept { return cucap_builder_context(b_); }
+    /** \brief   cucap_builder_get_kind() */
+    cucap_builder_kind kind() const noexcept { return cucap_builder_get_kind(b_); }
+    /** \brief   cucap_builder_get_state() */
+    cucap_builder_state state() const noexcept { return cucap_builder_get_state(b_); }
+    /** \brief   cucap_builder_is_building() */
+    bool is_building() const
+    {
+        detail::error_slot e;
+        int building = 0;
+        e.check(cucap_builder_is_building(b_, &building, e.out()));
+        return building != 0;
+    }
+
+    /**
+     * \brief   cucap_builder_enqueue(): run fn(stream) under the capture's lock
+     *
+     * fn returns a CUresult (the failing driver call's) or nothing.  An
+     * exception from fn comes back out of enqueue() (the C call sees
+     * CUDA_ERROR_UNKNOWN from it).
+     */
+    template <class Fn>
+    void enqueue(Fn &&fn)
+    {
+        struct call {
+            std::remove_reference_t<Fn> *fn;
+            std::exception_ptr thrown;
+        } c{&fn, nullptr};
+        cucap_enqueue_fn trampoline = [](CUstream s, void *p) noexcept -> CUresult {
+            call *c = static_cast<call *>(p);
+            try {
+                if constexpr (std::is_void_v<std::invoke_result_t<std::remove_reference_t<Fn> &, CUstream>>) {
+                    (*c->fn)(s);
+                    return CUDA_SUCCESS;
+                } else {
+                    return static_cast<CUresult>((*c->fn)(s));
+                }
+            } catch (...) {
+                c->thrown = std::current_exception();
+                return CUDA_ERROR_UNKNOWN;
+            }
+        };
+        detail::error_slot e;
+        CUresult rc = cucap_builder_enqueue(b_, trampoline, &c, e.out());
+        if (c.thrown)
+            std::rethrow_exception(c.thrown);
+        e.check(rc);
+    }
+
+    /** \brief   cucap_builder_complete(): instantiate the ENDED builder's graph */
+    exec complete(const cucap_complete_options *opts = nullptr)
+    {
+        detail::error_slot e;
+        cucap_exec *out = nullptr;
+        e.check(cucap_builder_complete(b_, opts, &out, e.out()));
+        return exec(out);
+    }
+    /** \brief   cucap_builder_graph(): a reference to the ENDED builder's graph */
+    graph graph_ref()
+    {
+        detail::error_slot e;
+        cucap_graph *out = nullptr;
+        e.check(cucap_builder_graph(b_, &out, e.out()));
+        return graph(out);
+    }
+    /** \brief   cucap_builder_dot_print() */
+    void dot_print(const char *path, unsigned int flags = 0)
+    {
+        detail::error_slot e;
+        e.check(cucap_builder_dot_print(b_, path, flags, e.out()));
+    }
+    /** \brief   cucap_builder_embed(): child's graph as a child-graph node here */
+    void embed(builder &child)
+    {
+        detail::error_slot e;
+        e.check(cucap_builder_embed(b_, child.b_, e.out()));
+    }
+
+    /** \brief   cucap_builder_create_condition() */
+    CUgraphConditionalHandle create_condition(unsigned int default_value = 0, bool assign_default = true)
+    {
+        detail::error_slot e;
+        CUgraphConditionalHandle c = 0;
+        e.check(cucap_builder_create_condition(b_, default_value, assign_default ? 1 : 0, &c, e.out()));
+        return c;
+    }
+    /** \brief   cucap_builder_if(): an IF node; its body, NOT_STARTED */
+    builder if_then(CUgraphConditionalHandle c)
+    {
+        detail::error_slot e;
+        cucap_builder *body = nullptr;
+        e.check(cucap_builder_if(b_, c, &body, e.out()));
+        return builder(body);
+    }
+    /** \brief   cucap_builder_if_else(): then and else bodies */
+    std::pair<builder, builder> if_else(CUgraphConditionalHandle c)
+    {
+        detail::error_slot e;
+        cucap_builder *then_body = nullptr, *else_body = nullptr;
+        e.check(cucap_builder_if_else(b_, c, &then_body, &else_body, e.out()));
+        return {builder(then_body), builder(else_body)};
+    }
+    /** \brief   cucap_builder_while(): a WHILE node; its body */
+    builder while_loop(CUgraphConditionalHandle c)
+    {
+        detail::error_slot e;
+        cucap_builder *body = nullptr;
+        e.check(cucap_builder_while(b_, c, &body, e.out()));
+        return builder(body);
+    }
+    /** \brief   cucap_builder_switch(): a SWITCH node of count bodies */
+    std::vector<builder> switch_on(CUgraphConditionalHandle c, std::size_t count)
+    {
+        std::vector<cucap_builder *> raw(count, nullptr);
+        std::vector<builder> bodies;
+        bodies.reserve(count);
+        detail::error_slot e;
+        e.check(cucap_builder_switch(b_, c, count, raw.data(), e.out()));
+        for (cucap_builder *body : raw)
+            bodies.emplace_back(body);
+        return bodies;
+    }
+
+    cucap_builder *get() const noexcept { return b_; }
+    /** \brief   Give up ownership: the caller destroys the C builder */
+    cucap_builder *release() noexcept { return std::exchange(b_, nullptr); }
+    explicit operator bool() const noexcept { return b_ != nullptr; }
+
+private:
+    std::vector<builder> split_with(std::size_t count, const CUdevice *dev)
+    {
+        std::vector<cucap_builder *> raw(count > 1 ? count - 1 : 1, nullptr);
+        std::vector<builder> forks;
+        forks.reserve(raw.size());   /* nothing can throw once the forks exist */
+        detail::error_slot e;
+        e.check(dev ? cucap_builder_split_on(b_, *dev, count, raw.data(), e.out())
+                    : cucap_builder_split(b_, count, raw.data(), e.out()));
+        for (cucap_builder *f : raw)
+            forks.emplace_back(f);
+        return forks;
+    }
+
+    cucap_builder *b_ = nullptr;
+};
+
+inline void exec::update(builder &source)
+{
+    detail::error_slot e;
+    e.check(cucap_exec_update(e_, source.get(), e.out()));
+}
+
+namespace detail {
+
+inline cucap_builder *raw(builder &b) noexcept { return b.get(); }
+inline cucap_builder *raw(builder *b) noexcept { return b ? b->get() : nullptr; }
+inline cucap_builder *raw(std::reference_wrapper<builder> b) noexcept { return b.get().get(); }
+
+inline builder &deref(builder &b) noexcept { return b; }
+inline builder &deref(builder *b) noexcept { return *b; }
+inline builder &deref(std::reference_wrapper<builder> b) noexcept { return b.get(); }
+
+} // namespace detail
+
+/**
+ * \brief       cucap_builder_join() over any range of builders
+ *
+ * The elements are builders, pointers to builders or
+ * std::reference_wrapper<builder> (for example a std::vector<builder>
+ * from split() with the primary added, or {std::ref(a), std::ref(b)}).
+ * Every builder but the root is CLOSED afterwards, and still owned by its
+ * object.
+ * \return      The root: the builder the others were joined into.
+ */
+template <class Range>
+builder &join(Range &&builders)
+{
+    std::vector<cucap_builder *> raw;
+    for (auto &&b : builders)
+        raw.push_back(detail::raw(b));
+    detail::error_slot e;
+    cucap_builder *root = nullptr;
+    e.check(cucap_builder_join(raw.data(), raw.size(), &root, e.out()));
+    for (auto &&b : builders)
+        if (detail::raw(b) == root)
+            return detail::deref(b);
+    throw error(CUDA_ERROR_UNKNOWN, "cucap::join: the root is none of the builders", {},
+                "cucap::join: the root is none of the builders");
+}
+
+/** \brief       join() of a braced list: cucap::join({std::ref(a), std::ref(b)}) */
+inline builder &join(std::initializer_list<std::reference_wrapper<builder>> builders)
+{
+    return join<std::initializer_list<std::reference_wrapper<builder>> &>(builders);
+}
+
+/* ---------------------------------------------------------------- pool */
+
+/**
+ * \brief       A memory pool object (cucap_pool), owned
+ *
+ * The destructor is cucap_pool_destroy(): an owned pool is destroyed, a
+ * wrapped one loses its wrapper, the process-wide device pool is left as
+ * it is; failures go to the warning handler.
+ */
+class pool {
+public:
+    pool() noexcept = default;
+    /** \brief   Adopt a C pool object */
+    explicit pool(cucap_pool *p) noexcept : p_(p) {}
+    pool(pool &&other) noexcept : p_(other.release()) {}
+    pool &operator=(pool &&other) noexcept
+    {
+        if (this != &other) {
+            cucap_pool_destroy(p_);
+            p_ = other.release();
+        }
+        return *this;
+    }
+    pool(const pool &) = delete;
+    pool &operator=(const pool &) = delete;
+    ~pool() { cucap_pool_destroy(p_); }
+
+    /** \brief   cucap_pool_open_default(): the device's current pool, wrapped */
+    static pool open_default(CUdevice dev = 0)
+    {
+        detail::error_slot e;
+        cucap_pool *p = nullptr;
+        e.check(cucap_pool_open_default(dev, &p, e.out()));
+        return pool(p);
+    }
+    /** \brief   cucap_device_pool(): the process-wide object, borrowed */
+    static pool device(CUdevice dev = 0)
+    {
+        detail::error_slot e;
+        cucap_pool *p = nullptr;
+        e.check(cucap_device_pool(dev, &p, e.out()));
+        return pool(p);
+    }
+    /** \brief   cucap_pool_create(): a new pool, owned */
+    static pool create(CUdevice dev = 0, const cucap_pool_options *opts = nullptr)
+    {
+        detail::error_slot e;
+        cucap_pool *p = nullptr;
+        e.check(cucap_pool_create(dev, opts, &p, e.out()));
+        return pool(p);
+    }
+
+    /** \brief   cucap_pool_alloc(): stream-ordered, also inside a capture */
+    CUdeviceptr alloc(std::size_t size, CUstream s)
+    {
+        detail::error_slot e;
+        CUdeviceptr ptr = 0;
+        e.check(cucap_pool_alloc(p_, size, s, &ptr, e.out()));
+        return ptr;
+    }
+    /** \brief   cucap_pool_free(): stream-ordered */
+    void free(CUdeviceptr ptr, CUstream s)
+    {
+        detail::error_slot e;
+        e.check(cucap_pool_free(p_, ptr, s, e.out()));
+    }
+    /** \brief   cucap_pool_close(), reporting a failure; the object is empty after it */
+    void close()
+    {
+        detail::error_slot e;
+        e.check(cucap_pool_close(release(), e.out()));
+    }
+
+    /** \brief   cucap_pool_handle() */
+    CUmemoryPool handle() const noexcept { return cucap_pool_handle(p_); }
+    cucap_pool *get() const noexcept { return p_; }
+    cucap_pool *release() noexcept { return std::exchange(p_, nullptr); }
+    explicit operator bool() const noexcept { return p_ != nullptr; }
+
+private:
+    cucap_pool *p_ = nullptr;
+};
+
+} // namespace cucap
+
+#endif /* CUCAPTURE_HPP */
