@@ -1,7 +1,7 @@
 #!/bin/sh
 # Every C example of every manual page (a block between .nf and .fi in an
 # EXAMPLE or EXAMPLES section that starts with #include) compiles as C11
-# with -Werror; one with a main() links against the library built here and
+# (C++17 where it includes cucapture.hpp) with -Werror; one with a main() links against the library built here and
 # runs on the simulated driver, exiting 0.  Prints TAP.
 srcdir=${srcdir:-.}
 work=$(mktemp -d)
@@ -22,7 +22,11 @@ for ex in "$work"/*.c; do
     sed -i -e 's/\\e/\\/g' -e 's/\\-/-/g' -e "s/\\\\(aq/'/g" -e 's/\\(dq/"/g' -e 's/\\&//g' "$ex"
     n=$((n + 1))
     name=$(basename "$ex" .c)
-    if ! $CC -std=c11 -Wall -Wextra -Werror -I"$srcdir/include" $CUDA_CFLAGS -c "$ex" -o "$work/$name.o" 2> "$work/$name.err"; then
+    compile="$CC -std=c11" link=$CC
+    if grep -q 'cucapture.hpp' "$ex"; then   # the C++ page
+        compile="$CXX -std=c++17 -x c++" link=$CXX
+    fi
+    if ! $compile -Wall -Wextra -Werror -I"$srcdir/include" $CUDA_CFLAGS -c "$ex" -o "$work/$name.o" 2> "$work/$name.err"; then
         out="$out
 not ok $n - the example of $name compiles
 $(sed 's/^/# /' "$work/$name.err")"
@@ -33,7 +37,7 @@ $(sed 's/^/# /' "$work/$name.err")"
 ok $n - the example of $name compiles"
         continue
     fi
-    if $CC "$work/$name.o" -o "$work/$name" -L"$top_builddir/.libs" -lcucapture 2> "$work/$name.err" &&
+    if $link "$work/$name.o" -o "$work/$name" -L"$top_builddir/.libs" -lcucapture 2> "$work/$name.err" &&
        LD_LIBRARY_PATH=$top_builddir/.libs CUCAPTURE_DRIVER=$CUCAPTURE_TEST_SIM "$work/$name" > "$work/$name.out" 2>&1; then
         out="$out
 ok $n - the example of $name compiles and runs on the simulated driver"
