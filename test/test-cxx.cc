@@ -1,0 +1,476 @@
+// The C++ layer (include/cucapture.hpp) on the simulated driver and on
+// the GPU: every wrapper, the exception paths, moved-from objects, work
+// from fresh threads (no current context) and from several at once.
+#include <criterion/criterion.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cucapture.hpp>
+
+#include "backend.h"
+
+BACKEND_SUITES(cxx, 120);
+FAULT_BACKEND_SUITES(cxx, 120);
+
+namespace {
+
+// Run fn on a new thread, which has no current context; what it threw
+// comes back as text (Criterion's assertions belong to the test's thread).
+std::string on_fresh_thread(const std::function<void()> &fn)
+{
+    std::string failure;
+    std::thread t([&] {
+        try {
+            fn();
+        } catch (const cucap::error &e) {
+            failure = std::string("cucap::error: ") + e.text();
+        } catch (const std::exception &e) {
+            failure = e.what();
+        }
+    });
+    t.join();
+    return failure;
+}
+
+#define EXPECT(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            throw std::runtime_error(std::string(__FILE__ ":") + std::to_string(__LINE__) + ": " #cond); \
+    } while (0)
+
+CUdeviceptr device_buffer(size_t size)
+{
+    CUdeviceptr d = 0;
+    cr_assert_eq(D.cuMemAlloc(&d, size), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8(d, 0, size), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    return d;
+}
+
+void read_back(CUdeviceptr d, unsigned char *host, size_t size)
+{
+    cr_assert_eq(D.cuMemcpyDtoH(host, d, size), CUDA_SUCCESS);
+}
+
+// the driver's context, made current on this thread (a fresh thread has none)
+void with_context(CUcontext ctx)
+{
+    EXPECT(D.cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
+}
+
+} // namespace
+
+// A 3-way fork/join from a fresh thread: split returns owning forks, join
+// takes any range, complete gives an exec that launches.
+BACKEND_TEST(cxx, fork_join_complete_launch_from_a_fresh_thread)
+{
+    CUdeviceptr d = device_buffer(3 * 64);
+    unsigned char host[3 * 64];
+
+    std::string failure = on_fresh_thread([&] {
+        cucap::builder b = cucap::builder::create(0);
+        b.begin(CU_STREAM_CAPTURE_MODE_GLOBAL);
+        EXPECT(b.is_building());
+        EXPECT(b.kind() == CUCAP_BUILDER_PRIMARY && b.state() == CUCAP_BUILDER_CAPTURING);
+        std::vector<cucap::builder> forks = b.split(3);
+        EXPECT(forks.size() == 2);
+        EXPECT(forks[0].kind() == CUCAP_BUILDER_FORKED);
+        EXPECT(D.cuMemsetD8Async(d, 1, 64, b.stream()) == CUDA_SUCCESS);
+        for (size_t i = 0; i < forks.size(); i++)
+            EXPECT(D.cuMemsetD8Async(d + 64 * (i + 1), (unsigned char)(2 + i), 64, forks[i].stream()) ==
+                   CUDA_SUCCESS);
+        std::vector<cucap::builder *> all{&b, &forks[0], &forks[1]};
+        cucap::builder &root = cucap::join(all);
+        EXPECT(&root == &b);
+        EXPECT(forks[0].state() == CUCAP_BUILDER_CLOSED && forks[1].state() == CUCAP_BUILDER_CLOSED);
+        b.end();
+        cucap::exec e = b.complete();
+        EXPECT(e && e.handle() != nullptr);
+        e.launch(b.stream());
+        with_context(b.context());
+        EXPECT(D.cuStreamSynchronize(b.stream()) == CUDA_SUCCESS);
+        D.cuCtxSetCurrent(NULL);
+    });
+    cr_assert(failure.empty(), "%s", failure.c_str());
+    read_back(d, host, sizeof host);
+    cr_assert_eq(host[0], 1);
+    cr_assert_eq(host[64], 2);
+    cr_assert_eq(host[128], 3);
+    D.cuMemFree(d);
+}
+
+// join_forks, a graph reference shared and instantiated, exec update from
+// a second capture of the same shape, the braced-list join.
+BACKEND_TEST(cxx, join_forks_graph_references_and_update)
+{
+    CUdeviceptr d = device_buffer(128);
+    unsigned char host[128];
+    cucap::exec e;
+    cucap::graph kept;
+
+    for (unsigned char value = 5; value <= 6; value++) {
+        cucap::builder b = cucap::builder::create();
+        b.begin();
+        std::vector<cucap::builder> forks = b.split(2);
+        cr_assert_eq(D.cuMemsetD8Async(d, value, 64, b.stream()), CUDA_SUCCESS);
+        cr_assert_eq(D.cuMemsetD8Async(d + 64, value, 64, forks[0].stream()), CUDA_SUCCESS);
+        if (value == 5)
+            b.join_forks();
+        else
+            cr_assert_eq(&cucap::join({std::ref(b), std::ref(forks[0])}), &b);
+        b.end();
+        if (!e) {
+            cucap::graph g = b.graph_ref();
+            kept = g.share();
+            cr_assert_not_null(kept.handle());
+            e = g.instantiate();
+        } else {
+            e.update(b);
+        }
+        e.launch(b.stream());
+        cr_assert_eq(D.cuStreamSynchronize(b.stream()), CUDA_SUCCESS);
+        read_back(d, host, sizeof host);
+        cr_assert_eq(host[0], value);
+        cr_assert_eq(host[127], value);
+    }
+    cr_assert_not_null(kept.handle(), "a shared reference keeps the graph after its builder");
+    D.cuMemFree(d);
+}
+
+// A bad argument, a failed join, an invalidated capture ended and
+// destroyed: each throws cucap::error with the C error's code, message and
+// notes, and nothing leaks or crashes.
+BACKEND_TEST(cxx, failures_throw_with_code_message_and_notes)
+{
+    cucap::builder b = cucap::builder::create();
+    try {
+        b.split(1);
+        cr_assert_fail("split(1) did not throw");
+    } catch (const cucap::error &e) {
+        cr_assert_eq(e.code(), CUDA_ERROR_INVALID_VALUE);
+        cr_assert_str_eq(e.name(), "CUDA_ERROR_INVALID_VALUE");
+        cr_assert_not_null(std::strstr(e.what(), "cucap_builder_split"), "%s", e.what());
+        cr_assert(e.error_code() == cucap::make_error_code(CUDA_ERROR_INVALID_VALUE));
+        cr_assert_str_eq(e.error_code().category().name(), "cucapture");
+        cr_assert_eq(e.error_code().message(), std::string("CUDA_ERROR_INVALID_VALUE"));
+    }
+    try {   // not capturing: the join touches nothing
+        cucap::builder other = cucap::builder::create();
+        cucap::join({std::ref(b), std::ref(other)});
+        cr_assert_fail("a join of builders that are not capturing did not throw");
+    } catch (const cucap::error &e) {
+        cr_assert_eq(e.code(), CUDA_ERROR_ILLEGAL_STATE, "%s", e.text().c_str());
+    }
+    b.begin(CU_STREAM_CAPTURE_MODE_GLOBAL);
+    std::vector<cucap::builder> forks = b.split(2);
+    cucap::pool p = cucap::pool::device(0);
+    cr_assert_eq(D.cuStreamSynchronize(b.stream()), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);   // invalidates
+    try {
+        p.alloc(64, forks[0].stream());
+        cr_assert_fail("an allocation in an invalidated capture did not throw");
+    } catch (const cucap::error &e) {
+        cr_assert_eq(e.code(), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    }
+    try {
+        b.end();
+        cr_assert_fail("end of an invalidated capture did not throw");
+    } catch (const cucap::error &e) {
+        cr_assert_eq(e.code(), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        cr_assert_geq(e.notes().size(), 1u);
+        cr_assert_not_null(std::strstr(e.notes()[0].c_str(), "cucap_pool_alloc"), "%s", e.notes()[0].c_str());
+        cr_assert_not_null(std::strstr(e.text().c_str(), e.notes()[0].c_str()), "text() holds the notes");
+    }
+    cr_assert_eq(b.state(), CUCAP_BUILDER_INVALIDATED);
+    try {
+        b.complete();
+        cr_assert_fail("complete of an invalidated capture did not throw");
+    } catch (const cucap::error &e) {
+        cr_assert_eq(e.code(), CUDA_ERROR_ILLEGAL_STATE);
+    }
+    // b and its fork go out of scope in any order: never a crash
+}
+
+// Moved-from objects are empty and safe to destroy; move assignment
+// destroys what was there.
+BACKEND_TEST(cxx, moved_from_objects_are_empty_and_safe)
+{
+    cucap::builder a = cucap::builder::create();
+    cucap::builder b = std::move(a);
+    cr_assert(!a);
+    cr_assert(b);
+    cr_assert_null(a.stream());
+    a = std::move(b);
+    cr_assert(a && !b);
+    cucap::builder c = cucap::builder::create();
+    a = std::move(c);   // the first builder is destroyed here
+    cr_assert(a && !c);
+
+    cucap::pool p = cucap::pool::create(0);
+    cucap::pool q = std::move(p);
+    cr_assert(!p && q && q.handle() != nullptr);
+    q.close();
+    cr_assert(!q, "close empties the object");
+
+    cucap::exec e;
+    cucap::exec f = std::move(e);
+    cr_assert(!e && !f);
+    cucap::graph g;
+    cr_assert(!g.share());
+    cr_assert_null(g.handle());
+}
+
+// Pools: the device pool and a created one, stream-ordered allocation
+// inside a global capture.
+BACKEND_TEST(cxx, pools_allocate_inside_a_capture)
+{
+    cucap::builder b = cucap::builder::create();
+    cucap::pool device = cucap::pool::device(0), own = cucap::pool::create(0), wrapped = cucap::pool::open_default(0);
+    cr_assert_not_null(device.handle());
+    cr_assert_not_null(wrapped.handle());
+    b.begin(CU_STREAM_CAPTURE_MODE_GLOBAL);
+    CUdeviceptr x = device.alloc(256, b.stream()), y = own.alloc(256, b.stream());
+    cr_assert_eq(D.cuMemsetD8Async(x, 1, 256, b.stream()), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(y, 2, 256, b.stream()), CUDA_SUCCESS);
+    device.free(x, b.stream());
+    own.free(y, b.stream());
+    b.end();
+    cucap::exec e = b.complete();
+    e.launch(b.stream());
+    cr_assert_eq(D.cuStreamSynchronize(b.stream()), CUDA_SUCCESS);
+    try {
+        own.free(y, b.stream());
+        cr_assert_fail("a second free did not throw");
+    } catch (const cucap::error &err) {
+        cr_assert_eq(err.code(), CUDA_ERROR_INVALID_VALUE);
+    }
+}
+
+// Conditional nodes whose bodies are builders, filled by callables.
+BACKEND_TEST(cxx, conditional_bodies_filled_by_callables)
+{
+    CUdeviceptr d = device_buffer(4 * 64);
+    unsigned char host[4 * 64];
+    cucap::builder b = cucap::builder::create();
+    b.begin(CU_STREAM_CAPTURE_MODE_GLOBAL);
+    CUgraphConditionalHandle yes = b.create_condition(1, true), no = b.create_condition(0, true),
+                             zero = b.create_condition(0, true);
+    cucap::builder then_body = b.if_then(yes);
+    then_body.capture([&](cucap::builder &body) {
+        cr_assert_eq(D.cuMemsetD8Async(d, 0x11, 64, body.stream()), CUDA_SUCCESS);
+    });
+    std::pair<cucap::builder, cucap::builder> branches = b.if_else(no);
+    branches.first.capture([&](cucap::builder &body) { D.cuMemsetD8Async(d + 64, 0x22, 64, body.stream()); });
+    branches.second.capture([&](cucap::builder &body) { D.cuMemsetD8Async(d + 64, 0x33, 64, body.stream()); });
+    cucap::builder loop = b.while_loop(zero);
+    loop.capture([&](cucap::builder &body) { D.cuMemsetD8Async(d + 128, 0x44, 64, body.stream()); });
+#if CUDA_VERSION >= 12080
+    CUgraphConditionalHandle which = b.create_condition(2, true);
+    std::vector<cucap::builder> cases = b.switch_on(which, 3);
+    cr_assert_eq(cases.size(), 3u);
+    for (size_t i = 0; i < cases.size(); i++)
+        cases[i].capture([&](cucap::builder &body) {
+            D.cuMemsetD8Async(d + 192, (unsigned char)(0x50 + i), 64, body.stream());
+        });
+#endif
+    b.end();
+    cucap::exec e = b.complete();
+    e.launch(b.stream());
+    cr_assert_eq(D.cuStreamSynchronize(b.stream()), CUDA_SUCCESS);
+    read_back(d, host, sizeof host);
+    cr_assert_eq(host[0], 0x11);
+    cr_assert_eq(host[64], 0x33, "IF-ELSE with 0 runs the else body");
+    cr_assert_eq(host[128], 0, "WHILE with 0 runs nothing");
+#if CUDA_VERSION >= 12080
+    cr_assert_eq(host[192], 0x52);
+#endif
+    D.cuMemFree(d);
+}
+
+// A body whose callable throws: the exception goes on, the builders tear
+// down in their destructors.
+BACKEND_TEST(cxx, a_throwing_fill_leaves_nothing_behind)
+{
+    try {
+        cucap::builder b = cucap::builder::create();
+        b.begin();
+        CUgraphConditionalHandle c = b.create_condition(1, true);
+        cucap::builder body = b.if_then(c);
+        body.capture([](cucap::builder &) { throw std::runtime_error("fill failed"); });
+        cr_assert_fail("capture did not rethrow");
+    } catch (const std::runtime_error &e) {
+        cr_assert_str_eq(e.what(), "fill failed");
+    }
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("graph"), 0);
+        cr_assert_eq(sim_live_settled("stream"), 0);
+    }
+}
+
+// enqueue: a callable returning nothing, one returning a driver error,
+// one throwing.
+BACKEND_TEST(cxx, enqueue_runs_callables_and_carries_their_failures)
+{
+    CUdeviceptr d = device_buffer(64);
+    cucap::builder b = cucap::builder::create();
+    b.begin();
+    int ran = 0;
+    b.enqueue([&](CUstream s) {
+        ran++;
+        D.cuMemsetD8Async(d, 7, 64, s);
+    });
+    cr_assert_eq(ran, 1);
+    try {
+        b.enqueue([](CUstream) { return CUDA_ERROR_INVALID_VALUE; });
+        cr_assert_fail("a failing callable did not throw");
+    } catch (const cucap::error &e) {
+        cr_assert_eq(e.code(), CUDA_ERROR_INVALID_VALUE);
+        cr_assert_not_null(std::strstr(e.what(), "cucap_builder_enqueue"), "%s", e.what());
+    }
+    try {
+        b.enqueue([](CUstream) -> CUresult { throw std::logic_error("mine"); });
+        cr_assert_fail("a throwing callable did not rethrow");
+    } catch (const std::logic_error &e) {
+        cr_assert_str_eq(e.what(), "mine");
+    }
+    b.end();
+    D.cuMemFree(d);
+}
+
+// embed, dot_print, on_stream with a borrowed stream, upload.
+BACKEND_TEST(cxx, embed_dot_print_and_borrowed_streams)
+{
+    CUstream s = new_stream();
+    char path[] = "/tmp/cucapture-cxx-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    {
+        CUdeviceptr d = device_buffer(64);
+        cucap::builder child = cucap::builder::create();
+        child.begin(CU_STREAM_CAPTURE_MODE_RELAXED);
+        cr_assert_eq(D.cuMemsetD8Async(d, 9, 64, child.stream()), CUDA_SUCCESS);
+        child.end();
+        cucap::builder parent = cucap::builder::on_stream(s);
+        cr_assert_eq(parent.stream(), s);
+        parent.begin();
+        parent.embed(child);
+        parent.end();
+        parent.dot_print(path);
+        cucap::exec e = parent.complete();
+        e.upload(s);
+        e.launch(s);
+        cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+        unsigned char host[64];
+        read_back(d, host, sizeof host);
+        cr_assert_eq(host[10], 9);
+        D.cuMemFree(d);
+    }
+    FILE *f = std::fopen(path, "r");
+    char line[64] = "";
+    cr_assert_not_null(f);
+    cr_assert_not_null(std::fgets(line, sizeof line, f));
+    std::fclose(f);
+    std::remove(path);
+    cr_assert_not_null(std::strstr(line, "digraph"), "%s", line);
+    cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS, "the borrowed stream is still the caller's");
+}
+
+// Eight fresh threads, each with builders of its own, sharing the device pool.
+BACKEND_TEST(cxx, eight_threads_capture_at_once)
+{
+    std::vector<std::thread> threads;
+    std::vector<std::string> failures(8);
+    std::atomic<int> done{0};
+
+    for (int t = 0; t < 8; t++)
+        threads.emplace_back([&, t] {
+            failures[t] = on_fresh_thread([&] {
+                for (int round = 0; round < 10; round++) {
+                    cucap::builder b = cucap::builder::create();
+                    cucap::pool p = cucap::pool::device(0);
+                    b.begin(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+                    std::vector<cucap::builder> forks = b.split(2);
+                    CUdeviceptr x = p.alloc(64, b.stream());
+                    EXPECT(D.cuMemsetD8Async(x, 1, 64, b.stream()) == CUDA_SUCCESS);
+                    p.free(x, b.stream());
+                    b.join_forks();
+                    b.end();
+                    cucap::exec e = b.complete();
+                    e.launch(b.stream());
+                    with_context(b.context());
+                    EXPECT(D.cuStreamSynchronize(b.stream()) == CUDA_SUCCESS);
+                    D.cuCtxSetCurrent(NULL);
+                }
+                done++;
+            });
+        });
+    for (std::thread &t : threads)
+        t.join();
+    for (int t = 0; t < 8; t++)
+        cr_assert(failures[t].empty(), "thread %d: %s", t, failures[t].c_str());
+    cr_assert_eq(done.load(), 8);
+}
+
+// The library functions.
+BACKEND_TEST(cxx, library_functions)
+{
+    cucap::init();
+    cr_assert_str_eq(cucap::version_string(), cucap_version_string());
+    cr_assert_geq(cucap::driver_version(), 12030);
+    cr_assert_not_null(cucap::driver_entry_point("cuMemsetD8Async"));
+    cr_assert_str_eq(cucap::result_name(CUDA_ERROR_OUT_OF_MEMORY), "CUDA_ERROR_OUT_OF_MEMORY");
+    cr_assert_eq(cucap::result_category().message(CUDA_SUCCESS), std::string("CUDA_SUCCESS"));
+}
+
+// ---------------------------------------------------------------- under injected faults
+
+static int cxx_warnings;
+static CUresult cxx_warning_code;
+
+static void count_cxx_warning(const cucap_error *w, void *)
+{
+    cxx_warnings++;
+    cxx_warning_code = cucap_error_code(w);
+}
+
+// A pool's destructor whose close fails warns and does not throw; a split
+// whose driver call fails throws and hands out nothing.
+FAULT_BACKEND_TEST(cxx, destructor_failures_warn_and_failed_calls_leak_nothing)
+{
+    cucap_set_warning_handler(count_cxx_warning, NULL);
+    {
+        cucap::pool p = cucap::pool::create(0);
+        cr_assert_eq(set_rules("cuMemPoolDestroy:1:CUDA_ERROR_ILLEGAL_STATE"), 0);
+    }
+    cr_assert_eq(cxx_warnings, 1);
+    cr_assert_eq(cxx_warning_code, CUDA_ERROR_ILLEGAL_STATE);
+    cr_assert_eq(set_rules(""), 0);
+    cucap_set_warning_handler(NULL, NULL);
+
+    long streams = on_simulator() ? sim_live_settled("stream") : 0;
+    {
+        cucap::builder b = cucap::builder::create();
+        b.begin();
+        cr_assert_eq(set_rules("cuEventRecord:1:CUDA_ERROR_UNKNOWN"), 0);
+        try {
+            std::vector<cucap::builder> forks = b.split(4);
+            cr_assert_fail("the split did not throw");
+        } catch (const cucap::error &e) {
+            cr_assert_eq(e.code(), CUDA_ERROR_UNKNOWN);
+            cr_assert_not_null(std::strstr(e.what(), "cuEventRecord"), "%s", e.what());
+        }
+        cr_assert_eq(set_rules(""), 0);
+    }
+    if (on_simulator())
+        cr_assert_eq(sim_live_settled("stream"), streams, "a failed split leaked a stream");
+}
