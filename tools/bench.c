@@ -116,7 +116,6 @@ struct cycle {
     CUstream origin, forks[MAX_K];
     CUevent fork_event, join_events[MAX_K];
     CUdeviceptr d;
-    double step_medians[16];         /* --steps: K = 2's, while K = 64 runs */
 };
 
 /* The raw side's instantiate, launch, wait and teardown of a captured graph. */
@@ -578,6 +577,201 @@ static double alloc_raw_relaxed(void *p)
     return (now_us() - t0) / CALLS;
 }
 
+/* ---------------------------------------------------------------- the update loop */
+
+/* What a program with changing parameters runs for every step: capture the
+ * same topology again with a new value, update the executable graph it
+ * already has, launch it.  Both sides launch on one kept stream and wait
+ * for it once per LOOP_BATCH iterations. */
+enum { LOOP_BATCH = 10 };
+
+struct loop {
+    int k;
+    unsigned char value;             /* the "new scalar" of each capture */
+    CUstream capture, forks[MAX_K], launch;   /* the raw side's, kept */
+    CUevent fork_event, join_events[MAX_K];
+    CUdeviceptr d;
+    cucap_exec *lib_exec;
+    CUgraphExec raw_exec;
+};
+
+static void loop_memsets(struct loop *x, CUstream const *streams)
+{
+    int i;
+
+    for (i = 0; i < x->k; i++)
+        D.cuMemsetD8Async(x->d + (CUdeviceptr)i * 64, (unsigned char)(x->value + i), 64, streams[i]);
+}
+
+/* One capture each way; the library's builder is ENDED, its forks closed. */
+static cucap_builder *loop_capture_lib(struct loop *x, cucap_builder **all)
+{
+    CUstream streams[MAX_K];
+    int i;
+
+    all[0] = NULL;
+    for (i = 1; i < x->k; i++)
+        all[i] = NULL;
+    cucap_builder_create(0, &all[0], NULL);
+    cucap_builder_begin(all[0], CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
+    cucap_builder_split(all[0], (size_t)x->k, all + 1, NULL);
+    for (i = 0; i < x->k; i++)
+        streams[i] = cucap_builder_stream(all[i]);
+    loop_memsets(x, streams);
+    cucap_builder_join_forks(all[0], NULL);
+    cucap_builder_end(all[0], NULL);
+    return all[0];
+}
+
+static CUgraph loop_capture_raw(struct loop *x)
+{
+    CUstream streams[MAX_K];
+    CUgraph g = NULL;
+    int i;
+
+    streams[0] = x->capture;
+    D.cuStreamBeginCapture(x->capture, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    D.cuEventRecord(x->fork_event, x->capture);
+    for (i = 1; i < x->k; i++) {
+        D.cuStreamWaitEvent(x->forks[i], x->fork_event, 0);
+        streams[i] = x->forks[i];
+    }
+    loop_memsets(x, streams);
+    for (i = 1; i < x->k; i++) {
+        D.cuEventRecord(x->join_events[i], x->forks[i]);
+        D.cuStreamWaitEvent(x->capture, x->join_events[i], 0);
+    }
+    D.cuStreamEndCapture(x->capture, &g);
+    return g;
+}
+
+static double loop_lib(void *p)
+{
+    struct loop *x = p;
+    cucap_builder *all[MAX_K];
+    double t0 = now_us();
+    int n;
+
+    for (n = 0; n < LOOP_BATCH; n++) {
+        x->value++;
+        loop_capture_lib(x, all);
+        cucap_exec_update(x->lib_exec, all[0], NULL);
+        cucap_exec_launch(x->lib_exec, x->launch, NULL);
+        destroy_all(all, x->k);
+    }
+    D.cuStreamSynchronize(x->launch);
+    return (now_us() - t0) / LOOP_BATCH;
+}
+
+static double loop_raw(void *p)
+{
+    struct loop *x = p;
+    CUgraphExecUpdateResultInfo info;
+    double t0 = now_us();
+    int n;
+
+    for (n = 0; n < LOOP_BATCH; n++) {
+        CUgraph g;
+        x->value++;
+        g = loop_capture_raw(x);
+        D.cuGraphExecUpdate(x->raw_exec, g, &info);
+        D.cuGraphLaunch(x->raw_exec, x->launch);
+        D.cuGraphDestroy(g);
+    }
+    D.cuStreamSynchronize(x->launch);
+    return (now_us() - t0) / LOOP_BATCH;
+}
+
+/* The executable graphs each side updates, from a first capture of each
+ * (whose shapes must match); 0 when the row cannot be timed. */
+static int loop_prepare(const char *name, struct loop *x)
+{
+    cucap_builder *all[MAX_K];
+    cucap_graph *lib = NULL;
+    CUDA_GRAPH_INSTANTIATE_PARAMS params;
+    CUgraph raw = loop_capture_raw(x);
+    int same;
+
+    cucap_builder_graph(loop_capture_lib(x, all), &lib, NULL);
+    same = same_shape(name, lib ? cucap_graph_handle(lib) : NULL, raw);
+    memset(&params, 0, sizeof params);
+    x->lib_exec = NULL;
+    x->raw_exec = NULL;
+    if (same && (cucap_graph_instantiate(lib, NULL, &x->lib_exec, NULL) != CUDA_SUCCESS ||
+                 D.cuGraphInstantiateWithParams(&x->raw_exec, raw, &params) != CUDA_SUCCESS)) {
+        printf("| %-52s | not timed: a graph could not be instantiated |\n", name);
+        same = 0;
+    }
+    cucap_graph_unref(lib);
+    destroy_all(all, x->k);
+    if (raw)
+        D.cuGraphDestroy(raw);
+    return same;
+}
+
+static void loop_finish(struct loop *x)
+{
+    D.cuStreamSynchronize(x->launch);
+    cucap_exec_destroy(x->lib_exec);
+    if (x->raw_exec)
+        D.cuGraphExecDestroy(x->raw_exec);
+    x->lib_exec = NULL;
+    x->raw_exec = NULL;
+}
+
+static const int loop_ks[] = { 2, 8 };
+
+static int loop_rows(struct loop *x, int reps, int warm)
+{
+    int i, mismatched = 0;
+
+    for (i = 0; i < 2; i++) {
+        char name[80];
+        x->k = loop_ks[i];
+        snprintf(name, sizeof name, "update loop, K=%d, per iteration", x->k);
+        if (loop_prepare(name, x))
+            row(name, loop_lib, loop_raw, x, reps, warm);
+        else
+            mismatched++;
+        loop_finish(x);
+    }
+    return mismatched;
+}
+
+static int loop_open(struct loop *x, CUdeviceptr d)
+{
+    int i, ok = 1;
+
+    memset(x, 0, sizeof *x);
+    x->d = d;
+    ok &= D.cuStreamCreate(&x->capture, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
+    ok &= D.cuStreamCreate(&x->launch, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
+    ok &= D.cuEventCreate(&x->fork_event, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+    for (i = 1; i < MAX_K; i++) {
+        ok &= D.cuStreamCreate(&x->forks[i], CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS;
+        ok &= D.cuEventCreate(&x->join_events[i], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+    }
+    return ok;
+}
+
+static void loop_close(struct loop *x)
+{
+    int i;
+
+    for (i = 1; i < MAX_K; i++) {
+        if (x->forks[i])
+            D.cuStreamDestroy(x->forks[i]);
+        if (x->join_events[i])
+            D.cuEventDestroy(x->join_events[i]);
+    }
+    if (x->fork_event)
+        D.cuEventDestroy(x->fork_event);
+    if (x->capture)
+        D.cuStreamDestroy(x->capture);
+    if (x->launch)
+        D.cuStreamDestroy(x->launch);
+}
+
 /* ---------------------------------------------------------------- --steps: where a capture's time goes */
 
 enum { LIB_STEPS = 7, RAW_STEPS = 6, STEP_REPS = 401 };
@@ -642,44 +836,173 @@ static void time_steps(struct cycle *c, double *lib, double *raw)
         raw[i] = t[i + 1] - t[i];
 }
 
-/* The capture phase of K = 2 and 64 step by step: the median of each step
- * over STEP_REPS captures of each side, interleaved. */
-static void steps_table(struct cycle *c, int reps)
-{
-    static const int ks[] = { 2, 64 };
-    double *lib = malloc((size_t)reps * LIB_STEPS * sizeof *lib), *raw = malloc((size_t)reps * RAW_STEPS * sizeof *raw);
-    double column[STEP_REPS];
-    int k, r, i;
+/* A table of steps: the median of each over `reps` rounds of each side,
+ * interleaved, one column per K.  time(arg, k, lib, raw) runs one round
+ * and writes each step's microseconds into lib[] and raw[]. */
+struct steps {
+    const char *title;
+    const int *ks;
+    int columns;
+    const char *const *lib_names, *const *raw_names;
+    int lib_steps, raw_steps;
+    void (*time)(void *arg, int k, double *lib, double *raw);
+    void *arg;
+};
 
-    if (!lib || !raw || reps > STEP_REPS) {
+enum { MAX_STEPS = 10, MAX_COLUMNS = 2 };
+
+static void steps_table(const struct steps *t, int reps)
+{
+    int rows = t->lib_steps + t->raw_steps, k, r, i;
+    double *lib = malloc((size_t)reps * MAX_STEPS * sizeof *lib), *raw = malloc((size_t)reps * MAX_STEPS * sizeof *raw);
+    double *column = malloc((size_t)reps * sizeof *column), medians[MAX_COLUMNS][2 * MAX_STEPS];
+
+    if (!lib || !raw || !column) {
         printf("steps: out of memory\n");
         goto out;
     }
-    printf("\nWhere a capture's time goes (medians in microseconds, %d captures of each side):\n\n", reps);
-    printf("| %-56s | %9s | %9s |\n", "step", "K=2", "K=64");
-    printf("|%s|%s|%s|\n", "----------------------------------------------------------", "----------:", "----------:");
-    for (k = 0; k < 2; k++) {
-        c->k = ks[k];
+    for (k = 0; k < t->columns; k++) {
         for (r = 0; r < 10; r++)
-            time_steps(c, lib, raw);
+            t->time(t->arg, t->ks[k], lib, raw);
         for (r = 0; r < reps; r++)
-            time_steps(c, lib + (size_t)r * LIB_STEPS, raw + (size_t)r * RAW_STEPS);
-        for (i = 0; i < LIB_STEPS + RAW_STEPS; i++) {
-            int is_lib = i < LIB_STEPS, step = is_lib ? i : i - LIB_STEPS;
+            t->time(t->arg, t->ks[k], lib + (size_t)r * MAX_STEPS, raw + (size_t)r * MAX_STEPS);
+        for (i = 0; i < rows; i++) {
+            int is_lib = i < t->lib_steps, step = is_lib ? i : i - t->lib_steps;
             for (r = 0; r < reps; r++)
-                column[r] = is_lib ? lib[(size_t)r * LIB_STEPS + step] : raw[(size_t)r * RAW_STEPS + step];
-            /* K=2 fills the first column: remember it in the names' order */
-            if (k == 0)
-                c->step_medians[i] = median(column, reps);
-            else
-                printf("| %-4s %-51s | %9.3f | %9.3f |\n", is_lib ? "lib" : "raw",
-                       is_lib ? lib_step_names[step] : raw_step_names[step], c->step_medians[i],
-                       median(column, reps));
+                column[r] = (is_lib ? lib : raw)[(size_t)r * MAX_STEPS + step];
+            medians[k][i] = median(column, reps);
         }
+    }
+    printf("\n%s (medians in microseconds, %d rounds of each side):\n\n", t->title, reps);
+    printf("| %-56s |", "step");
+    for (k = 0; k < t->columns; k++)
+        printf(" K=%-6d |", t->ks[k]);
+    printf("\n|----------------------------------------------------------|");
+    for (k = 0; k < t->columns; k++)
+        printf("---------:|");
+    printf("\n");
+    for (i = 0; i < rows; i++) {
+        int is_lib = i < t->lib_steps;
+        printf("| %-4s %-51s |", is_lib ? "lib" : "raw",
+               is_lib ? t->lib_names[i] : t->raw_names[i - t->lib_steps]);
+        for (k = 0; k < t->columns; k++)
+            printf(" %8.3f |", medians[k][i]);
+        printf("\n");
     }
 out:
     free(lib);
     free(raw);
+    free(column);
+}
+
+static void capture_steps(void *arg, int k, double *lib, double *raw)
+{
+    struct cycle *c = arg;
+
+    c->k = k;
+    time_steps(c, lib, raw);
+}
+
+static const int capture_step_ks[] = { 2, 64 };
+
+static const char *const loop_lib_step_names[] = {
+    "cucap_builder_create", "cucap_builder_begin", "cucap_builder_split", "the memsets",
+    "cucap_builder_join_forks", "cucap_builder_end", "cucap_exec_update", "cucap_exec_launch",
+    "cucap_builder_destroy (all, the graph with them)",
+};
+static const char *const loop_raw_step_names[] = {
+    "cuStreamBeginCapture", "fork: cuEventRecord + a cuStreamWaitEvent per fork", "the memsets",
+    "join: a cuEventRecord + cuStreamWaitEvent per fork", "cuStreamEndCapture", "cuGraphExecUpdate",
+    "cuGraphLaunch", "cuGraphDestroy",
+};
+
+/* One iteration of the update loop on each side, step by step; the launch
+ * stream is waited for outside the timed steps. */
+static void loop_steps(void *arg, int k, double *lib, double *raw)
+{
+    struct loop *x = arg;
+    cucap_builder *all[MAX_K];
+    CUstream streams[MAX_K];
+    CUgraphExecUpdateResultInfo info;
+    CUgraph g = NULL;
+    double t[10];
+    int i;
+
+    if (k != x->k) {   /* a new column: the executable graphs of this K */
+        loop_finish(x);
+        x->k = k;
+        if (!loop_prepare("update loop steps", x)) {
+            memset(lib, 0, MAX_STEPS * sizeof *lib);
+            memset(raw, 0, MAX_STEPS * sizeof *raw);
+            return;
+        }
+    }
+    x->value++;
+    for (i = 1; i < x->k; i++)
+        all[i] = NULL;
+    t[0] = now_us();
+    cucap_builder_create(0, &all[0], NULL);
+    t[1] = now_us();
+    cucap_builder_begin(all[0], CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
+    t[2] = now_us();
+    cucap_builder_split(all[0], (size_t)x->k, all + 1, NULL);
+    t[3] = now_us();
+    for (i = 0; i < x->k; i++)
+        streams[i] = cucap_builder_stream(all[i]);
+    loop_memsets(x, streams);
+    t[4] = now_us();
+    cucap_builder_join_forks(all[0], NULL);
+    t[5] = now_us();
+    cucap_builder_end(all[0], NULL);
+    t[6] = now_us();
+    cucap_exec_update(x->lib_exec, all[0], NULL);
+    t[7] = now_us();
+    cucap_exec_launch(x->lib_exec, x->launch, NULL);
+    t[8] = now_us();
+    destroy_all(all, x->k);
+    t[9] = now_us();
+    for (i = 0; i < 9; i++)
+        lib[i] = t[i + 1] - t[i];
+    D.cuStreamSynchronize(x->launch);
+
+    t[0] = now_us();
+    D.cuStreamBeginCapture(x->capture, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    t[1] = now_us();
+    D.cuEventRecord(x->fork_event, x->capture);
+    streams[0] = x->capture;
+    for (i = 1; i < x->k; i++) {
+        D.cuStreamWaitEvent(x->forks[i], x->fork_event, 0);
+        streams[i] = x->forks[i];
+    }
+    t[2] = now_us();
+    loop_memsets(x, streams);
+    t[3] = now_us();
+    for (i = 1; i < x->k; i++) {
+        D.cuEventRecord(x->join_events[i], x->forks[i]);
+        D.cuStreamWaitEvent(x->capture, x->join_events[i], 0);
+    }
+    t[4] = now_us();
+    D.cuStreamEndCapture(x->capture, &g);
+    t[5] = now_us();
+    D.cuGraphExecUpdate(x->raw_exec, g, &info);
+    t[6] = now_us();
+    D.cuGraphLaunch(x->raw_exec, x->launch);
+    t[7] = now_us();
+    D.cuGraphDestroy(g);
+    t[8] = now_us();
+    for (i = 0; i < 8; i++)
+        raw[i] = t[i + 1] - t[i];
+    D.cuStreamSynchronize(x->launch);
+}
+
+static void loop_steps_table(struct loop *x, int reps)
+{
+    struct steps t = { "Where an update loop iteration's time goes", loop_ks, 2, loop_lib_step_names,
+                       loop_raw_step_names, 9, 8, loop_steps, x };
+
+    x->k = 0;
+    steps_table(&t, reps);
+    loop_finish(x);
 }
 
 int tool_bench(int argc, char **argv)
@@ -689,6 +1012,7 @@ int tool_bench(int argc, char **argv)
     struct cycle c;
     struct nodes x;
     struct alloc a;
+    struct loop l;
     CUcontext ctx;
     CUstream capture;
     CUgraph g = NULL;
@@ -762,8 +1086,20 @@ int tool_bench(int argc, char **argv)
     row("the same, raw calls in relaxed mode as the library's", alloc_lib, alloc_raw_relaxed, &a, reps, 2);
     D.cuStreamSynchronize(c.origin);
 
-    if (steps)
-        steps_table(&c, quick ? 5 : STEP_REPS);
+    if (!loop_open(&l, c.d)) {
+        printf("| %-52s | not timed: the raw side's streams and events could not be made |\n", "update loop");
+        mismatched++;
+    } else
+        mismatched += loop_rows(&l, reps, quick ? 1 : 5);
+
+    if (steps) {
+        struct steps t = { "Where a capture's time goes", capture_step_ks, 2, lib_step_names, raw_step_names,
+                           LIB_STEPS, RAW_STEPS, capture_steps, &c };
+        steps_table(&t, quick ? 5 : STEP_REPS);
+        if (l.launch)
+            loop_steps_table(&l, quick ? 5 : STEP_REPS);
+    }
+    loop_close(&l);
     for (i = 1; i < MAX_K; i++) {
         D.cuStreamDestroy(c.forks[i]);
         D.cuEventDestroy(c.join_events[i]);

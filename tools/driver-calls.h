@@ -28,6 +28,7 @@
     X(cuEventRecord, PFN_cuEventRecord_v2000)                                                \
     X(cuGraphDestroy, PFN_cuGraphDestroy_v10000)                                             \
     X(cuGraphExecDestroy, PFN_cuGraphExecDestroy_v10000)                                     \
+    X(cuGraphExecUpdate, PFN_cuGraphExecUpdate_v12000)                                       \
     X(cuGraphGetEdges, TOOL_PFN_cuGraphGetEdges)                                             \
     X(cuGraphGetNodes, PFN_cuGraphGetNodes_v10000)                                           \
     X(cuGraphInstantiateWithParams, PFN_cuGraphInstantiateWithParams_v12000)                 \
