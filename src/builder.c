@@ -50,11 +50,14 @@ CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **e
     *out = NULL;
     if ((rc = cucap_i_ctx_hold_primary(dev, &hold, caller, err)) != CUDA_SUCCESS)
         return rc;
-    rc = cucap_i_stream_in(hold->ctx, &s, caller, err);
-    if (rc == CUDA_SUCCESS && !(*out = cucap_i_builder_new(CUCAP_BUILDER_PRIMARY, CUCAP_BUILDER_NOT_STARTED, s, 1, hold))) {
-        cucap_i_drv.cuStreamDestroy(s);
+    /* the stream comes from the cache and goes back to it (release) */
+    if ((rc = cucap_i_take_stream(hold, &s, caller)) != CUDA_SUCCESS)
+        rc = cucap_i_fail_driver(err, rc, caller, "cuStreamCreate (with the stream's context made current)");
+    else if (!(*out = cucap_i_builder_new(CUCAP_BUILDER_PRIMARY, CUCAP_BUILDER_NOT_STARTED, s, 1, hold))) {
+        cucap_i_give_stream(hold, s, caller);
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    }
+    } else
+        (*out)->cached_stream = 1;
     cucap_i_ctx_hold_release(hold);   /* the builder holds its own reference */
     return rc;
 }
@@ -264,20 +267,23 @@ static void release(cucap_builder *b, const char *caller)
     if (b->kind != CUCAP_BUILDER_FORKED)
         cucap_i_capture_registry_remove(b->h);   /* a capture that could not be ended */
     cucap_i_fork_links_release(b);
-    if (b->cached_stream) {
-        (void)cucap_i_capture_lock(b);
-        release_cached_stream(b, caller);
-        cucap_i_capture_unlock(b);
-    } else if (b->owns_stream) {
-        /* an origin stream whose capture could not be ended is left alone */
-        if (b->kind != CUCAP_BUILDER_FORKED && b->state == CUCAP_BUILDER_CAPTURING &&
-            cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
-            status != CU_STREAM_CAPTURE_STATUS_NONE)
+    if (b->kind == CUCAP_BUILDER_PRIMARY && b->owns_stream) {
+        /* an origin stream whose capture could not be ended is left alone;
+         * one in no capture goes back to the cache it came from, one in
+         * somebody else's capture (joined into it) is destroyed */
+        rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL);
+        if (rc == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE && b->state == CUCAP_BUILDER_CAPTURING)
             cucap_i_warn(CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's stream is still capturing and was not "
                          "destroyed", caller);
+        else if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE && b->cached_stream)
+            cucap_i_give_stream(b->ctx, b->stream, caller);
         else if ((rc = cucap_i_drv.cuStreamDestroy(b->stream)) != CUDA_SUCCESS)
             cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing the builder's stream: %s: %s", caller,
                          cucap_i_result_label(rc), cucap_i_result_description(rc));
+    } else if (b->cached_stream) {
+        (void)cucap_i_capture_lock(b);
+        release_cached_stream(b, caller);
+        cucap_i_capture_unlock(b);
     }
     cucap_i_hier_unref(b->h);
     cucap_i_hier_unref(b->parent_h);

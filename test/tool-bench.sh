@@ -7,7 +7,7 @@ out=$(env -u CUCAPTURE_REQUIRE_GPU CUCAPTURE_DRIVER="$CUCAPTURE_TEST_SIM" ./tool
 echo "1..6"
 if [ "$rc" -eq 0 ]; then echo "ok 1 - cucapture bench --quick exits 0"; else echo "not ok 1 - exits $rc"; printf '%s\n' "$out" | sed 's/^/# /'; fi
 rows=$(printf '%s\n' "$out" | grep -c -E '^\| [a-z].*\| +[0-9.]+ \| +[0-9.]+ \| +[0-9.]+ \| .*\[.*\] \|$')
-if [ "$rows" -eq 13 ]; then echo "ok 2 - 13 timed rows with their spread"; else echo "not ok 2 - $rows timed rows"; fi
+if [ "$rows" -eq 15 ]; then echo "ok 2 - 15 timed rows with their spread"; else echo "not ok 2 - $rows timed rows"; fi
 if printf '%s\n' "$out" | grep -q 'not timed'; then echo "not ok 3 - a row was not timed"; else echo "ok 3 - every row's graphs have the same shape"; fi
 if printf '%s\n' "$out" | head -n 1 | grep -q 'simulated driver, not a GPU'; then echo "ok 4 - the header says the simulated driver ran"
 else echo "not ok 4 - the header does not name the simulated driver"; fi
@@ -18,8 +18,11 @@ if [ "$rc" -eq 0 ] && printf '%s\n' "$out" | grep -q -E '^\| fork/join cycle acr
 else
     echo "not ok 5 - with two devices: exit $rc"; printf '%s\n' "$out" | sed 's/^/# /'
 fi
-# --steps: the capture phase step by step, 7 library calls and 6 raw steps
+# --steps: the capture phase step by step, 7 library calls and 6 raw steps,
+# then an update loop iteration, 9 library calls and 8 raw steps
 out=$(env -u CUCAPTURE_REQUIRE_GPU CUCAPTURE_DRIVER="$CUCAPTURE_TEST_SIM" ./tools/cucapture bench --quick --steps 2>&1); rc=$?
 steps=$(printf '%s\n' "$out" | grep -c -E '^\| (lib|raw) .*\| +[0-9.]+ \| +[0-9.]+ \|$')
-if [ "$rc" -eq 0 ] && [ "$steps" -eq 13 ]; then echo "ok 6 - --steps prints 13 steps for K=2 and K=64"
-else echo "not ok 6 - --steps: exit $rc, $steps steps"; printf '%s\n' "$out" | tail -16 | sed 's/^/# /'; fi
+loop=$(printf '%s\n' "$out" | sed -n '/update loop iteration/,$p' | grep -c -E '^\| (lib|raw) .*\| +[0-9.]+ \| +[0-9.]+ \|$')
+if [ "$rc" -eq 0 ] && [ "$steps" -eq 30 ] && [ "$loop" -eq 17 ]; then
+    echo "ok 6 - --steps prints 13 capture steps for K=2 and K=64, 17 update loop steps for K=2 and K=8"
+else echo "not ok 6 - --steps: exit $rc, $steps steps, $loop of the update loop"; printf '%s\n' "$out" | tail -16 | sed 's/^/# /'; fi

@@ -59,10 +59,13 @@ typedef enum {
 } cucap_builder_state;
 
 /**
- * \brief       A PRIMARY builder on a new non-blocking stream of the device
+ * \brief       A PRIMARY builder on a non-blocking stream of its own
  *
- * The stream is created in the device's primary context, which the
- * builder (and its forks) retain while they live.
+ * The stream lives in the device's primary context, which the builder
+ * (and its forks) retain while they live.  It is made once and kept by
+ * the library between builders: a builder per capture costs no
+ * cuStreamCreate or cuStreamDestroy once warm.  It is the builder's until
+ * it is closed; do not destroy it or change its attributes.
  *
  * \param       dev     A device ordinal of the loaded driver.
  * \param       out     Receives the builder (NOT_STARTED); NULL on failure.
