@@ -429,6 +429,21 @@ public:
         e.check(cucap_builder_complete(b_, opts, &out, e.out()));
         return exec(out);
     }
+    /** \brief   cucap_builder_complete_into(): update target from the ENDED
+     *           builder's graph, or instantiate it anew (an empty target
+     *           too); says which */
+    cucap_completion complete_into(exec &target, const cucap_complete_options *opts = nullptr)
+    {
+        detail::error_slot e;
+        cucap_exec *current = target.get();
+        cucap_completion how = CUCAP_COMPLETED_UPDATED;
+        e.check(cucap_builder_complete_into(b_, opts, &current, &how, e.out()));
+        if (current != target.get()) {   /* the C call destroyed the old one */
+            (void)target.release();
+            target = exec(current);
+        }
+        return how;
+    }
     /** \brief   cucap_builder_graph(): a reference to the ENDED builder's graph */
     graph graph_ref()
     {

@@ -476,6 +476,56 @@ CUresult cucap_builder_complete(cucap_builder *b, const cucap_complete_options *
     return cucap_i_hier_instantiate(b->h, NULL, opts, out, caller, err);
 }
 
+/* The error e of a call made for caller, as caller's own; e is freed. */
+static CUresult fail_as(cucap_error **err, cucap_error *e, const char *caller)
+{
+    CUresult code = cucap_error_code(e);
+    int fresh = err && !*err;
+    size_t i;
+
+    cucap_i_fail(err, code, "%s: %s", caller, cucap_error_message(e));
+    if (fresh)
+        for (i = 0; cucap_error_note(e, i); i++)
+            cucap_i_error_add_note(*err, "%s", cucap_error_note(e, i));
+    cucap_error_free(e);
+    return code;
+}
+
+CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
+                                     cucap_completion *how, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_complete_into";
+    cucap_error *refused = NULL;
+    cucap_exec *made = NULL;
+    CUresult rc;
+
+    if (!exec)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: exec is NULL", caller);
+    if ((rc = cucap_i_builder_check_ended(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (b->kind == CUCAP_BUILDER_BODY)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: a conditional body is completed with its parent, not alone", caller);
+    if (*exec) {
+        rc = cucap_exec_update(*exec, b, &refused);
+        if (rc != CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
+            if (rc == CUDA_SUCCESS && how)
+                *how = CUCAP_COMPLETED_UPDATED;
+            else if (rc != CUDA_SUCCESS)
+                rc = fail_as(err, refused, caller);
+            return rc;
+        }
+        cucap_error_free(refused);
+    }
+    if ((rc = cucap_i_hier_instantiate(b->h, NULL, opts, &made, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    cucap_exec_destroy(*exec);
+    *exec = made;
+    if (how)
+        *how = CUCAP_COMPLETED_INSTANTIATED;
+    return CUDA_SUCCESS;
+}
+
 CUresult cucap_builder_graph(cucap_builder *b, cucap_graph **out, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_graph";

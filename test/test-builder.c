@@ -1597,3 +1597,163 @@ BACKEND_TEST(builder, threads_sharing_the_stream_cache_never_hold_one_stream_twi
     if (on_simulator())
         cr_assert_eq(sim_live_settled("stream"), 0);
 }
+
+/* ---------------------------------------------------------------- complete into an executable graph */
+
+enum { INTO_SPAN = 64, INTO_MAX = 3 };
+
+/* An ENDED builder whose k branches write value + i into span i of d. */
+static cucap_builder *capture_branches(CUdeviceptr d, int k, unsigned char value, cucap_builder **forks)
+{
+    cucap_builder *b = NULL;
+    int i;
+
+    cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, (size_t)k, forks, NULL), CUDA_SUCCESS);
+    for (i = 0; i < k; i++)
+        cr_assert_eq(D.cuMemsetD8Async(d + (CUdeviceptr)i * INTO_SPAN, (unsigned char)(value + i), INTO_SPAN,
+                                       cucap_builder_stream(i ? forks[i - 1] : b)),
+                     CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_join_forks(b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
+    return b;
+}
+
+struct into_run {
+    CUdeviceptr d;
+    cucap_exec *first, *second, *third;
+    cucap_completion how[3];
+    CUresult launch;
+};
+
+static void into_step(struct into_run *r, cucap_exec **exec, int k, unsigned char value, cucap_completion *how)
+{
+    cucap_builder *forks[INTO_MAX - 1] = { NULL };
+    cucap_builder *b = capture_branches(r->d, k, value, forks);
+    cucap_error *err = NULL;
+    int i;
+
+    cr_assert_eq(cucap_builder_complete_into(b, NULL, exec, how, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    if (r->launch == CUDA_SUCCESS)
+        r->launch = cucap_exec_launch(*exec, cucap_builder_stream(b), NULL);
+    if (r->launch == CUDA_SUCCESS)
+        r->launch = relaxed_synchronize(cucap_builder_stream(b));
+    for (i = 0; i < k - 1; i++)
+        cucap_builder_destroy(forks[i]);
+    cucap_builder_destroy(b);
+}
+
+static void *into_thread(void *p)
+{
+    struct into_run *r = p;
+    cucap_exec *exec = NULL;
+
+    r->launch = CUDA_SUCCESS;
+    into_step(r, &exec, 2, 10, &r->how[0]);
+    r->first = exec;
+    into_step(r, &exec, 2, 20, &r->how[1]);   /* the same topology */
+    r->second = exec;
+    into_step(r, &exec, 3, 30, &r->how[2]);   /* one branch more */
+    r->third = exec;
+    cucap_exec_destroy(exec);
+    return NULL;
+}
+
+/* From a fresh thread: the first call instantiates, the same topology
+ * updates in place, another topology instantiates anew; each launch runs
+ * the graph just captured. */
+BACKEND_TEST(builder, complete_into_updates_when_it_can_and_instantiates_when_it_must)
+{
+    unsigned char host[INTO_MAX * INTO_SPAN];
+    struct into_run r;
+    pthread_t t;
+    int i;
+
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(D.cuMemAlloc(&r.d, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(pthread_create(&t, NULL, into_thread, &r), 0);
+    pthread_join(t, NULL);
+    cr_assert_eq(r.launch, CUDA_SUCCESS);
+    cr_assert_eq(r.how[0], CUCAP_COMPLETED_INSTANTIATED);
+    cr_assert_eq(r.how[1], CUCAP_COMPLETED_UPDATED);
+    cr_assert_eq(r.second, r.first, "updated in place");
+    cr_assert_eq(r.how[2], CUCAP_COMPLETED_INSTANTIATED, "a third branch cannot be an update");
+    cr_assert_neq(r.third, r.second);
+    cr_assert_eq(D.cuMemcpyDtoH(host, r.d, sizeof host), CUDA_SUCCESS);
+    for (i = 0; i < INTO_MAX; i++)
+        cr_assert_eq(host[i * INTO_SPAN], 30 + i, "branch %d ran the last graph", i);
+    cr_assert_eq(D.cuMemFree(r.d), CUDA_SUCCESS);
+}
+
+BACKEND_TEST(builder, complete_into_refuses_bad_arguments_and_leaves_exec_alone)
+{
+    cucap_builder *b = NULL;
+    cucap_exec *exec = (cucap_exec *)&b;   /* never touched */
+    cucap_completion how = (cucap_completion)0;
+    cucap_error *err = NULL;
+
+    cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_complete_into(b, NULL, NULL, &how, &err), CUDA_ERROR_INVALID_VALUE);
+    cr_assert(strstr(cucap_error_message(err), "cucap_builder_complete_into") == cucap_error_message(err));
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_eq(cucap_builder_complete_into(b, NULL, &exec, &how, &err), CUDA_ERROR_ILLEGAL_STATE,
+                 "a builder that never captured has no graph");
+    cucap_error_free(err);
+    cr_assert_eq(cucap_builder_complete_into(NULL, NULL, &exec, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(exec, (cucap_exec *)&b);
+    cr_assert_eq(how, (cucap_completion)0);
+    cucap_builder_destroy(b);
+}
+
+/* The driver's answers, injected: a refused update instantiates anew; any
+ * other update failure is the error; an instantiation that fails after a
+ * refused update leaves the old executable graph in place and usable. */
+FAULT_BACKEND_TEST(builder, complete_into_follows_the_update_result)
+{
+    cucap_builder *forks[1] = { NULL }, *b;
+    cucap_exec *exec = NULL, *old;
+    cucap_completion how;
+    cucap_error *err = NULL;
+    CUdeviceptr d = 0;
+
+    cr_assert_eq(D.cuMemAlloc(&d, 2 * INTO_SPAN), CUDA_SUCCESS);
+    b = capture_branches(d, 2, 1, forks);
+    cr_assert_eq(cucap_builder_complete_into(b, NULL, &exec, &how, NULL), CUDA_SUCCESS);
+    old = exec;
+
+    cr_assert_eq(set_rules("cuGraphExecUpdate:1:CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE"), 0);
+    cr_assert_eq(cucap_builder_complete_into(b, NULL, &exec, &how, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(how, CUCAP_COMPLETED_INSTANTIATED);
+    cr_assert_neq(exec, old);
+    old = exec;
+
+    cr_assert_eq(set_rules("cuGraphExecUpdate:1:CUDA_ERROR_UNKNOWN"), 0);
+    how = (cucap_completion)0;
+    cr_assert_eq(cucap_builder_complete_into(b, NULL, &exec, &how, &err), CUDA_ERROR_UNKNOWN);
+    cr_assert(strstr(cucap_error_message(err), "cucap_builder_complete_into: ") == cucap_error_message(err), "%s",
+              cucap_error_message(err));
+    cr_assert(strstr(cucap_error_message(err), "cuGraphExecUpdate") != NULL, "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_eq(exec, old);
+    cr_assert_eq(how, (cucap_completion)0);
+
+    cr_assert_eq(set_rules("cuGraphExecUpdate:1:CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE,"
+                           "cuGraphInstantiateWithParams:1:CUDA_ERROR_OUT_OF_MEMORY"), 0);
+    cr_assert_eq(cucap_builder_complete_into(b, NULL, &exec, &how, &err), CUDA_ERROR_OUT_OF_MEMORY);
+    cucap_error_free(err);
+    cr_assert_eq(exec, old, "the old executable graph stays the caller's");
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(cucap_exec_launch(exec, cucap_builder_stream(b), NULL), CUDA_SUCCESS);
+    cr_assert_eq(relaxed_synchronize(cucap_builder_stream(b)), CUDA_SUCCESS);
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(forks[0]);
+    cucap_builder_destroy(b);
+    cr_assert_eq(D.cuMemFree(d), CUDA_SUCCESS);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("graph"), 0);
+        cr_assert_eq(sim_live_settled("exec"), 0);
+    }
+}

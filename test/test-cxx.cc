@@ -147,6 +147,44 @@ BACKEND_TEST(cxx, join_forks_graph_references_and_update)
     D.cuMemFree(d);
 }
 
+// complete_into: an empty exec is instantiated, the same shape updated in
+// place, one branch more instantiated anew (the old C object destroyed by
+// the library, the new one owned by the same cucap::exec).
+BACKEND_TEST(cxx, complete_into_updates_or_instantiates)
+{
+    CUdeviceptr d = device_buffer(3 * 64);
+    unsigned char host[3 * 64];
+    cucap::exec e;
+    const int branches[] = {2, 2, 3};
+    const cucap_completion expected[] = {CUCAP_COMPLETED_INSTANTIATED, CUCAP_COMPLETED_UPDATED,
+                                         CUCAP_COMPLETED_INSTANTIATED};
+    cucap_exec *before = nullptr;
+
+    for (int round = 0; round < 3; round++) {
+        cucap::builder b = cucap::builder::create();
+        b.begin();
+        std::vector<cucap::builder> forks = b.split((size_t)branches[round]);
+        cr_assert_eq(D.cuMemsetD8Async(d, (unsigned char)(10 * round), 64, b.stream()), CUDA_SUCCESS);
+        for (size_t i = 0; i < forks.size(); i++)
+            cr_assert_eq(D.cuMemsetD8Async(d + 64 * (i + 1), (unsigned char)(10 * round + 1 + i), 64, forks[i].stream()),
+                         CUDA_SUCCESS);
+        b.join_forks();
+        b.end();
+        cr_assert_eq(b.complete_into(e), expected[round], "round %d", round);
+        cr_assert(e);
+        if (round == 1)
+            cr_assert_eq(e.get(), before, "updated in place");
+        before = e.get();
+        e.launch(b.stream());
+        cr_assert_eq(D.cuStreamSynchronize(b.stream()), CUDA_SUCCESS);
+        read_back(d, host, sizeof host);
+        cr_assert_eq(host[0], 10 * round);
+        cr_assert_eq(host[64], 10 * round + 1);
+    }
+    cr_assert_eq(host[128], 22, "the third branch ran");
+    D.cuMemFree(d);
+}
+
 // A bad argument, a failed join, an invalidated capture ended and
 // destroyed: each throws cucap::error with the C error's code, message and
 // notes, and nothing leaks or crashes.

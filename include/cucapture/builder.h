@@ -355,6 +355,43 @@ CUCAP_API CUresult cucap_builder_enqueue(cucap_builder *b, cucap_enqueue_fn fn, 
 CUCAP_API CUresult cucap_builder_complete(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **out,
                                           cucap_error **err);
 
+/** \brief What cucap_builder_complete_into() did */
+typedef enum {
+    CUCAP_COMPLETED_UPDATED = 1,       /**< the executable graph was updated in place */
+    CUCAP_COMPLETED_INSTANTIATED = 2   /**< a new executable graph was instantiated */
+} cucap_completion;
+
+/**
+ * \brief       Complete into an executable graph: update it when the driver
+ *              can, instantiate anew when it cannot
+ *
+ * The one call for a program that captures the same work again and again:
+ * with *exec NULL it instantiates as cucap_builder_complete(); otherwise
+ * it updates *exec from b's graph (cucap_exec_update()), and when the
+ * driver refuses the update (CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE: the
+ * topology or a node changed in a way an update cannot follow) it
+ * instantiates a new executable graph with opts, destroys the old one
+ * (launches of it still in flight complete first: the driver frees it
+ * when they are done) and stores the new one in *exec.  opts apply only
+ * when instantiating.
+ *
+ * \param       b       An ENDED PRIMARY builder.
+ * \param       opts    NULL for the defaults.
+ * \param       exec    In: an executable graph, or NULL.  Out: the
+ *                      executable graph of b's graph.  On failure *exec is
+ *                      left as it was, still the caller's to destroy.
+ * \param       how     Receives what was done (may be NULL); left alone
+ *                      on failure.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for a NULL exec;
+ *              otherwise as cucap_builder_complete() and
+ *              cucap_exec_update(), except that a refused update is not
+ *              an error.
+ * \since       1.4.0 (LIBCUCAPTURE_1.4)
+ */
+CUCAP_API CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
+                                               cucap_completion *how, cucap_error **err);
+
 /**
  * \brief       A shared reference to the builder's graph hierarchy
  *
