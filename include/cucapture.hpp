@@ -368,6 +368,12 @@ public:
         detail::error_slot e;
         e.check(cucap_builder_close(b_, e.out()));
     }
+    /** \brief   cucap_builder_reset(): NOT_STARTED again, the same stream */
+    void reset()
+    {
+        detail::error_slot e;
+        e.check(cucap_builder_reset(b_, e.out()));
+    }
 
     /** \brief   cucap_builder_stream(): also a cudaStream_t */
     CUstream stream() const noexcept { return cucap_builder_stream(b_); }

@@ -357,6 +357,30 @@ int cucap_i_release_joined(cucap_builder *const *builders, size_t count, cucap_b
     return 1;
 }
 
+CUresult cucap_builder_reset(cucap_builder *b, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_reset";
+    CUresult rc;
+
+    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (b->kind != CUCAP_BUILDER_PRIMARY)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: only a PRIMARY builder is reset (a fork is joined and destroyed, a body begins "
+                            "again after a failed capture)", caller);
+    if (b->state == CUCAP_BUILDER_CAPTURING)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is capturing: end it first", caller);
+    if (b->state == CUCAP_BUILDER_NOT_STARTED)
+        return CUDA_SUCCESS;
+    /* ENDED or INVALIDATED: the capture is over, its streams out of it */
+    cucap_i_fork_links_release(b);   /* the last capture's forks are no longer b's */
+    cucap_i_hier_unref(b->h);
+    b->h = NULL;
+    b->joined_in_capture = 0;
+    b->state = CUCAP_BUILDER_NOT_STARTED;
+    return CUDA_SUCCESS;
+}
+
 CUresult cucap_i_builder_close_as(cucap_builder *b, const char *caller, const char *doing, cucap_error **err)
 {
     CUgraph ignored;

@@ -1757,3 +1757,118 @@ FAULT_BACKEND_TEST(builder, complete_into_follows_the_update_result)
         cr_assert_eq(sim_live_settled("exec"), 0);
     }
 }
+
+/* ---------------------------------------------------------------- one builder, capture after capture */
+
+struct reset_run {
+    CUdeviceptr d;
+    CUresult rc;
+    int same_stream, not_started;
+    cucap_graph *first_graph;
+};
+
+static void *reset_thread(void *p)
+{
+    struct reset_run *r = p;
+    cucap_builder *b = NULL;
+    cucap_exec *exec = NULL;
+    CUstream s;
+    int n;
+
+    if ((r->rc = cucap_builder_create(0, &b, NULL)) != CUDA_SUCCESS)
+        return NULL;
+    s = cucap_builder_stream(b);
+    r->same_stream = r->not_started = 1;
+    for (n = 0; n < 3 && r->rc == CUDA_SUCCESS; n++) {
+        cucap_builder *f = NULL;
+        if ((r->rc = cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL)) == CUDA_SUCCESS &&
+            (r->rc = cucap_builder_split(b, 2, &f, NULL)) == CUDA_SUCCESS &&
+            (r->rc = D.cuMemsetD8Async(r->d, (unsigned char)(40 + n), 64, cucap_builder_stream(b))) == CUDA_SUCCESS &&
+            (r->rc = D.cuMemsetD8Async(r->d + 64, (unsigned char)(50 + n), 64, cucap_builder_stream(f))) ==
+                CUDA_SUCCESS &&
+            (r->rc = cucap_builder_join_forks(b, NULL)) == CUDA_SUCCESS &&
+            (r->rc = cucap_builder_end(b, NULL)) == CUDA_SUCCESS &&
+            (n > 0 || (r->rc = cucap_builder_graph(b, &r->first_graph, NULL)) == CUDA_SUCCESS) &&
+            (r->rc = cucap_builder_complete_into(b, NULL, &exec, NULL, NULL)) == CUDA_SUCCESS &&
+            (r->rc = cucap_exec_launch(exec, s, NULL)) == CUDA_SUCCESS)
+            r->rc = relaxed_synchronize(s);
+        cucap_builder_destroy(f);
+        if (r->rc == CUDA_SUCCESS)
+            r->rc = cucap_builder_reset(b, NULL);
+        r->same_stream &= cucap_builder_stream(b) == s;
+        r->not_started &= cucap_builder_get_state(b) == CUCAP_BUILDER_NOT_STARTED;
+    }
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(b);
+    return NULL;
+}
+
+/* From a fresh thread: one builder captures three times, reset between,
+ * on the same stream; a graph reference taken before a reset stays valid. */
+BACKEND_TEST(builder, a_reset_builder_captures_again_on_its_own_stream)
+{
+    struct reset_run r;
+    unsigned char host[128];
+    cucap_exec *again = NULL;
+    pthread_t t;
+
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(D.cuMemAlloc(&r.d, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(pthread_create(&t, NULL, reset_thread, &r), 0);
+    pthread_join(t, NULL);
+    cr_assert_eq(r.rc, CUDA_SUCCESS);
+    cr_assert(r.same_stream, "the stream is kept across resets");
+    cr_assert(r.not_started);
+    cr_assert_eq(D.cuMemcpyDtoH(host, r.d, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(host[0], 42);
+    cr_assert_eq(host[64], 52);
+    cr_assert_not_null(cucap_graph_handle(r.first_graph));
+    cr_assert_eq(cucap_graph_instantiate(r.first_graph, NULL, &again, NULL), CUDA_SUCCESS,
+                 "the first capture's graph outlives the resets");
+    cucap_exec_destroy(again);
+    cucap_graph_unref(r.first_graph);
+    cr_assert_eq(D.cuMemFree(r.d), CUDA_SUCCESS);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("graph"), 0);
+        cr_assert_eq(sim_live_settled("stream"), 0);
+    }
+}
+
+/* What reset refuses, and a fork left out of an invalidated capture: the
+ * builder's next capture does not join it, and it is destroyed later. */
+BACKEND_TEST(builder, reset_refuses_what_it_cannot_reset_and_forgets_old_forks)
+{
+    cucap_builder *b = NULL, *f = NULL, *g = NULL;
+    cucap_error *err = NULL;
+    CUdeviceptr d = 0;
+
+    cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_reset(NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_reset(b, NULL), CUDA_SUCCESS, "NOT_STARTED: nothing to do");
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_reset(b, &err), CUDA_ERROR_ILLEGAL_STATE);
+    cr_assert(strstr(cucap_error_message(err), "cucap_builder_reset: ") == cucap_error_message(err));
+    cucap_error_free(err);
+    cr_assert_eq(capture_status(cucap_builder_stream(b)), CU_STREAM_CAPTURE_STATUS_ACTIVE, "left capturing");
+    cr_assert_eq(cucap_builder_split(b, 2, &f, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_reset(f, NULL), CUDA_ERROR_ILLEGAL_STATE, "a fork is not reset");
+    cr_assert_eq(D.cuMemsetD8Async(d, 1, 64, cucap_builder_stream(f)), CUDA_SUCCESS);   /* work left unjoined */
+    cr_assert_neq(cucap_builder_end(b, NULL), CUDA_SUCCESS, "a fork was left unjoined");
+    cr_assert_eq(cucap_builder_get_state(b), CUCAP_BUILDER_INVALIDATED);
+    cr_assert_eq(cucap_builder_reset(b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 2, &g, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_join_forks(b, NULL), CUDA_SUCCESS, "only this capture's fork is joined");
+    cr_assert_eq(cucap_builder_get_state(g), CUCAP_BUILDER_CLOSED);
+    cr_assert_neq(cucap_builder_get_state(f), CUCAP_BUILDER_CLOSED, "the old fork is not touched");
+    cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
+    cucap_builder_destroy(f);
+    cucap_builder_destroy(g);
+    cucap_builder_close(b, NULL);
+    cr_assert_eq(cucap_builder_reset(b, NULL), CUDA_ERROR_ILLEGAL_STATE, "a closed builder is not reset");
+    cucap_builder_destroy(b);
+    cr_assert_eq(D.cuMemFree(d), CUDA_SUCCESS);
+    if (on_simulator())
+        cr_assert_eq(sim_live_settled("graph"), 0);
+}

@@ -185,6 +185,51 @@ BACKEND_TEST(cxx, complete_into_updates_or_instantiates)
     D.cuMemFree(d);
 }
 
+// One builder for every capture of a loop, on a fresh thread: reset
+// between captures keeps its stream; resetting a capture in progress
+// throws ILLEGAL_STATE and leaves it capturing.
+BACKEND_TEST(cxx, one_builder_reset_for_every_capture)
+{
+    CUdeviceptr d = device_buffer(2 * 64);
+    unsigned char host[2 * 64];
+    std::string failure = on_fresh_thread([&] {
+        cucap::builder b = cucap::builder::create();
+        cucap::exec e;
+        CUstream first = b.stream();
+        for (int round = 0; round < 3; round++) {
+            b.reset();
+            EXPECT(b.state() == CUCAP_BUILDER_NOT_STARTED);
+            EXPECT(b.stream() == first);
+            b.begin();
+            if (round == 0) {
+                bool threw = false;
+                try {
+                    b.reset();
+                } catch (const cucap::error &err) {
+                    threw = err.code() == CUDA_ERROR_ILLEGAL_STATE;
+                }
+                EXPECT(threw);
+                EXPECT(b.state() == CUCAP_BUILDER_CAPTURING);
+            }
+            std::vector<cucap::builder> forks = b.split(2);
+            EXPECT(D.cuMemsetD8Async(d, (unsigned char)(round + 1), 64, b.stream()) == CUDA_SUCCESS);
+            EXPECT(D.cuMemsetD8Async(d + 64, (unsigned char)(round + 101), 64, forks[0].stream()) == CUDA_SUCCESS);
+            b.join_forks();
+            b.end();
+            EXPECT(b.complete_into(e) == (round ? CUCAP_COMPLETED_UPDATED : CUCAP_COMPLETED_INSTANTIATED));
+            e.launch(b.stream());
+            with_context(b.context());
+            EXPECT(D.cuStreamSynchronize(b.stream()) == CUDA_SUCCESS);
+            D.cuCtxSetCurrent(NULL);
+        }
+    });
+    cr_assert(failure.empty(), "%s", failure.c_str());
+    read_back(d, host, sizeof host);
+    cr_assert_eq(host[0], 3, "the last capture's value ran");
+    cr_assert_eq(host[64], 103);
+    D.cuMemFree(d);
+}
+
 // A bad argument, a failed join, an invalidated capture ended and
 // destroyed: each throws cucap::error with the C error's code, message and
 // notes, and nothing leaks or crashes.

@@ -593,6 +593,8 @@ struct loop {
     CUdeviceptr d;
     cucap_exec *lib_exec;
     CUgraphExec raw_exec;
+    cucap_builder *kept;             /* the library side's one builder when keep */
+    int keep;
 };
 
 static void loop_memsets(struct loop *x, CUstream const *streams)
@@ -603,7 +605,8 @@ static void loop_memsets(struct loop *x, CUstream const *streams)
         D.cuMemsetD8Async(x->d + (CUdeviceptr)i * 64, (unsigned char)(x->value + i), 64, streams[i]);
 }
 
-/* One capture each way; the library's builder is ENDED, its forks closed. */
+/* One capture each way; the library's builder is ENDED, its forks closed.
+ * With keep, the builder is the kept one, reset for the capture. */
 static cucap_builder *loop_capture_lib(struct loop *x, cucap_builder **all)
 {
     CUstream streams[MAX_K];
@@ -612,7 +615,13 @@ static cucap_builder *loop_capture_lib(struct loop *x, cucap_builder **all)
     all[0] = NULL;
     for (i = 1; i < x->k; i++)
         all[i] = NULL;
-    cucap_builder_create(0, &all[0], NULL);
+    if (x->keep) {
+        if (!x->kept)
+            cucap_builder_create(0, &x->kept, NULL);
+        cucap_builder_reset(x->kept, NULL);
+        all[0] = x->kept;
+    } else
+        cucap_builder_create(0, &all[0], NULL);
     cucap_builder_begin(all[0], CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
     cucap_builder_split(all[0], (size_t)x->k, all + 1, NULL);
     for (i = 0; i < x->k; i++)
@@ -645,6 +654,16 @@ static CUgraph loop_capture_raw(struct loop *x)
     return g;
 }
 
+/* What one capture of the library side made: all of it, or with keep its
+ * forks only. */
+static void loop_release_lib(struct loop *x, cucap_builder **all)
+{
+    if (x->keep)
+        destroy_all(all + 1, x->k - 1);
+    else
+        destroy_all(all, x->k);
+}
+
 static double loop_lib(void *p)
 {
     struct loop *x = p;
@@ -657,7 +676,7 @@ static double loop_lib(void *p)
         loop_capture_lib(x, all);
         cucap_exec_update(x->lib_exec, all[0], NULL);
         cucap_exec_launch(x->lib_exec, x->launch, NULL);
-        destroy_all(all, x->k);
+        loop_release_lib(x, all);
     }
     D.cuStreamSynchronize(x->launch);
     return (now_us() - t0) / LOOP_BATCH;
@@ -703,7 +722,7 @@ static int loop_prepare(const char *name, struct loop *x)
         same = 0;
     }
     cucap_graph_unref(lib);
-    destroy_all(all, x->k);
+    loop_release_lib(x, all);
     if (raw)
         D.cuGraphDestroy(raw);
     return same;
@@ -715,8 +734,10 @@ static void loop_finish(struct loop *x)
     cucap_exec_destroy(x->lib_exec);
     if (x->raw_exec)
         D.cuGraphExecDestroy(x->raw_exec);
+    cucap_builder_destroy(x->kept);
     x->lib_exec = NULL;
     x->raw_exec = NULL;
+    x->kept = NULL;
 }
 
 static const int loop_ks[] = { 2, 8 };
@@ -725,16 +746,19 @@ static int loop_rows(struct loop *x, int reps, int warm)
 {
     int i, mismatched = 0;
 
-    for (i = 0; i < 2; i++) {
+    for (i = 0; i < 4; i++) {
         char name[80];
-        x->k = loop_ks[i];
-        snprintf(name, sizeof name, "update loop, K=%d, per iteration", x->k);
+        x->k = loop_ks[i % 2];
+        x->keep = i >= 2;
+        snprintf(name, sizeof name, x->keep ? "update loop, K=%d, one builder reset" : "update loop, K=%d, per iteration",
+                 x->k);
         if (loop_prepare(name, x))
             row(name, loop_lib, loop_raw, x, reps, warm);
         else
             mismatched++;
         loop_finish(x);
     }
+    x->keep = 0;
     return mismatched;
 }
 

@@ -220,6 +220,28 @@ CUCAP_API CUresult cucap_builder_join(cucap_builder *const *builders, size_t cou
 CUCAP_API CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err);
 
 /**
+ * \brief       Make an ENDED or INVALIDATED PRIMARY builder NOT_STARTED again,
+ *              keeping its stream, for the next capture
+ *
+ * For a loop that captures again and again with one builder, as
+ * hand-written code keeps one stream.  The builder drops its reference to
+ * the last capture's graph: references from cucap_builder_graph() and
+ * executable graphs made from it stay valid.  The last capture's forks
+ * stay the caller's to destroy and are no longer the builder's forks
+ * (cucap_builder_join_forks() does not see them).  A NOT_STARTED builder
+ * is left as it is.  No driver call is made but the graph's destruction
+ * when this was its last reference.
+ *
+ * \param       b       A PRIMARY builder, not CAPTURING.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL;
+ *              CUDA_ERROR_ILLEGAL_STATE for a CAPTURING or CLOSED builder,
+ *              a fork or a body (the builder is left as it was).
+ * \since       1.4.0 (LIBCUCAPTURE_1.4)
+ */
+CUCAP_API CUresult cucap_builder_reset(cucap_builder *b, cucap_error **err);
+
+/**
  * \brief       Close: end a live capture first, release the stream, CLOSED
  *
  * Always leaves the builder CLOSED, then returns the end's error, if any.
