@@ -1,4 +1,4 @@
-/* Streams, events and stream capture, with the rules of driver-facts.md:
+/* Streams, events and stream capture, with the rules of doc/driver-facts.md:
  * per-thread capture modes, the unsafe-call rules, forks joining through
  * events, and every way a capture can end. */
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* The simulated CUDA driver: a test backend for libcucapture, loaded
  * through CUCAPTURE_DRIVER.  It implements, on host memory, every entry
  * point the library resolves, with the capture semantics measured on a
- * real driver (driver-facts.md).  Installed by cucapture-tools as a test
+ * real driver (doc/driver-facts.md).  Installed by cucapture-tools as a test
  * backend for everyone: cucapture-sim(7).
  *
  * Environment, read when used:

@@ -16,7 +16,7 @@
 
 #define SPLIT_MAX CUCAP_SPLIT_MAX
 
-/* The fast join (driver-facts.md, "Joining by capture dependencies"):
+/* The fast join (doc/driver-facts.md, "Joining by capture dependencies"):
  * when both streams are ACTIVE in one capture, `to` adds `from`'s current
  * dependency nodes to its own, the same graph as an event record and wait
  * at a fraction of the cost.  Returns 0 when it does not apply (anything
@@ -87,7 +87,7 @@ static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *call
 }
 
 /* A fork stream of context `on` waits on ev; a stream of another device's
- * context waits with that context current, as measured (driver-facts.md,
+ * context waits with that context current, as measured (doc/driver-facts.md,
  * "One capture across two devices"). */
 static CUresult fork_wait(struct ctx_hold *on, struct ctx_hold *origin, CUstream s, CUevent ev)
 {
@@ -367,7 +367,7 @@ static long unique_dependencies(struct dependency *all, size_t n)
 }
 
 /* The whole join in one step when every builder is ACTIVE in the root's
- * capture and context (driver-facts.md, "Joining by capture
+ * capture and context (doc/driver-facts.md, "Joining by capture
  * dependencies"): each builder's dependency nodes, with their edge data
  * (without it, edges that carry data make the query LOSSY_QUERY), read
  * once and added to the root's with one call.  Returns 0, having changed

@@ -854,7 +854,7 @@ FAULT_BACKEND_TEST(builder, every_failure_of_an_update_and_launch_from_fresh_thr
 
 /* Another thread, in global mode with the primary context current,
  * synchronizes a stream of its own: the driver refuses and invalidates
- * every global capture (driver-facts, "Calls from another thread"). */
+ * every global capture (doc/driver-facts.md, "Calls from another thread during a global capture"). */
 static void *invalidating_sync(void *arg)
 {
     CUresult *rc = arg;

@@ -555,7 +555,7 @@ static double alloc_raw(void *p)
 /* The same in relaxed thread mode around each call, as the library makes
  * them: in the default global mode an allocation or a free outside a
  * capture invalidates every other thread's global capture
- * (driver-facts.md), which the library never does. */
+ * (doc/driver-facts.md), which the library never does. */
 static double alloc_raw_relaxed(void *p)
 {
     struct alloc *a = p;

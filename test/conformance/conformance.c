@@ -1,4 +1,4 @@
-/* Runs every row of driver-facts.md against the driver that is loaded
+/* Runs every row of doc/driver-facts.md against the driver that is loaded
  * (the simulator when built as conformance-sim, the real driver as
  * conformance-gpu), prints one TAP line per row with the call, its result
  * and the capture status after it, and fails on any difference from the

@@ -1,4 +1,4 @@
-/* Rows of driver-facts.md on conditional-node bodies, each scenario in a
+/* Rows of doc/driver-facts.md on conditional-node bodies, each scenario in a
  * process of its own (capturing straight into a body graph and
  * invalidating it kills the process), and rows measured beyond the facts
  * that the library depends on. */

@@ -1,4 +1,4 @@
-/* Rows of driver-facts.md: the calling thread's capture mode, another
+/* Rows of doc/driver-facts.md: the calling thread's capture mode, another
  * thread, ending a capture, and the further capture facts. */
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* Rows of driver-facts.md, "Calls from another thread during a global
+/* Rows of doc/driver-facts.md, "Calls from another thread during a global
  * capture", and the calls that need a current context, refuse a capturing
  * stream, or refuse a node type in a conditional body. */
 #include <pthread.h>
