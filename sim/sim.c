@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "error-names.h"
 #include "sim-internal.h"
 
 #define SIM_CTX_MAGIC 0x43545853u
@@ -346,7 +347,6 @@ static CUresult sim_cuCtxGetDevice_v2(CUdevice *dev, CUcontext c)
 /* ---------------------------------------------------------------- errors */
 
 /* The symbolic names come from the library's own table (src/error-names.c). */
-const char *cucap_i_result_name(CUresult code);
 
 static CUresult sim_cuGetErrorName(CUresult code, const char **out)
 {

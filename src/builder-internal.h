@@ -89,7 +89,8 @@ void cucap_i_fork_links_release(cucap_builder *b);
 /* The same for every builder but skip, in one locked step; skip (the
  * join's root, in its user's hands) lets go of its list once no fork is on it. */
 void cucap_i_fork_links_release_all(cucap_builder *const *builders, size_t count, cucap_builder *skip);
-/* Close, as release does, the forks a one-step join just joined into
+
+/* builder.c: close, as release does, the forks a one-step join just joined into
  * root's capture, in one step for all; 0, having changed nothing that
  * matters, when that does not apply (each is then closed on its own). */
 int cucap_i_release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root);

@@ -6,12 +6,7 @@
  * and events: streams.c. */
 #include "config.h"
 
-#include <limits.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "builder-internal.h"
 #include "driver.h"

@@ -2,10 +2,6 @@
  * attaching a body's standalone capture to its node. */
 #include "config.h"
 
-#include <limits.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +11,6 @@
 #include "internal.h"
 
 #define IF_ELSE_SWITCH_FLOOR 12080    /* IF with two bodies and SWITCH: CUDA 12.8 drivers */
-#define SWITCH_MAX ((unsigned int)CUCAP_SWITCH_MAX)
 
 /* Node types the driver allows in a conditional body (CUDA 12.3 to 13.0);
  * a body holding another type makes the parent's instantiate fail. */
@@ -161,7 +156,7 @@ CUresult cucap_builder_create_condition(cucap_builder *b, unsigned int default_v
     *out = 0;
     if ((rc = conditional_lock(b, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = conditional_prologue(b, 12030, caller, &graph, NULL, NULL, NULL, err)) == CUDA_SUCCESS &&
+    if ((rc = conditional_prologue(b, CUCAP_DRIVER_FLOOR, caller, &graph, NULL, NULL, NULL, err)) == CUDA_SUCCESS &&
         (rc = cucap_i_drv.cuGraphConditionalHandleCreate(out, graph, b->ctx->ctx, assign_default ? default_value : 0,
                                                          assign_default ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0)) !=
             CUDA_SUCCESS)
@@ -267,7 +262,7 @@ CUresult cucap_builder_if(cucap_builder *b, CUgraphConditionalHandle c, cucap_bu
 
     if (!then_body)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: then_body is NULL", caller);
-    return add_conditional(b, c, CU_GRAPH_COND_TYPE_IF, 1, 12030, caller, "the IF node added by cucap_builder_if",
+    return add_conditional(b, c, CU_GRAPH_COND_TYPE_IF, 1, CUCAP_DRIVER_FLOOR, caller, "the IF node added by cucap_builder_if",
                            then_body, err);
 }
 
@@ -296,7 +291,7 @@ CUresult cucap_builder_while(cucap_builder *b, CUgraphConditionalHandle c, cucap
 
     if (!body)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: body is NULL", caller);
-    return add_conditional(b, c, CU_GRAPH_COND_TYPE_WHILE, 1, 12030, caller,
+    return add_conditional(b, c, CU_GRAPH_COND_TYPE_WHILE, 1, CUCAP_DRIVER_FLOOR, caller,
                            "the WHILE node added by cucap_builder_while", body, err);
 }
 
@@ -307,9 +302,9 @@ CUresult cucap_builder_switch(cucap_builder *b, CUgraphConditionalHandle c, size
 
     if (!bodies)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: bodies is NULL", caller);
-    if (count == 0 || count > SWITCH_MAX)
+    if (count == 0 || count > (unsigned int)CUCAP_SWITCH_MAX)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a switch has 1 to %u bodies, got %zu", caller,
-                            SWITCH_MAX, count);
+                            (unsigned int)CUCAP_SWITCH_MAX, count);
 #if CUDA_VERSION >= 12080
     return add_conditional(b, c, CU_GRAPH_COND_TYPE_SWITCH, (unsigned int)count, IF_ELSE_SWITCH_FLOOR, caller,
                            "the SWITCH node added by cucap_builder_switch", bodies, err);

@@ -48,8 +48,8 @@ void cucap_i_ctx_hold_release_by(struct ctx_hold *c, size_t n)
     if (!c || n == 0 || atomic_fetch_sub_explicit(&c->refs, (int)n, memory_order_acq_rel) != (int)n)
         return;
     if (c->retained && (rc = cucap_i_drv.cuDevicePrimaryCtxRelease(c->dev)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "cucap_builder_destroy: cuDevicePrimaryCtxRelease failed while releasing device %d's "
-                     "primary context: %s: %s", (int)c->dev, cucap_i_result_label(rc), cucap_i_result_description(rc));
+        cucap_i_warn(rc, "libcucapture: cuDevicePrimaryCtxRelease failed while releasing device %d's primary "
+                     "context: %s: %s", (int)c->dev, cucap_i_result_label(rc), cucap_i_result_description(rc));
     free(c);
 }
 
@@ -168,11 +168,8 @@ CUresult cucap_i_ctx_hold_primary(CUdevice dev, struct ctx_hold **out, const cha
     return CUDA_SUCCESS;
 }
 
-#define CTX_GET_DEVICE(ctx, dev) context_device((ctx), (dev))
-
 /* The device of a context: cuCtxGetDevice_v2 (CUDA 13 drivers) reads any
  * context; before it, cuCtxGetDevice reads the current one only. */
-/* before CUDA 13 cuCtxGetDevice reads the current context only */
 static CUresult context_device(CUcontext ctx, CUdevice *dev)
 {
     CUcontext saved = NULL;
@@ -207,7 +204,7 @@ CUresult cucap_i_ctx_hold_of_stream(CUstream s, struct ctx_hold **out, const cha
         /* a device's primary context is retained like cucap_builder_create's,
          * which lets forks reuse cached streams; another context is the
          * caller's to keep alive */
-        if (CTX_GET_DEVICE(hold->ctx, &hold->dev) == CUDA_SUCCESS &&
+        if (context_device(hold->ctx, &hold->dev) == CUDA_SUCCESS &&
             cucap_i_relaxed_enter(&scope, caller, NULL) == CUDA_SUCCESS) {
             CUcontext primary = NULL;
             CUresult retain = cucap_i_drv.cuDevicePrimaryCtxRetain(&primary, hold->dev);

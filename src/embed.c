@@ -2,8 +2,6 @@
  * a capturing one. */
 #include "config.h"
 
-#include <stdint.h>
-
 #include "builder-internal.h"
 #include "driver.h"
 #include "hierarchy.h"

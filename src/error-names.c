@@ -3,7 +3,7 @@
  * scripts/gen-error-names when a new CUDA release adds codes. */
 #include "config.h"
 
-#include "internal.h"
+#include "error-names.h"
 
 static const struct {
     int code;

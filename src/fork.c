@@ -14,8 +14,6 @@
 #include "hierarchy.h"
 #include "internal.h"
 
-#define SPLIT_MAX CUCAP_SPLIT_MAX
-
 /* The fast join (doc/driver-facts.md, "Joining by capture dependencies"):
  * when both streams are ACTIVE in one capture, `to` adds `from`'s current
  * dependency nodes to its own, the same graph as an event record and wait
@@ -106,9 +104,9 @@ static CUresult fork_wait(struct ctx_hold *on, struct ctx_hold *origin, CUstream
 static CUresult check_split_arguments(const cucap_builder *b, size_t count, cucap_builder **forks, const char *caller,
                                      cucap_error **err)
 {
-    if (count < 2 || count > SPLIT_MAX)
+    if (count < 2 || count > CUCAP_SPLIT_MAX)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: invalid split count: expecting 2 to %d, got %zu",
-                            caller, SPLIT_MAX, count);
+                            caller, CUCAP_SPLIT_MAX, count);
     if (!forks)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: forks is NULL", caller);
     return cucap_i_builder_check_open(b, caller, err);
@@ -544,8 +542,7 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     if (n == 0)
         rc = CUDA_SUCCESS;   /* nothing to join */
-    else if ((rc = cucap_builder_join(all, n + 1, NULL, err)) != CUDA_SUCCESS && err && *err &&
-             strncmp(cucap_error_message(*err), "cucap_builder_join", 18) == 0)
+    else if ((rc = cucap_builder_join(all, n + 1, NULL, err)) != CUDA_SUCCESS && err && *err)
         cucap_i_error_add_note(*err, "%s joined the %zu open forks split from this builder", caller, n);
     free(all);
     return rc;

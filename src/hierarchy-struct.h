@@ -27,8 +27,10 @@ struct cucap_body_record {
     struct cucap_body_record *next;
 };
 
-/* A stream or event released while its capture still ran: it goes back to
- * the stream cache once the capture is over. */
+/* A hierarchy: the graphs of one capture (a root and the graphs the
+ * driver owns below it) with the capture session that made them, shared
+ * by reference among the builders, graph references and executable
+ * graphs that use it. */
 struct cucap_hier {
     atomic_int refs;
     pthread_mutex_t lock;            /* guards the fields below but the graphs' use */

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 
 #include "cucapture.h"
+#include "error-names.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -16,8 +17,6 @@ extern "C" {
 #  define CUCAP_PRINTF(fmt, args)
 #endif
 
-/* error-names.c: the symbolic name of a code, NULL when unknown. */
-const char *cucap_i_result_name(CUresult code);
 
 /* error.c */
 

@@ -1,6 +1,6 @@
 /* A map from device pointers to the pool that allocated them: the live
- * allocations of every pool of the process.  Not thread-safe on its own;
- * the pools lock around it. */
+ * allocations of every pool of the process.  Not thread-safe on its own:
+ * live-pointers.c locks around it. */
 #ifndef CUCAPTURE_PTR_SET_H
 #define CUCAPTURE_PTR_SET_H
 
