@@ -1,11 +1,6 @@
-/* What builder.c, fork.c and conditional.c share: the builder object and
- * the helpers they all use.  Internal.
- *
- * Two dependency circles are deliberate: builder.c and conditional.c
- * (a body's end attaches its graph to its node; the conditional calls make
- * body builders), and builder.c and graph.c (a builder owns a hierarchy;
- * cucap_exec_update, declared in graph.h, reads a builder's graph).  Each
- * pair shares one object whose life spans both files. */
+/* The builder object, shared by builder.c and the files that serve it
+ * (builder-memory.c, fork.c, fork-links.c, conditional.c, embed.c), which
+ * call builder.c and never the other way round.  Internal. */
 #ifndef CUCAPTURE_BUILDER_INTERNAL_H
 #define CUCAPTURE_BUILDER_INTERNAL_H
 
@@ -56,7 +51,7 @@ cucap_builder *cucap_i_builder_slab_take(struct builder_slab *slab, size_t i, cu
                                          cucap_builder_state state, CUstream s, int owns, struct ctx_hold *ctx);
 void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken);
 void cucap_i_builder_free(cucap_builder *b);
-/* Free the builders and slabs kept for reuse (with cucap_i_cache_drain). */
+/* Free the builders and slabs kept for reuse (with cucap_i_drain_kept). */
 void cucap_i_builder_spares_drain(void);
 
 /* builder.c */
@@ -95,11 +90,6 @@ void cucap_i_fork_links_release_all(cucap_builder *const *builders, size_t count
  * matters, when that does not apply (each is then closed on its own). */
 int cucap_i_release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root);
 
-/* conditional.c: a body's capture ended with graph g: attach it to its node. */
-CUresult cucap_i_attach_body(cucap_builder *b, CUgraph g, const char *caller, cucap_error **err);
-
-/* graph.c: "host function", "memset", ... */
-const char *cucap_i_node_type_text(CUgraphNodeType t);
 
 /* streams.c: streams and events of forks, bodies and joins, from the cache
  * in a primary context the builders retain, made and destroyed otherwise.
@@ -115,6 +105,5 @@ void cucap_i_give_stream(struct ctx_hold *c, CUstream s, const char *caller);
 CUresult cucap_i_take_streams_and_event(struct ctx_hold *c, size_t n, CUstream *out, CUevent *e,
                                         const char **failed, const char *caller);
 CUresult cucap_i_take_event(struct ctx_hold *c, CUevent *e, const char *caller);
-void cucap_i_give_event(struct ctx_hold *c, struct cucap_hier *h, CUevent e);
 
 #endif

@@ -1,11 +1,14 @@
-/* Graph builders: creation, the capture state machine (begin, end, close,
- * destroy), queries, and what an ended builder hands out (complete,
- * graph, dot print).  Memory: builder-memory.c; contexts: context-hold.c;
- * the capture lock and enqueue: capture-lock.c; embed: embed.c; split and
- * join: fork.c, fork-links.c; conditional nodes: conditional.c; streams
- * and events: streams.c. */
+/* Graph builders: creation, the capture state machine (begin, end, reset,
+ * close, destroy), queries, what an ended builder hands out (complete,
+ * complete_into, exec update, graph, dot print), the capture lock as
+ * builders take it, and enqueue under it.  Memory:
+ * builder-memory.c; embed: embed.c;
+ * split and join: fork.c, fork-links.c; conditional nodes: conditional.c,
+ * and body.c for attaching a body; the capture's hierarchy: hierarchy.c;
+ * streams and events: streams.c. */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "builder-internal.h"
@@ -198,8 +201,11 @@ static CUresult end_and_attach(cucap_builder *b, const char *caller, const char 
 
     if (rc != CUDA_SUCCESS)
         return end_failed(b, rc, caller, doing, err);
-    if (g && b->kind == CUCAP_BUILDER_BODY)
-        return cucap_i_attach_body(b, g, caller, err);
+    if (g && b->kind == CUCAP_BUILDER_BODY) {
+        rc = cucap_i_attach_body(b->parent_h, b->body_box, b->record, g, caller, err);
+        b->record_failed = rc != CUDA_SUCCESS;
+        return rc;
+    }
     return CUDA_SUCCESS;
 }
 
@@ -510,6 +516,18 @@ static CUresult fail_as(cucap_error **err, cucap_error *e, const char *caller)
     return code;
 }
 
+CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **err)
+{
+    static const char caller[] = "cucap_exec_update";
+    CUresult rc;
+
+    if (!e)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
+    if ((rc = cucap_i_builder_check_ended(source, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    return cucap_i_exec_update_from(e, source->h, caller, err);
+}
+
 CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
                                      cucap_completion *how, cucap_error **err)
 {
@@ -593,4 +611,80 @@ CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned in
         return cucap_i_fail(err, rc, "%s: cuGraphDebugDotPrint could not write '%s': %s: %s", caller, path,
                             cucap_i_result_label(rc), cucap_i_result_description(rc));
     return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- the capture lock, and enqueue under it */
+
+/* See builder-internal.h.  Returns whether the capture is still running;
+ * the caller unlocks with cucap_i_capture_unlock whatever it returned. */
+int cucap_i_capture_lock(const cucap_builder *b)
+{
+    if (!b->h)
+        return 0;
+    cucap_i_hier_lock(b->h);
+    return !cucap_i_hier_is_capture_over(b->h);
+}
+
+void cucap_i_capture_unlock(const cucap_builder *b)
+{
+    if (b->h)
+        cucap_i_hier_unlock(b->h);
+}
+
+/* The same for two builders (join's root and another), in a fixed order. */
+int cucap_i_capture_lock_pair(const cucap_builder *a, const cucap_builder *b)
+{
+    int running;
+
+    if (!a->h || !b->h || a->h == b->h)
+        return cucap_i_capture_lock(a) & (a->h == b->h ? 1 : cucap_i_capture_lock(b));
+    if ((uintptr_t)a->h < (uintptr_t)b->h) {
+        running = cucap_i_capture_lock(a);
+        return cucap_i_capture_lock(b) & running;
+    }
+    running = cucap_i_capture_lock(b);
+    return cucap_i_capture_lock(a) & running;
+}
+
+void cucap_i_capture_unlock_pair(const cucap_builder *a, const cucap_builder *b)
+{
+    cucap_i_capture_unlock(a);
+    if (b->h != a->h)
+        cucap_i_capture_unlock(b);
+}
+
+CUresult cucap_builder_enqueue(cucap_builder *b, cucap_enqueue_fn fn, void *user_data, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_enqueue";
+    struct cucap_hier *h;
+    CUcontext ctx, saved = NULL;
+    CUstream s;
+    CUresult rc;
+
+    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (!fn)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: fn is NULL", caller);
+    if (b->state != CUCAP_BUILDER_CAPTURING || !b->h)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is not capturing (it is %s)", caller,
+                            cucap_i_state_names[b->state]);
+    /* fn may close b: nothing of b is read after it runs */
+    h = b->h;
+    ctx = b->ctx->ctx;
+    s = b->stream;
+    cucap_i_hier_ref(h);
+    if (!cucap_i_capture_lock(b)) {
+        rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's capture ended (its primary's end came "
+                          "first); the work was not enqueued", caller);
+    } else if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) == CUDA_SUCCESS) {
+        if ((rc = fn(s, user_data)) != CUDA_SUCCESS) {
+            cucap_i_hier_capture_failed(h, "the work of cucap_builder_enqueue", rc);
+            cucap_i_fail(err, rc, "%s: the work failed: %s: %s", caller, cucap_i_result_label(rc),
+                         cucap_i_result_description(rc));
+        }
+        rc = cucap_i_ctx_leave_for(ctx, saved, rc, caller, err);
+    }
+    cucap_i_hier_unlock(h);
+    cucap_i_hier_unref(h);
+    return rc;
 }

@@ -55,9 +55,9 @@ void cucap_i_ctx_hold_release_by(struct ctx_hold *c, size_t n)
 
 /* Holds on primary contexts, shared by every builder of the context: the
  * table keeps one reference, so the retain is made once per context, as
- * the stream cache keeps its own retain (both until cucap_i_cache_drain).
+ * the stream cache keeps its own retain (both until cucap_i_drain_kept).
  * Entries are added under the lock and looked up without it; only
- * cucap_i_cache_drain, when nothing else runs, takes them out. */
+ * cucap_i_drain_kept, when nothing else runs, takes them out. */
 #define SHARED_HOLDS 8
 static _Atomic(struct ctx_hold *) shared_holds[SHARED_HOLDS];
 static pthread_mutex_t shared_holds_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -218,4 +218,42 @@ CUresult cucap_i_ctx_hold_of_stream(CUstream s, struct ctx_hold **out, const cha
     }
     *out = hold;
     return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- making a context current for a call */
+
+CUresult cucap_i_ctx_enter(CUcontext ctx, CUcontext *saved)
+{
+    CUresult rc = cucap_i_drv.cuCtxGetCurrent(saved);
+
+    if (rc == CUDA_SUCCESS && *saved != ctx)
+        rc = cucap_i_drv.cuCtxSetCurrent(ctx);
+    return rc;
+}
+
+CUresult cucap_i_ctx_enter_for(CUcontext ctx, CUcontext *saved, const char *caller, cucap_error **err)
+{
+    CUresult rc = cucap_i_ctx_enter(ctx, saved);
+
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "making the object's context current (cuCtxSetCurrent)");
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_i_ctx_leave_for(CUcontext ctx, CUcontext saved, CUresult work, const char *caller, cucap_error **err)
+{
+    CUresult rc = cucap_i_ctx_leave(ctx, saved);
+
+    if (rc == CUDA_SUCCESS)
+        return work;
+    if (work != CUDA_SUCCESS) {
+        cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", rc);
+        return work;
+    }
+    return cucap_i_fail_driver(err, rc, caller, "restoring the thread's context (cuCtxSetCurrent)");
+}
+
+CUresult cucap_i_ctx_leave(CUcontext ctx, CUcontext saved)
+{
+    return saved == ctx ? CUDA_SUCCESS : cucap_i_drv.cuCtxSetCurrent(saved);
 }

@@ -138,6 +138,7 @@ static void load_driver(void)
     /* The handle stays open for the life of the process: resolved entry
      * points and driver threads must outlive every library call. */
     atomic_store_explicit(&driver_loaded, 1, memory_order_release);
+    cucap_i_error_use_driver(cucap_i_drv.cuGetErrorName, cucap_i_drv.cuGetErrorString);
 
     rc = cucap_i_drv.cuInit(0);
     if (rc != CUDA_SUCCESS)
@@ -211,22 +212,3 @@ cucap_driver_fn cucap_driver_entry_point_version(const char *symbol, int cuda_ve
     return out;
 }
 
-const char *cucap_i_driver_error_name(CUresult code)
-{
-    const char *s = NULL;
-
-    if (atomic_load_explicit(&driver_loaded, memory_order_acquire) && cucap_i_drv.cuGetErrorName &&
-        cucap_i_drv.cuGetErrorName(code, &s) != CUDA_SUCCESS)
-        s = NULL;
-    return s;
-}
-
-const char *cucap_i_driver_error_string(CUresult code)
-{
-    const char *s = NULL;
-
-    if (atomic_load_explicit(&driver_loaded, memory_order_acquire) && cucap_i_drv.cuGetErrorString &&
-        cucap_i_drv.cuGetErrorString(code, &s) != CUDA_SUCCESS)
-        s = NULL;
-    return s;
-}

@@ -40,8 +40,6 @@ void *cucap_i_driver_entry_point_at(const char *symbol, int cuda_version);
 
 /* The driver's own name and description of a code, NULL when no driver is
  * loaded or it does not know the code. */
-const char *cucap_i_driver_error_name(CUresult code);
-const char *cucap_i_driver_error_string(CUresult code);
 
 #ifdef __cplusplus
 }

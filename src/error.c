@@ -2,11 +2,11 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
 #include "internal.h"
 
 struct cucap_error {
@@ -192,6 +192,26 @@ static const struct {
     { CUDA_ERROR_UNKNOWN, "an unknown internal error occurred" },
 };
 
+/* The loaded driver's cuGetErrorName and cuGetErrorString, for codes
+ * the tables here do not know; set by driver.c once it has them. */
+static _Atomic(cucap_i_error_text_fn) driver_name, driver_string;
+
+void cucap_i_error_use_driver(cucap_i_error_text_fn name, cucap_i_error_text_fn string)
+{
+    atomic_store_explicit(&driver_name, name, memory_order_release);
+    atomic_store_explicit(&driver_string, string, memory_order_release);
+}
+
+static const char *ask_driver(_Atomic(cucap_i_error_text_fn) *fn, CUresult code)
+{
+    cucap_i_error_text_fn f = atomic_load_explicit(fn, memory_order_acquire);
+    const char *s = NULL;
+
+    if (f && f(code, &s) != CUDA_SUCCESS)
+        s = NULL;
+    return s;
+}
+
 const char *cucap_i_result_description(CUresult code)
 {
     size_t i;
@@ -200,7 +220,7 @@ const char *cucap_i_result_description(CUresult code)
     for (i = 0; i < sizeof cucap_descriptions / sizeof cucap_descriptions[0]; i++)
         if (cucap_descriptions[i].code == code)
             return cucap_descriptions[i].text;
-    s = cucap_i_driver_error_string(code);
+    s = ask_driver(&driver_string, code);
     return s ? s : "no description is available for this code";
 }
 
@@ -209,7 +229,7 @@ const char *cucap_i_result_label(CUresult code)
     const char *s = cucap_i_result_name(code);
 
     if (!s)
-        s = cucap_i_driver_error_name(code);
+        s = ask_driver(&driver_name, code);
     return s ? s : "CUDA_ERROR_UNRECOGNIZED";
 }
 

@@ -1,6 +1,5 @@
-/* Graph hierarchies (one root CUgraph and the graphs the driver owns below
- * it, destroyed once, never after being retired), graph references,
- * instantiation, executable graphs and their update. */
+/* Graph references (a graph of a hierarchy, shared), instantiation, and
+ * executable graphs: launch, upload, update, destroy. */
 #include "config.h"
 
 #include <limits.h>
@@ -11,7 +10,6 @@
 #include <string.h>
 
 #include "builder-internal.h"
-#include "hierarchy-struct.h"
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
@@ -28,192 +26,6 @@ struct cucap_exec {
     CUcontext ctx;                   /* the context it was instantiated in */
 };
 
-/* Hierarchies freed, kept for the next captures. */
-static struct cucap_spares spare_hiers;
-
-void cucap_i_hier_spares_drain(void)
-{
-    cucap_i_spares_drain(&spare_hiers);
-}
-
-struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx)
-{
-    struct cucap_hier *h = cucap_i_spare_take(&spare_hiers);
-
-    if (h)
-        memset(h, 0, sizeof *h);
-    else if (!(h = calloc(1, sizeof *h)))
-        return NULL;
-    if (pthread_mutex_init(&h->graph_lock, NULL) != 0) {
-        free(h);
-        return NULL;
-    }
-    atomic_init(&h->refs, 1);
-    atomic_init(&h->owned, 0);
-    atomic_init(&h->capture_over, 0);
-    pthread_mutex_init(&h->lock, NULL);
-    h->ctx = ctx;
-    return h;
-}
-
-void cucap_i_hier_learn_capture_id(struct cucap_hier *h, cuuint64_t id)
-{
-    h->capture_id = id;
-}
-
-cuuint64_t cucap_i_hier_capture_id(const struct cucap_hier *h)
-{
-    return h->capture_id;
-}
-
-int cucap_i_hier_is_capture_over(const struct cucap_hier *h)
-{
-    return atomic_load_explicit(&h->capture_over, memory_order_acquire);
-}
-
-int cucap_i_hier_is_owned(struct cucap_hier *h)
-{
-    return atomic_load_explicit(&h->owned, memory_order_acquire) && cucap_i_hier_root(h) != NULL;
-}
-
-/* The graph locks this thread holds, with how often it took each.  A
- * thread holds at most a few at once (a join's pair, one more inside an
- * enqueue callback); one held beyond the table is locked plainly. */
-#define HELD_LOCKS 8
-static _Thread_local struct held_lock {
-    struct cucap_hier *h;
-    unsigned depth;
-} held[HELD_LOCKS];
-
-static struct held_lock *held_entry(const struct cucap_hier *h)
-{
-    int i;
-
-    for (i = 0; i < HELD_LOCKS; i++)
-        if (held[i].h == h)
-            return &held[i];
-    return NULL;
-}
-
-void cucap_i_hier_lock(struct cucap_hier *h)
-{
-    struct held_lock *e = held_entry(h);
-
-    if (e) {
-        e->depth++;
-        return;
-    }
-    pthread_mutex_lock(&h->graph_lock);
-    if ((e = held_entry(NULL)) != NULL) {
-        e->h = h;
-        e->depth = 1;
-    }
-}
-
-void cucap_i_hier_unlock(struct cucap_hier *h)
-{
-    struct held_lock *e = held_entry(h);
-
-    if (e && --e->depth > 0)
-        return;
-    if (e)
-        e->h = NULL;
-    pthread_mutex_unlock(&h->graph_lock);
-}
-
-void cucap_i_hier_ref(struct cucap_hier *h)
-{
-    atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
-}
-
-void cucap_i_hier_ref_by(struct cucap_hier *h, size_t n)
-{
-    atomic_fetch_add_explicit(&h->refs, (int)n, memory_order_relaxed);
-}
-
-void cucap_i_hier_unref(struct cucap_hier *h)
-{
-    cucap_i_hier_unref_by(h, 1);
-}
-
-void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n)
-{
-    CUresult rc;
-
-    if (!h || n == 0 || atomic_fetch_sub_explicit(&h->refs, (int)n, memory_order_acq_rel) != (int)n)
-        return;
-    if (h->owned && h->root.graph && (rc = cucap_i_drv.cuGraphDestroy(h->root.graph)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "cucap_graph_unref: cuGraphDestroy failed while destroying the last reference's graph: "
-                     "%s: %s", cucap_i_result_label(rc), cucap_i_result_description(rc));
-    while (h->root.next) {   /* the driver destroyed the graphs below the root with it */
-        struct cucap_box *b = h->root.next;
-        h->root.next = b->next;
-        free(b);
-    }
-    cucap_i_hier_release_session(h);
-    pthread_mutex_destroy(&h->graph_lock);
-    pthread_mutex_destroy(&h->lock);
-    if (!cucap_i_spare_give(&spare_hiers, h))
-        free(h);
-}
-
-void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
-{
-    struct cucap_box *b;
-
-    pthread_mutex_lock(&h->lock);
-    box->graph = NULL;
-    box->retired = 1;
-    /* parents come before children: one sweep retires every descendant */
-    for (b = h->root.next; b; b = b->next)
-        if (b->parent && b->parent->retired) {
-            b->graph = NULL;
-            b->retired = 1;
-        }
-    pthread_mutex_unlock(&h->lock);
-}
-
-struct cucap_box *cucap_i_hier_root_box(struct cucap_hier *h)
-{
-    return &h->root;
-}
-
-struct cucap_box *cucap_i_hier_add_child(struct cucap_hier *h, struct cucap_box *parent, CUgraph graph)
-{
-    struct cucap_box *box = calloc(1, sizeof *box), **tail;
-
-    if (!box)
-        return NULL;
-    box->graph = graph;
-    box->parent = parent;
-    pthread_mutex_lock(&h->lock);
-    for (tail = &h->root.next; *tail; tail = &(*tail)->next)
-        ;
-    *tail = box;   /* after its parent, which is already listed */
-    pthread_mutex_unlock(&h->lock);
-    return box;
-}
-
-CUgraph cucap_i_box_graph(struct cucap_hier *h, const struct cucap_box *box)
-{
-    CUgraph g;
-
-    pthread_mutex_lock(&h->lock);
-    g = box->graph;
-    pthread_mutex_unlock(&h->lock);
-    return g;
-}
-
-CUgraph cucap_i_hier_root(struct cucap_hier *h)
-{
-    CUgraph g;
-
-    pthread_mutex_lock(&h->lock);
-    g = h->root.graph;
-    pthread_mutex_unlock(&h->lock);
-    return g;
-}
-
 cucap_graph *cucap_i_hier_graph(struct cucap_hier *h, struct cucap_box *box)
 {
     cucap_graph *g = malloc(sizeof *g);
@@ -222,7 +34,7 @@ cucap_graph *cucap_i_hier_graph(struct cucap_hier *h, struct cucap_box *box)
         return NULL;
     atomic_init(&g->refs, 1);
     g->h = h;
-    g->box = box ? box : &h->root;
+    g->box = box ? box : cucap_i_hier_root_box(h);
     cucap_i_hier_ref(h);
     return g;
 }
@@ -341,29 +153,29 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
     if (!(e = malloc(sizeof *e)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     cucap_i_hier_lock(h);
-    root = cucap_i_box_graph(h, box ? box : &h->root);
+    root = cucap_i_box_graph(h, box ? box : cucap_i_hier_root_box(h));
     if (!root)
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                           "%s: the capture was invalidated and the driver discarded its graph; there is no "
                           "graph to instantiate", caller);
     else
         rc = cucap_i_hier_check_bodies(h, caller, err);
-    if (rc == CUDA_SUCCESS && (rc = cucap_i_ctx_enter_for(h->ctx, &saved, caller, err)) == CUDA_SUCCESS) {
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_ctx_enter_for(cucap_i_hier_context(h), &saved, caller, err)) == CUDA_SUCCESS) {
         if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) == CUDA_SUCCESS) {
-            rc = instantiate_graph(root, h->bodies != NULL, opts, &exec, caller, err);
+            rc = instantiate_graph(root, cucap_i_hier_has_bodies(h), opts, &exec, caller, err);
             rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
         }
-        rc = cucap_i_ctx_leave_for(h->ctx, saved, rc, caller, err);
+        rc = cucap_i_ctx_leave_for(cucap_i_hier_context(h), saved, rc, caller, err);
     }
     cucap_i_hier_unlock(h);
     if (rc != CUDA_SUCCESS) {
         if (exec)
-            cucap_i_exec_destroy_handle(exec, h->ctx, caller);
+            cucap_i_exec_destroy_handle(exec, cucap_i_hier_context(h), caller);
         free(e);
         return rc;
     }
     e->exec = exec;
-    e->ctx = h->ctx;
+    e->ctx = cucap_i_hier_context(h);
     *out = e;
     return CUDA_SUCCESS;
 }
@@ -416,11 +228,6 @@ CUresult cucap_exec_upload(cucap_exec *e, CUstream s, cucap_error **err)
 CUgraphExec cucap_exec_handle(const cucap_exec *e)
 {
     return e ? e->exec : NULL;
-}
-
-CUcontext cucap_i_exec_context(const cucap_exec *e)
-{
-    return e->ctx;
 }
 
 /* cuGraphExecDestroy in ctx and relaxed thread mode (a global-mode destroy
@@ -485,25 +292,19 @@ const char *cucap_i_node_type_text(CUgraphNodeType t)
     return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "unknown";
 }
 
-CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **err)
+CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const char *caller, cucap_error **err)
 {
-    static const char caller[] = "cucap_exec_update";
     CUgraphExecUpdateResultInfo info;
     CUgraphNodeType type;
-    CUcontext ctx, saved = NULL;
+    CUcontext ctx = e->ctx, saved = NULL;
     char where[96] = "";
     CUresult rc;
 
-    if (!e)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
-    if ((rc = cucap_i_builder_check_ended(source, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    ctx = cucap_i_exec_context(e);
     if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
     memset(&info, 0, sizeof info);
-    cucap_i_hier_lock(source->h);
-    rc = cucap_i_drv.cuGraphExecUpdate(cucap_exec_handle(e), cucap_i_hier_root(source->h), &info);
+    cucap_i_hier_lock(h);
+    rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_hier_root(h), &info);
     /* name the node only when the driver named one (a node of the locked graph) */
     if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE && info.errorNode) {
         if (cucap_i_drv.cuGraphNodeGetType(info.errorNode, &type) == CUDA_SUCCESS)
@@ -511,7 +312,7 @@ CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **e
         else
             snprintf(where, sizeof where, ", at node %p", (void *)info.errorNode);
     }
-    cucap_i_hier_unlock(source->h);
+    cucap_i_hier_unlock(h);
     if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
         cucap_i_fail(err, rc, "%s: the executable graph cannot be updated from this graph: %s%s", caller,
                      update_result_text(info.result), where);

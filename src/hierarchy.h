@@ -17,7 +17,7 @@ struct cucap_registration;
  * the capture's graph, known and owned once the capture's end returns it
  * (cucap_i_hier_capture_over).  One reference. */
 struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx);
-/* Free the hierarchies kept for reuse (with cucap_i_cache_drain). */
+/* Free the hierarchies kept for reuse (with cucap_i_drain_kept). */
 void cucap_i_hier_spares_drain(void);
 /* The driver's id of the capture, 0 until a join that queried the stream
  * which began it, ACTIVE, told the hierarchy; under the graph lock. */
@@ -25,6 +25,13 @@ void cucap_i_hier_learn_capture_id(struct cucap_hier *h, cuuint64_t id);
 cuuint64_t cucap_i_hier_capture_id(const struct cucap_hier *h);
 /* Whether the capture is over (its end returned): no stream is in it any more. */
 int cucap_i_hier_is_capture_over(const struct cucap_hier *h);
+/* Refuse to instantiate while a body failed or is still capturing (the
+ * driver would run its graph empty or half-built); under the graph lock. */
+CUresult cucap_i_hier_check_bodies(struct cucap_hier *h, const char *caller, cucap_error **err);
+/* The context its capture runs in. */
+CUcontext cucap_i_hier_context(const struct cucap_hier *h);
+/* Whether conditional bodies were captured for its nodes (under the graph lock). */
+int cucap_i_hier_has_bodies(const struct cucap_hier *h);
 /* Whether the hierarchy owns a graph (its capture ended with one). */
 int cucap_i_hier_is_owned(struct cucap_hier *h);
 
@@ -87,7 +94,19 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
 /* Destroy an executable graph in ctx, in relaxed thread mode; failures go
  * to the warning handler. */
 void cucap_i_exec_destroy_handle(CUgraphExec exec, CUcontext ctx, const char *caller);
-CUcontext cucap_i_exec_context(const cucap_exec *e);
+/* graph.c: "host function", "memset", ... */
+const char *cucap_i_node_type_text(CUgraphNodeType t);
+
+/* body.c: a body's capture ended with graph g: add it to its node's body
+ * graph (body_box of the parent's hierarchy) as a child-graph node, and
+ * mark its record attached or failed. */
+CUresult cucap_i_attach_body(struct cucap_hier *parent, struct cucap_box *body_box, struct cucap_body_record *record,
+                             CUgraph g, const char *caller, cucap_error **err);
+
+/* graph.c: update e from h's root graph, in e's context, under h's graph
+ * lock; a refused update names the driver's reason (and the node, when the
+ * driver names one). */
+CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const char *caller, cucap_error **err);
 
 /* The first library call that failed with a capture error while the
  * hierarchy's capture ran, kept for the note of a later end. */
@@ -107,6 +126,11 @@ void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err);
  * it.  -1 when out of memory (the caller then destroys it). */
 int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s);
 int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e);
+/* An event of c recorded in h's capture (h NULL: in none that may still
+ * run) given back: to the cache once that capture is over, destroyed when
+ * c is not a cached context or the hierarchy cannot keep it. */
+struct ctx_hold;
+void cucap_i_give_event(struct ctx_hold *c, struct cucap_hier *h, CUevent e);
 /* The capture is over; `ended`, when not NULL, is the graph its end
  * returned, which the hierarchy owns from now on, and `origin`, when not
  * NULL, the ending builder's registry entry, forgotten (in the same

@@ -43,6 +43,11 @@ const char *cucap_i_result_description(CUresult code);
 /* A name for a code for messages and notes: never NULL. */
 const char *cucap_i_result_label(CUresult code);
 
+/* The loaded driver's cuGetErrorName and cuGetErrorString, which the two
+ * above ask for codes the library's tables lack (driver.c sets them). */
+typedef CUresult (*cucap_i_error_text_fn)(CUresult code, const char **text);
+void cucap_i_error_use_driver(cucap_i_error_text_fn name, cucap_i_error_text_fn string);
+
 /* Pass a failure that cannot be returned to the warning handler.
  * CUDA_ERROR_DEINITIALIZED and CUDA_SUCCESS are dropped. */
 void cucap_i_warn(CUresult code, const char *fmt, ...) CUCAP_PRINTF(2, 3);
@@ -65,7 +70,7 @@ CUresult cucap_i_relaxed_enter(struct cucap_relaxed_scope *scope, const char *ca
 CUresult cucap_i_relaxed_leave(struct cucap_relaxed_scope *scope, CUresult work, const char *caller,
                                cucap_error **err);
 
-/* streams.c: make ctx current, remembering the thread's own context;
+/* context-hold.c: make ctx current, remembering the thread's own context;
  * leave puts it back (and costs nothing when it was ctx already). */
 CUresult cucap_i_ctx_enter(CUcontext ctx, CUcontext *saved);
 CUresult cucap_i_ctx_leave(CUcontext ctx, CUcontext saved);
@@ -99,13 +104,16 @@ struct cucap_cache_item {
 void cucap_i_cache_give_items(const struct cucap_cache_item *items, size_t n, const char *caller);
 CUresult cucap_i_cache_take_event(CUcontext ctx, CUdevice dev, CUevent *out, const char *caller);
 void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e, const char *caller);
-/* Destroy everything cached and kept (for leak checks); only while no
- * other library call runs. */
-void cucap_i_cache_drain(void);
+/* Destroy the cached streams and events (with cucap_i_drain_kept). */
+void cucap_i_stream_cache_drain(void);
+
+/* teardown.c: destroy everything cached and kept (for leak checks); only
+ * while no other library call runs. */
+void cucap_i_drain_kept(void);
 
 /* pool.c: the memory the pools use to track live allocations (tests). */
 size_t cucap_i_pool_tracked_bytes(void);
-/* pool.c: free the pool objects kept for reuse (with cucap_i_cache_drain). */
+/* pool.c: free the pool objects kept for reuse (with cucap_i_drain_kept). */
 void cucap_i_pool_spares_drain(void);
 
 /* error.c: whether an options struct's reserved members are all zero. */

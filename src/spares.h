@@ -15,7 +15,7 @@ struct cucap_spares {
 void *cucap_i_spare_take(struct cucap_spares *s);
 /* Keep p (not NULL): 1, or 0 when every slot is taken (the caller frees it). */
 int cucap_i_spare_give(struct cucap_spares *s, void *p);
-/* Free what is kept (with cucap_i_cache_drain). */
+/* Free what is kept (with cucap_i_drain_kept). */
 void cucap_i_spares_drain(struct cucap_spares *s);
 
 #endif

@@ -1,7 +1,6 @@
-/* Streams and events of forks, bodies and joins: reused per primary
- * context through a cache instead of being created and destroyed for every
- * call; the one helper that makes a context current for a call and gives
- * the thread its own back. */
+/* Streams and events of builders, forks, bodies and joins: reused per
+ * primary context through a cache instead of being created and destroyed
+ * for every call. */
 #include "config.h"
 
 #include <pthread.h>
@@ -22,42 +21,6 @@ static struct cache {
     int count[KINDS];
 } caches[CACHED_CONTEXTS];
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-
-CUresult cucap_i_ctx_enter(CUcontext ctx, CUcontext *saved)
-{
-    CUresult rc = cucap_i_drv.cuCtxGetCurrent(saved);
-
-    if (rc == CUDA_SUCCESS && *saved != ctx)
-        rc = cucap_i_drv.cuCtxSetCurrent(ctx);
-    return rc;
-}
-
-CUresult cucap_i_ctx_enter_for(CUcontext ctx, CUcontext *saved, const char *caller, cucap_error **err)
-{
-    CUresult rc = cucap_i_ctx_enter(ctx, saved);
-
-    if (rc != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "making the object's context current (cuCtxSetCurrent)");
-    return CUDA_SUCCESS;
-}
-
-CUresult cucap_i_ctx_leave_for(CUcontext ctx, CUcontext saved, CUresult work, const char *caller, cucap_error **err)
-{
-    CUresult rc = cucap_i_ctx_leave(ctx, saved);
-
-    if (rc == CUDA_SUCCESS)
-        return work;
-    if (work != CUDA_SUCCESS) {
-        cucap_i_note_failure(err, "cuCtxSetCurrent", "restoring the thread's context", rc);
-        return work;
-    }
-    return cucap_i_fail_driver(err, rc, caller, "restoring the thread's context (cuCtxSetCurrent)");
-}
-
-CUresult cucap_i_ctx_leave(CUcontext ctx, CUcontext saved)
-{
-    return saved == ctx ? CUDA_SUCCESS : cucap_i_drv.cuCtxSetCurrent(saved);
-}
 
 static void give(CUcontext ctx, CUdevice dev, int kind, void *item, const char *caller);
 
@@ -271,14 +234,10 @@ void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e, const char
     give(ctx, dev, EVENTS, e, caller);
 }
 
-void cucap_i_cache_drain(void)
+void cucap_i_stream_cache_drain(void)
 {
     int i;
 
-    cucap_i_ctx_holds_drain();
-    cucap_i_builder_spares_drain();
-    cucap_i_hier_spares_drain();
-    cucap_i_pool_spares_drain();
     pthread_mutex_lock(&cache_lock);
     for (i = 0; i < CACHED_CONTEXTS; i++) {
         while (caches[i].count[STREAMS] > 0)
@@ -360,14 +319,4 @@ CUresult cucap_i_take_event(struct ctx_hold *c, CUevent *e, const char *caller)
     if (c->retained)
         return cucap_i_cache_take_event(c->ctx, c->dev, e, caller);
     return cucap_i_create_in(c->ctx, CUCAP_I_EVENT, (void **)e);
-}
-
-/* An event recorded in h's capture: reused only once that capture is over,
- * so that no event is ever recorded in two captures that may both still run
- * (the driver crashes when a capture's end races a re-record of its event). */
-void cucap_i_give_event(struct ctx_hold *c, struct cucap_hier *h, CUevent e)
-{
-    if (c->retained && h && cucap_i_hier_defer_event(h, c->ctx, c->dev, e) == 0)
-        return;
-    cucap_i_drv.cuEventDestroy(e);   /* legal during capture */
 }

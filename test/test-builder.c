@@ -974,7 +974,7 @@ FAULT_BACKEND_TEST(builder, a_failed_restore_in_the_stream_cache_is_reported)
 {
     cucap_builder *b = new_builder(), *f = NULL;
 
-    cucap_i_cache_drain();   /* the next split makes the cache, in relaxed mode */
+    cucap_i_drain_kept();   /* the next split makes the cache, in relaxed mode */
     cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
     warnings = 0;
     cucap_set_warning_handler(count_warning, NULL);
@@ -1228,7 +1228,7 @@ FAULT_BACKEND_TEST(builder, a_warning_handler_may_call_the_library)
 
     cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_begin(other, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
-    cucap_i_cache_drain();   /* the next split makes the cache, in relaxed mode */
+    cucap_i_drain_kept();   /* the next split makes the cache, in relaxed mode */
     reentrant_target = other;
     cucap_set_warning_handler(reentrant_warning, NULL);
     cr_assert_eq(set_rules("cuThreadExchangeStreamCaptureMode:2:CUDA_ERROR_UNKNOWN"), 0);
@@ -1238,7 +1238,7 @@ FAULT_BACKEND_TEST(builder, a_warning_handler_may_call_the_library)
     cr_assert_eq(strncmp(reentrant_message, "cucap_builder_split:", 20), 0, "%s", reentrant_message);
     /* the message names the public function that was called */
     cr_assert_eq(cucap_builder_create_condition(b, 1, 1, &c, NULL), CUDA_SUCCESS);
-    cucap_i_cache_drain();
+    cucap_i_drain_kept();
     reentrant_message[0] = '\0';
     cr_assert_eq(set_rules("cuThreadExchangeStreamCaptureMode:2:CUDA_ERROR_UNKNOWN"), 0);
     cr_assert_eq(cucap_builder_if(b, c, &body, NULL), CUDA_SUCCESS);

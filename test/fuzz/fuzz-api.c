@@ -663,7 +663,7 @@ static void teardown(struct input *in)
         D.cuMemFree(st.buffer);
         D.cuThreadExchangeStreamCaptureMode(&m);
     }
-    cucap_i_cache_drain();
+    cucap_i_drain_kept();
     if (!st.fault_in_release)
         for (i = 0; i < 6; i++) {
             n = sim_live(kinds[i]) - st.baseline[i];
@@ -682,7 +682,7 @@ void fuzz_one(const uint8_t *data, size_t size)
     transcript_len = 0;
     set_rules("");
     cucap_set_warning_handler(quiet, NULL);
-    cucap_i_cache_drain();
+    cucap_i_drain_kept();
     for (i = 0; i < 6; i++)
         st.baseline[i] = sim_live(kinds[i]);
     {

@@ -1,21 +1,268 @@
-/* The capture session of a hierarchy: streams and events that wait for
- * its end before being reused, the records of its conditional bodies, the
- * first library call that failed while it ran, and the registry of
- * running captures, each with the entries of its streams. */
+/* A hierarchy: the graphs of one capture (a root CUgraph and the graphs
+ * the driver owns below it, reference-counted, destroyed once, never after
+ * being retired) and the capture session that makes them (streams and
+ * events that wait for its end before being reused, the records of its
+ * conditional bodies, the first library call that failed while it ran,
+ * and the registry of running captures, each with the entries of its
+ * streams; the registry lives in the hierarchies it lists, under their
+ * locks).  This file owns struct cucap_hier. */
 #include "config.h"
 
-#include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hierarchy-struct.h"
+#include "context-hold.h"
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
+#include "spares.h"
+
+struct cucap_box {
+    CUgraph graph;                   /* NULL once retired; the root's, until its capture's end returns it */
+    int retired;                     /* the driver discarded it */
+    struct cucap_box *parent;        /* NULL for the root */
+    struct cucap_box *next;          /* the hierarchy's list, parents before children */
+};
+
+/* A conditional body of a node in this hierarchy, captured standalone. */
+struct cucap_body_record {
+    char node[96];                   /* "the IF node added by cucap_builder_if" */
+    unsigned int index;
+    enum cucap_body_status status;
+    struct cucap_body_record *next;
+};
+
+/* A hierarchy: the graphs of one capture (a root and the graphs the
+ * driver owns below it) with the capture session that made them, shared
+ * by reference among the builders, graph references and executable
+ * graphs that use it. */
+struct cucap_hier {
+    atomic_int refs;
+    pthread_mutex_t lock;            /* guards the fields below but the graphs' use */
+    pthread_mutex_t graph_lock;      /* see cucap_i_hier_lock */
+    CUcontext ctx;
+    /* the ownership tree (graph.c) */
+    struct cucap_box root;
+    atomic_int owned;                /* the capture's end returned the root */
+    /* the capture session (capture.c) */
+    cuuint64_t capture_id;           /* 0 until a join sees it; under the graph lock */
+    atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
+    int body_capture;                /* the standalone capture of a conditional body */
+    struct cucap_cache_item *deferred;   /* few_deferred, or on the heap when more */
+    size_t deferred_count, deferred_cap;
+    struct cucap_cache_item few_deferred[4];
+    char first_failure_call[128];
+    CUresult first_failure_code;
+    char first_failure_streams[256];   /* for a call that found the capture invalidated */
+    struct cucap_body_record *bodies;
+    /* the registry (capture.c): the entries of the capture's streams, under
+     * lock, and the hierarchy's place among the running captures, under
+     * the registry's lock */
+    struct cucap_registration *streams;
+    struct cucap_hier *registry_prev, *registry_next;
+    int in_registry;
+};
+
+static void release_session(struct cucap_hier *h);
+
+/* ---------------------------------------------------------------- life, lock, references, the ownership tree */
+
+/* Hierarchies freed, kept for the next captures. */
+static struct cucap_spares spare_hiers;
+
+void cucap_i_hier_spares_drain(void)
+{
+    cucap_i_spares_drain(&spare_hiers);
+}
+
+struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx)
+{
+    struct cucap_hier *h = cucap_i_spare_take(&spare_hiers);
+
+    if (h)
+        memset(h, 0, sizeof *h);
+    else if (!(h = calloc(1, sizeof *h)))
+        return NULL;
+    if (pthread_mutex_init(&h->graph_lock, NULL) != 0) {
+        free(h);
+        return NULL;
+    }
+    atomic_init(&h->refs, 1);
+    atomic_init(&h->owned, 0);
+    atomic_init(&h->capture_over, 0);
+    pthread_mutex_init(&h->lock, NULL);
+    h->ctx = ctx;
+    return h;
+}
+
+void cucap_i_hier_learn_capture_id(struct cucap_hier *h, cuuint64_t id)
+{
+    h->capture_id = id;
+}
+
+cuuint64_t cucap_i_hier_capture_id(const struct cucap_hier *h)
+{
+    return h->capture_id;
+}
+
+int cucap_i_hier_is_capture_over(const struct cucap_hier *h)
+{
+    return atomic_load_explicit(&h->capture_over, memory_order_acquire);
+}
+
+CUcontext cucap_i_hier_context(const struct cucap_hier *h)
+{
+    return h->ctx;
+}
+
+int cucap_i_hier_is_owned(struct cucap_hier *h)
+{
+    return atomic_load_explicit(&h->owned, memory_order_acquire) && cucap_i_hier_root(h) != NULL;
+}
+
+/* The graph locks this thread holds, with how often it took each.  A
+ * thread holds at most a few at once (a join's pair, one more inside an
+ * enqueue callback); one held beyond the table is locked plainly. */
+#define HELD_LOCKS 8
+static _Thread_local struct held_lock {
+    struct cucap_hier *h;
+    unsigned depth;
+} held[HELD_LOCKS];
+
+static struct held_lock *held_entry(const struct cucap_hier *h)
+{
+    int i;
+
+    for (i = 0; i < HELD_LOCKS; i++)
+        if (held[i].h == h)
+            return &held[i];
+    return NULL;
+}
+
+void cucap_i_hier_lock(struct cucap_hier *h)
+{
+    struct held_lock *e = held_entry(h);
+
+    if (e) {
+        e->depth++;
+        return;
+    }
+    pthread_mutex_lock(&h->graph_lock);
+    if ((e = held_entry(NULL)) != NULL) {
+        e->h = h;
+        e->depth = 1;
+    }
+}
+
+void cucap_i_hier_unlock(struct cucap_hier *h)
+{
+    struct held_lock *e = held_entry(h);
+
+    if (e && --e->depth > 0)
+        return;
+    if (e)
+        e->h = NULL;
+    pthread_mutex_unlock(&h->graph_lock);
+}
+
+void cucap_i_hier_ref(struct cucap_hier *h)
+{
+    atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+}
+
+void cucap_i_hier_ref_by(struct cucap_hier *h, size_t n)
+{
+    atomic_fetch_add_explicit(&h->refs, (int)n, memory_order_relaxed);
+}
+
+void cucap_i_hier_unref(struct cucap_hier *h)
+{
+    cucap_i_hier_unref_by(h, 1);
+}
+
+void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n)
+{
+    CUresult rc;
+
+    if (!h || n == 0 || atomic_fetch_sub_explicit(&h->refs, (int)n, memory_order_acq_rel) != (int)n)
+        return;
+    if (h->owned && h->root.graph && (rc = cucap_i_drv.cuGraphDestroy(h->root.graph)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "cucap_graph_unref: cuGraphDestroy failed while destroying the last reference's graph: "
+                     "%s: %s", cucap_i_result_label(rc), cucap_i_result_description(rc));
+    while (h->root.next) {   /* the driver destroyed the graphs below the root with it */
+        struct cucap_box *b = h->root.next;
+        h->root.next = b->next;
+        free(b);
+    }
+    release_session(h);
+    pthread_mutex_destroy(&h->graph_lock);
+    pthread_mutex_destroy(&h->lock);
+    if (!cucap_i_spare_give(&spare_hiers, h))
+        free(h);
+}
+
+void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
+{
+    struct cucap_box *b;
+
+    pthread_mutex_lock(&h->lock);
+    box->graph = NULL;
+    box->retired = 1;
+    /* parents come before children: one sweep retires every descendant */
+    for (b = h->root.next; b; b = b->next)
+        if (b->parent && b->parent->retired) {
+            b->graph = NULL;
+            b->retired = 1;
+        }
+    pthread_mutex_unlock(&h->lock);
+}
+
+struct cucap_box *cucap_i_hier_root_box(struct cucap_hier *h)
+{
+    return &h->root;
+}
+
+struct cucap_box *cucap_i_hier_add_child(struct cucap_hier *h, struct cucap_box *parent, CUgraph graph)
+{
+    struct cucap_box *box = calloc(1, sizeof *box), **tail;
+
+    if (!box)
+        return NULL;
+    box->graph = graph;
+    box->parent = parent;
+    pthread_mutex_lock(&h->lock);
+    for (tail = &h->root.next; *tail; tail = &(*tail)->next)
+        ;
+    *tail = box;   /* after its parent, which is already listed */
+    pthread_mutex_unlock(&h->lock);
+    return box;
+}
+
+CUgraph cucap_i_box_graph(struct cucap_hier *h, const struct cucap_box *box)
+{
+    CUgraph g;
+
+    pthread_mutex_lock(&h->lock);
+    g = box->graph;
+    pthread_mutex_unlock(&h->lock);
+    return g;
+}
+
+CUgraph cucap_i_hier_root(struct cucap_hier *h)
+{
+    CUgraph g;
+
+    pthread_mutex_lock(&h->lock);
+    g = h->root.graph;
+    pthread_mutex_unlock(&h->lock);
+    return g;
+}
+
+/* ---------------------------------------------------------------- the capture session */
 
 static void destroy_item(const struct cucap_cache_item *d)
 {
@@ -122,6 +369,11 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap
         free(d);
 }
 
+int cucap_i_hier_has_bodies(const struct cucap_hier *h)
+{
+    return h->bodies != NULL;
+}
+
 void cucap_i_hier_mark_body_capture(struct cucap_hier *h)
 {
     h->body_capture = 1;
@@ -194,7 +446,7 @@ CUresult cucap_i_hier_check_bodies(struct cucap_hier *h, const char *caller, cuc
     return CUDA_SUCCESS;
 }
 
-void cucap_i_hier_release_session(struct cucap_hier *h)
+static void release_session(struct cucap_hier *h)
 {
     while (h->bodies) {
         struct cucap_body_record *r = h->bodies;
@@ -481,4 +733,14 @@ void cucap_i_capture_unlock_stream(struct cucap_hier *h)
         return;
     cucap_i_hier_unlock(h);
     cucap_i_hier_unref(h);
+}
+
+/* An event recorded in h's capture: reused only once that capture is over,
+ * so that no event is ever recorded in two captures that may both still run
+ * (the driver crashes when a capture's end races a re-record of its event). */
+void cucap_i_give_event(struct ctx_hold *c, struct cucap_hier *h, CUevent e)
+{
+    if (c->retained && h && cucap_i_hier_defer_event(h, c->ctx, c->dev, e) == 0)
+        return;
+    cucap_i_drv.cuEventDestroy(e);   /* legal during capture */
 }
