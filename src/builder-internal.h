@@ -9,6 +9,7 @@
 #include "cucapture.h"
 #include "context-hold.h"
 #include "hierarchy.h"
+#include "internal.h"
 
 struct cucap_builder {
     cucap_builder_kind kind;
@@ -38,22 +39,6 @@ struct cucap_builder {
 
 extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
 
-/* builder-memory.c */
-cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
-                                   struct ctx_hold *ctx);
-/* The forks of one split allocated together: take builder i of the
- * slab (its reference to ctx is the caller's to add, for all at once);
- * done returns the ones not taken.  Every builder, of a slab or
- * not, is freed on its own by cucap_i_builder_free (a slab with its last
- * builder). */
-struct builder_slab *cucap_i_builder_slab_new(size_t count);
-cucap_builder *cucap_i_builder_slab_take(struct builder_slab *slab, size_t i, cucap_builder_kind kind,
-                                         cucap_builder_state state, CUstream s, int owns, struct ctx_hold *ctx);
-void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken);
-void cucap_i_builder_free(cucap_builder *b);
-/* Free the builders and slabs kept for reuse (with cucap_i_drain_kept). */
-void cucap_i_builder_spares_drain(void);
-
 /* builder.c */
 CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller, cucap_error **err);
@@ -73,37 +58,9 @@ void cucap_i_capture_unlock(const cucap_builder *b);
 int cucap_i_capture_lock_pair(const cucap_builder *a, const cucap_builder *b);
 void cucap_i_capture_unlock_pair(const cucap_builder *a, const cucap_builder *b);
 
-/* fork-links.c: count new forks into b's list, in one locked step; -1,
- * adding none, when out of memory. */
-int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count);
-/* b and its open forks, in a new array (free it), or NULL when out of memory. */
-cucap_builder **cucap_i_fork_links_snapshot(cucap_builder *b, size_t *n);
-/* Forget b in its split parent's list and its own forks' links (b is
- * being closed). */
-void cucap_i_fork_links_release(cucap_builder *b);
-/* The same for every builder but skip, in one locked step; skip (the
- * join's root, in its user's hands) lets go of its list once no fork is on it. */
-void cucap_i_fork_links_release_all(cucap_builder *const *builders, size_t count, cucap_builder *skip);
-
-/* builder.c: close, as release does, the forks a one-step join just joined into
+/* Close, as release does, the forks a one-step join just joined into
  * root's capture, in one step for all; 0, having changed nothing that
  * matters, when that does not apply (each is then closed on its own). */
 int cucap_i_release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root);
-
-
-/* streams.c: streams and events of forks, bodies and joins, from the cache
- * in a primary context the builders retain, made and destroyed otherwise.
- * An event recorded in h's capture is reused only once that capture is
- * over. */
-CUresult cucap_i_stream_in(CUcontext ctx, CUstream *s, const char *caller, cucap_error **err);
-CUresult cucap_i_take_stream(struct ctx_hold *c, CUstream *s, const char *caller);
-/* n at once (a split's): none handed out on failure */
-CUresult cucap_i_take_streams(struct ctx_hold *c, size_t n, CUstream *out, const char *caller);
-void cucap_i_give_stream(struct ctx_hold *c, CUstream s, const char *caller);
-/* n streams and one event of c, in one step for the cache: a split's;
- * on failure nothing is handed out and *failed names the call. */
-CUresult cucap_i_take_streams_and_event(struct ctx_hold *c, size_t n, CUstream *out, CUevent *e,
-                                        const char **failed, const char *caller);
-CUresult cucap_i_take_event(struct ctx_hold *c, CUevent *e, const char *caller);
 
 #endif

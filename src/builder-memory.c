@@ -7,8 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "builder-internal.h"
 #include "spares.h"
+#include "builder-memory.h"
+#include "context-hold.h"
 
 /* Fork slabs whose builders were all freed, and freed primary builders,
  * kept for the next captures: a split of many forks would otherwise

@@ -15,6 +15,12 @@
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
+#include "body.h"
+#include "builder-memory.h"
+#include "context-hold.h"
+#include "fork-links.h"
+#include "graph.h"
+#include "streams.h"
 
 const char *const cucap_i_state_names[] = { "NOT_STARTED", "CAPTURING", "ENDED", "INVALIDATED", "CLOSED" };
 

@@ -9,6 +9,8 @@
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
+#include "builder-memory.h"
+#include "streams.h"
 
 #define IF_ELSE_SWITCH_FLOOR 12080    /* IF with two bodies and SWITCH: CUDA 12.8 drivers */
 

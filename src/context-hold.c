@@ -10,6 +10,7 @@
 #include "context-hold.h"
 #include "driver.h"
 #include "internal.h"
+#include "relaxed-scope.h"
 
 /* The context a stream's work runs in.  For a stream of a green context
  * that is the green context's own CUcontext (cuCtxFromGreenCtx): streams

@@ -33,4 +33,13 @@ CUresult cucap_i_ctx_hold_primary_relaxed(CUdevice dev, struct ctx_hold **out, c
 /* A hold on the context s lives in, with one reference for the caller. */
 CUresult cucap_i_ctx_hold_of_stream(CUstream s, struct ctx_hold **out, const char *caller, cucap_error **err);
 
+/* Make ctx current, remembering the thread's own context;
+ * leave puts it back (and costs nothing when it was ctx already). */
+CUresult cucap_i_ctx_enter(CUcontext ctx, CUcontext *saved);
+CUresult cucap_i_ctx_leave(CUcontext ctx, CUcontext saved);
+/* The same for a public call: a failed switch is the call's error; a
+ * failed restore a note on the work's error, or the error itself. */
+CUresult cucap_i_ctx_enter_for(CUcontext ctx, CUcontext *saved, const char *caller, cucap_error **err);
+CUresult cucap_i_ctx_leave_for(CUcontext ctx, CUcontext saved, CUresult work, const char *caller, cucap_error **err);
+
 #endif

@@ -5,7 +5,15 @@
 
 #include <cuda.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* "CUDA_ERROR_INVALID_VALUE", ...; NULL for a code cuda.h does not name. */
 const char *cucap_i_result_name(CUresult code);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "error.h"
 
 struct cucap_error {
     CUresult code;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "builder-internal.h"
+#include "fork-links.h"
 
 /* Guards every builder's list of open forks and their links back. */
 static pthread_mutex_t fork_links_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -13,6 +13,10 @@
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
+#include "builder-memory.h"
+#include "context-hold.h"
+#include "fork-links.h"
+#include "streams.h"
 
 /* The fast join (doc/driver-facts.md, "Joining by capture dependencies"):
  * when both streams are ACTIVE in one capture, `to` adds `from`'s current

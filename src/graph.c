@@ -9,11 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "builder-internal.h"
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
-#include "spares.h"
+#include "context-hold.h"
+#include "graph.h"
+#include "relaxed-scope.h"
 
 struct cucap_graph {
     atomic_int refs;

@@ -20,6 +20,7 @@
 #include "hierarchy.h"
 #include "internal.h"
 #include "spares.h"
+#include "streams.h"
 
 struct cucap_box {
     CUgraph graph;                   /* NULL once retired; the root's, until its capture's end returns it */

@@ -1,6 +1,7 @@
-/* Graph hierarchies: one root CUgraph and the graphs the driver owns below
- * it, reference-counted, destroyed once, never after being retired.
- * Internal. */
+/* Hierarchies (hierarchy.c): the graphs of one capture (one root CUgraph
+ * and the graphs the driver owns below it, reference-counted, destroyed
+ * once, never after being retired) and the capture session that makes
+ * them.  Internal. */
 #ifndef CUCAPTURE_HIERARCHY_H
 #define CUCAPTURE_HIERARCHY_H
 
@@ -10,7 +11,7 @@
 
 struct cucap_hier;
 struct cucap_box;
-struct cucap_cache_item;         /* internal.h */
+struct cucap_cache_item;         /* streams.h */
 struct cucap_registration;
 
 /* A hierarchy for a capture about to begin in context ctx: its root is
@@ -65,10 +66,6 @@ CUgraph cucap_i_hier_root(struct cucap_hier *h);   /* NULL once retired */
 struct cucap_box *cucap_i_hier_add_child(struct cucap_hier *h, struct cucap_box *parent, CUgraph graph);
 CUgraph cucap_i_box_graph(struct cucap_hier *h, const struct cucap_box *box);   /* NULL once retired */
 
-/* A new cucap_graph reference to the hierarchy, pointing at box (NULL: the
- * root), or NULL when out of memory. */
-cucap_graph *cucap_i_hier_graph(struct cucap_hier *h, struct cucap_box *box);
-
 /* Conditional bodies of nodes in this hierarchy: instantiation is refused
  * while one of them failed or is still capturing. */
 enum cucap_body_status { CUCAP_BODY_EMPTY, CUCAP_BODY_CAPTURING, CUCAP_BODY_ATTACHED, CUCAP_BODY_FAILED };
@@ -82,31 +79,6 @@ void cucap_i_hier_set_body(struct cucap_hier *h, struct cucap_body_record *r, en
  * may be captured into it (a child graph cannot hold one). */
 void cucap_i_hier_mark_body_capture(struct cucap_hier *h);
 int cucap_i_hier_is_body_capture(const struct cucap_hier *h);
-
-/* Instantiate a graph of the hierarchy (box NULL: the root), for complete
- * and cucap_graph_instantiate: in the hierarchy's context, in relaxed
- * thread mode (a global-mode instantiate invalidates other threads' global
- * captures), under the graph lock. */
-CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *box,
-                                  const cucap_complete_options *opts, cucap_exec **out, const char *caller,
-                                  cucap_error **err);
-
-/* Destroy an executable graph in ctx, in relaxed thread mode; failures go
- * to the warning handler. */
-void cucap_i_exec_destroy_handle(CUgraphExec exec, CUcontext ctx, const char *caller);
-/* graph.c: "host function", "memset", ... */
-const char *cucap_i_node_type_text(CUgraphNodeType t);
-
-/* body.c: a body's capture ended with graph g: add it to its node's body
- * graph (body_box of the parent's hierarchy) as a child-graph node, and
- * mark its record attached or failed. */
-CUresult cucap_i_attach_body(struct cucap_hier *parent, struct cucap_box *body_box, struct cucap_body_record *record,
-                             CUgraph g, const char *caller, cucap_error **err);
-
-/* graph.c: update e from h's root graph, in e's context, under h's graph
- * lock; a refused update names the driver's reason (and the node, when the
- * driver names one). */
-CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const char *caller, cucap_error **err);
 
 /* The first library call that failed with a capture error while the
  * hierarchy's capture ran, kept for the note of a later end. */

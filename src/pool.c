@@ -14,6 +14,8 @@
 #include "internal.h"
 #include "live-pointers.h"
 #include "spares.h"
+#include "pool-internal.h"
+#include "relaxed-scope.h"
 
 #define CUCAP_MAX_DEVICES 64
 

@@ -6,6 +6,7 @@
 
 #include "driver.h"
 #include "internal.h"
+#include "relaxed-scope.h"
 
 CUresult cucap_i_relaxed_enter(struct cucap_relaxed_scope *scope, const char *caller, cucap_error **err)
 {

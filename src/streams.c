@@ -5,9 +5,11 @@
 
 #include <pthread.h>
 
-#include "builder-internal.h"
 #include "driver.h"
 #include "internal.h"
+#include "context-hold.h"
+#include "relaxed-scope.h"
+#include "streams.h"
 
 #define CACHED_CONTEXTS 8
 #define CACHED_PER_KIND 256

@@ -2,10 +2,13 @@
  * leak checks): above every object that keeps something. */
 #include "config.h"
 
-#include "builder-internal.h"
 #include "context-hold.h"
 #include "hierarchy.h"
 #include "internal.h"
+#include "builder-memory.h"
+#include "pool-internal.h"
+#include "streams.h"
+#include "teardown.h"
 
 void cucap_i_drain_kept(void)
 {

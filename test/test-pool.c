@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "pool-internal.h"
 
 BACKEND_SUITES(pool, 60);
 FAULT_BACKEND_SUITES(pool, 120);

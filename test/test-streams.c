@@ -6,6 +6,7 @@
 #include "backend.h"
 #include "builder-internal.h"
 #include "hierarchy.h"
+#include "streams.h"
 
 TestSuite(streams, .init = sim_setup, .fini = gpu_teardown, .timeout = 60);
 

@@ -29,6 +29,7 @@
 #include "fault/fault.h"
 #include "fuzz/fuzz.h"
 #include "internal.h"
+#include "teardown.h"
 #include "sim/sim.h"
 
 #define BUILDERS 8

@@ -13,6 +13,7 @@
 #include "driver.h"
 #include "test-driver.h"
 #include "internal.h"
+#include "teardown.h"
 #include "fault-env.h"
 #include "gpu.h"
 #include "sim-env.h"

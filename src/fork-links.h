@@ -1,0 +1,22 @@
+/* Each builder's list of its open forks, for cucap_builder_join_forks
+ * (fork-links.c).  Internal. */
+#ifndef CUCAP_I_FORK_LINKS_H
+#define CUCAP_I_FORK_LINKS_H
+
+#include <stddef.h>
+
+#include "cucapture.h"
+
+/* Count new forks into b's list, in one locked step; -1,
+ * adding none, when out of memory. */
+int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count);
+/* b and its open forks, in a new array (free it), or NULL when out of memory. */
+cucap_builder **cucap_i_fork_links_snapshot(cucap_builder *b, size_t *n);
+/* Forget b in its split parent's list and its own forks' links (b is
+ * being closed). */
+void cucap_i_fork_links_release(cucap_builder *b);
+/* The same for every builder but skip, in one locked step; skip (the
+ * join's root, in its user's hands) lets go of its list once no fork is on it. */
+void cucap_i_fork_links_release_all(cucap_builder *const *builders, size_t count, cucap_builder *skip);
+
+#endif

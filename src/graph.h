@@ -1,0 +1,32 @@
+/* Graph references, instantiation and executable graphs (graph.c).
+ * Internal. */
+#ifndef CUCAP_I_GRAPH_H
+#define CUCAP_I_GRAPH_H
+
+#include "cucapture.h"
+#include "hierarchy.h"
+
+/* A new cucap_graph reference to the hierarchy, pointing at box (NULL: the
+ * root), or NULL when out of memory. */
+cucap_graph *cucap_i_hier_graph(struct cucap_hier *h, struct cucap_box *box);
+
+/* Instantiate a graph of the hierarchy (box NULL: the root), for complete
+ * and cucap_graph_instantiate: in the hierarchy's context, in relaxed
+ * thread mode (a global-mode instantiate invalidates other threads' global
+ * captures), under the graph lock. */
+CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *box,
+                                  const cucap_complete_options *opts, cucap_exec **out, const char *caller,
+                                  cucap_error **err);
+
+/* Destroy an executable graph in ctx, in relaxed thread mode; failures go
+ * to the warning handler. */
+void cucap_i_exec_destroy_handle(CUgraphExec exec, CUcontext ctx, const char *caller);
+/* "host function", "memset", ... */
+const char *cucap_i_node_type_text(CUgraphNodeType t);
+
+/* Update e from h's root graph, in e's context, under h's graph
+ * lock; a refused update names the driver's reason (and the node, when the
+ * driver names one). */
+CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const char *caller, cucap_error **err);
+
+#endif
