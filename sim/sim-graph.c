@@ -1,5 +1,5 @@
-/* Graphs, nodes, conditional handles, executable graphs: built by capture
- * or by hand, executed on host memory at launch. */
+/* Graphs, nodes and conditional handles, built by capture or by hand;
+ * executable graphs are sim-exec.c's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,8 +8,6 @@
 
 #define SIM_GRAPH_MAGIC 0x48505247u
 #define SIM_NODE_MAGIC 0x45444f4eu
-#define SIM_EXEC_MAGIC 0x43455847u
-#define SIM_WHILE_LIMIT 1000000
 
 /* Every graph ever handed out stays known, so that a use after the driver
  * discarded it can be told from a stray pointer. */
@@ -19,21 +17,8 @@ struct graph_record {
 };
 static struct graph_record *all_graphs;
 
-struct handle {
-    struct sim_graph *graph;         /* where it was created */
-    unsigned int default_value, flags;
-    struct sim_node *node;           /* the conditional node that uses it */
-};
-static struct handle *handles;       /* CUgraphConditionalHandle h is handles[h - 1] */
+static struct sim_handle *handles;   /* CUgraphConditionalHandle h is handles[h - 1] */
 static size_t handle_count;
-
-struct sim_exec {
-    uint32_t magic;
-    struct sim_graph *source;
-    struct sim_graph *snapshot;      /* the graph as instantiated */
-    unsigned int *values;            /* per handle, for handles without ASSIGN_DEFAULT */
-    size_t value_count;
-};
 
 /* ---------------------------------------------------------------- graphs */
 
@@ -74,7 +59,7 @@ struct sim_graph *sim_graph_new(void)
 }
 
 /* After a release: free the structure when recycling and nothing refers to it. */
-static void recycle(struct sim_graph *g)
+void sim_graph_recycle(struct sim_graph *g)
 {
     if (recycling() && g->state == SIM_GRAPH_DESTROYED && g->exec_count == 0) {
         sim_untrack(g);
@@ -178,7 +163,7 @@ oom:
 }
 
 /* Free a graph's nodes and the graphs they own; state becomes `state`. */
-static void release(struct sim_graph *g, enum sim_graph_state state)
+void sim_graph_release(struct sim_graph *g, enum sim_graph_state state)
 {
     size_t i;
     unsigned int k;
@@ -186,15 +171,15 @@ static void release(struct sim_graph *g, enum sim_graph_state state)
     for (i = 0; i < g->node_count; i++) {
         struct sim_node *n = g->nodes[i];
         if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child.graph) {
-            release(n->u.child.graph, state);
-            recycle(n->u.child.graph);
+            sim_graph_release(n->u.child.graph, state);
+            sim_graph_recycle(n->u.child.graph);
         }
         if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
             for (k = 0; k < n->u.cond.size; k++) {
                 struct sim_graph *body = (struct sim_graph *)n->u.cond.bodies[k];
                 if (body->state == SIM_GRAPH_LIVE) {
-                    release(body, state);
-                    recycle(body);
+                    sim_graph_release(body, state);
+                    sim_graph_recycle(body);
                 }
             }
             free(n->u.cond.bodies);
@@ -230,7 +215,7 @@ void sim_graph_count(struct sim_graph *g)
 void sim_graph_discard(struct sim_graph *g)
 {
     if (g->state == SIM_GRAPH_LIVE)
-        release(g, SIM_GRAPH_DISCARDED);
+        sim_graph_release(g, SIM_GRAPH_DISCARDED);
 }
 
 int sim_graph_has_dead_body(const struct sim_graph *g)
@@ -253,51 +238,7 @@ int sim_graph_has_dead_body(const struct sim_graph *g)
     return 0;
 }
 
-/* Node types a conditional body may hold (CUDA programming guide; the
- * H200 refuses a host node there at instantiate). */
-static int allowed_in_body(CUgraphNodeType t)
-{
-    return t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_MEMCPY || t == CU_GRAPH_NODE_TYPE_MEMSET ||
-           t == CU_GRAPH_NODE_TYPE_EMPTY || t == CU_GRAPH_NODE_TYPE_GRAPH || t == CU_GRAPH_NODE_TYPE_CONDITIONAL;
-}
-
-/* Whether a conditional body below g (in_body: g is one, or inside one)
- * holds a node of a type bodies may not hold. */
-static int has_body_with_forbidden_node(const struct sim_graph *g, int in_body)
-{
-    size_t i;
-    unsigned int k;
-
-    for (i = 0; i < g->node_count; i++) {
-        const struct sim_node *n = g->nodes[i];
-        if (in_body && !allowed_in_body(n->type))
-            return 1;
-        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child.graph &&
-            has_body_with_forbidden_node(n->u.child.graph, in_body))
-            return 1;
-        if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
-            for (k = 0; k < n->u.cond.size; k++) {
-                const struct sim_graph *body = (const struct sim_graph *)n->u.cond.bodies[k];
-                if (body && body->state == SIM_GRAPH_LIVE && has_body_with_forbidden_node(body, 1))
-                    return 1;
-            }
-    }
-    return 0;
-}
-
-static int has_conditional_node(const struct sim_graph *g)
-{
-    size_t i;
-
-    for (i = 0; i < g->node_count; i++)
-        if (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_CONDITIONAL ||
-            (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_GRAPH && g->nodes[i]->u.child.graph &&
-             has_conditional_node(g->nodes[i]->u.child.graph)))
-            return 1;
-    return 0;
-}
-
-static void check_no_dead_body(const struct sim_graph *g, const char *call)
+void sim_graph_check_no_dead_body(const struct sim_graph *g, const char *call)
 {
     if (sim_graph_has_dead_body(g))
         sim_fatal("%s: graph %p holds a conditional node whose body graph the driver freed when "
@@ -342,16 +283,16 @@ static CUresult sim_cuGraphDestroy(CUgraph h)
         sim_unlock();
         return CUDA_ERROR_INVALID_VALUE;   /* owned by a node of another graph */
     }
-    check_no_dead_body(g, "cuGraphDestroy");
-    release(g, SIM_GRAPH_DESTROYED);
-    recycle(g);
+    sim_graph_check_no_dead_body(g, "cuGraphDestroy");
+    sim_graph_release(g, SIM_GRAPH_DESTROYED);
+    sim_graph_recycle(g);
     sim_unlock();
     return CUDA_SUCCESS;
 }
 
 /* ---------------------------------------------------------------- cloning */
 
-static struct sim_graph *clone_graph(const struct sim_graph *src, struct sim_node *owner);
+struct sim_graph *sim_graph_clone(const struct sim_graph *src, struct sim_node *owner);
 
 static int clone_into(struct sim_graph *dst, const struct sim_graph *src)
 {
@@ -376,7 +317,7 @@ static int clone_into(struct sim_graph *dst, const struct sim_graph *src)
             return -1;
         n->u = s->u;
         if (s->type == CU_GRAPH_NODE_TYPE_GRAPH) {
-            n->u.child.graph = clone_graph(s->u.child.graph, n);
+            n->u.child.graph = sim_graph_clone(s->u.child.graph, n);
             if (!n->u.child.graph)
                 return -1;
         } else if (s->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
@@ -384,7 +325,7 @@ static int clone_into(struct sim_graph *dst, const struct sim_graph *src)
             if (!n->u.cond.bodies)
                 return -1;
             for (k = 0; k < s->u.cond.size; k++) {
-                struct sim_graph *body = clone_graph((struct sim_graph *)s->u.cond.bodies[k], n);
+                struct sim_graph *body = sim_graph_clone((struct sim_graph *)s->u.cond.bodies[k], n);
                 if (!body)
                     return -1;
                 n->u.cond.bodies[k] = (CUgraph)body;
@@ -394,7 +335,7 @@ static int clone_into(struct sim_graph *dst, const struct sim_graph *src)
     return 0;
 }
 
-static struct sim_graph *clone_graph(const struct sim_graph *src, struct sim_node *owner)
+struct sim_graph *sim_graph_clone(const struct sim_graph *src, struct sim_node *owner)
 {
     struct sim_graph *g = sim_graph_new();
 
@@ -402,7 +343,7 @@ static struct sim_graph *clone_graph(const struct sim_graph *src, struct sim_nod
         return NULL;
     g->owner = owner;
     if (clone_into(g, src) != 0) {
-        release(g, SIM_GRAPH_DESTROYED);
+        sim_graph_release(g, SIM_GRAPH_DESTROYED);
         return NULL;
     }
     return g;
@@ -444,7 +385,7 @@ static CUresult add_conditional(struct sim_node **out, struct sim_graph *g, cons
                                 size_t n, CUDA_CONDITIONAL_NODE_PARAMS *p)
 {
     struct sim_node *node;
-    struct handle *h;
+    struct sim_handle *h;
     const struct sim_graph *up;
     unsigned int k;
 
@@ -568,7 +509,7 @@ static CUresult sim_cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph hg, const
     }
     g = (struct sim_graph *)hg;
     c = (struct sim_graph *)child;
-    check_no_dead_body(c, "cuGraphAddChildGraphNode");
+    sim_graph_check_no_dead_body(c, "cuGraphAddChildGraphNode");
     rc = check_deps(g, deps, n);
     if (rc != CUDA_SUCCESS)
         goto done;
@@ -581,7 +522,7 @@ static CUresult sim_cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph hg, const
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto done;
     }
-    node->u.child.graph = clone_graph(c, node);
+    node->u.child.graph = sim_graph_clone(c, node);
     if (!node->u.child.graph) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto done;
@@ -683,7 +624,7 @@ static CUresult sim_cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph *out)
 static CUresult sim_cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgraph hg, CUcontext ctx,
                                                    unsigned int default_value, unsigned int flags)
 {
-    struct handle *grown;
+    struct sim_handle *grown;
     CUresult rc = CUDA_SUCCESS;
 
     if (!out || (flags & ~(unsigned int)CU_GRAPH_COND_ASSIGN_DEFAULT) || !sim_ctx_valid(ctx))
@@ -757,289 +698,10 @@ static CUresult sim_cuGraphDebugDotPrint(CUgraph hg, const char *path, unsigned 
     return rc;
 }
 
-/* ---------------------------------------------------------------- executable graphs */
-
-static int handle_in(const struct sim_graph *g, const struct sim_graph *root)
+struct sim_handle *sim_handle_table(size_t *count)
 {
-    for (; g; g = g->owner ? g->owner->graph : NULL)
-        if (g == root)
-            return 1;
-    return 0;
-}
-
-static CUresult sim_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph hg,
-                                                 CUDA_GRAPH_INSTANTIATE_PARAMS *params)
-{
-    struct sim_exec *e;
-    struct sim_graph *g;
-    CUresult rc = CUDA_SUCCESS;
-    size_t i;
-
-    if (!out || !params)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_current_ctx())
-        return CUDA_ERROR_INVALID_CONTEXT;
-    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
-        return rc;
-    sim_lock();
-    *out = NULL;
-    if (!sim_graph_valid(hg)) {
-        params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
-        rc = CUDA_ERROR_INVALID_VALUE;
-        goto done;
-    }
-    g = (struct sim_graph *)hg;
-    check_no_dead_body(g, "cuGraphInstantiateWithParams");
-    if (g->exec_count > 0 && has_conditional_node(g)) {
-        /* measured by the differential run: a graph with conditional nodes
-         * has one executable graph at a time */
-        params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
-        rc = CUDA_ERROR_NOT_SUPPORTED;
-        goto done;
-    }
-    if (g->owner && g->owner->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {   /* a body, on its own: the H200 refuses */
-        params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
-        rc = CUDA_ERROR_NOT_SUPPORTED;
-        goto done;
-    }
-    if (has_body_with_forbidden_node(g, 0)) {
-        params->result_out = CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED;
-        rc = CUDA_ERROR_INVALID_VALUE;
-        goto done;
-    }
-    if ((params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) &&
-        (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)) {
-        params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
-        rc = CUDA_ERROR_INVALID_VALUE;
-        goto done;
-    }
-    for (i = 0; i < handle_count; i++)
-        if (handles[i].graph && handle_in(handles[i].graph, g) && !handles[i].node) {
-            params->result_out = (CUgraphInstantiateResult)SIM_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED;
-            rc = CUDA_ERROR_INVALID_VALUE;
-            goto done;
-        }
-    e = calloc(1, sizeof *e);
-    if (!e || !(e->values = calloc(handle_count + 1, sizeof *e->values)) || !(e->snapshot = clone_graph(g, NULL))) {
-        if (e)
-            free(e->values);
-        free(e);
-        params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-        goto done;
-    }
-    e->magic = SIM_EXEC_MAGIC;
-    e->source = g;
-    g->exec_count++;
-    e->value_count = handle_count + 1;
-    for (i = 0; i < handle_count; i++)
-        e->values[i + 1] = handles[i].default_value;
-    sim_live_add(SIM_EXEC, 1);
-    sim_track(e);
-    params->result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
-    *out = (CUgraphExec)e;
-done:
-    sim_unlock();
-    return rc;
-}
-
-static struct sim_exec *exec_of(CUgraphExec h)
-{
-    struct sim_exec *e = (struct sim_exec *)h;
-    return e && e->magic == SIM_EXEC_MAGIC ? e : NULL;
-}
-
-static CUresult sim_cuGraphExecDestroy(CUgraphExec h)
-{
-    struct sim_exec *e;
-    CUresult rc;
-
-    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
-        return rc;
-    sim_lock();
-    e = exec_of(h);
-    if (e) {
-        release(e->snapshot, SIM_GRAPH_DESTROYED);
-        recycle(e->snapshot);
-        /* the allocations captured into the source live until its last exec goes */
-        if (--e->source->exec_count == 0 && e->source->state != SIM_GRAPH_LIVE) {
-            sim_memory_release_owned_by(e->source);
-            recycle(e->source);
-        }
-        e->magic = 0;
-        sim_untrack(e);
-        free(e->values);
-        free(e);
-        sim_live_add(SIM_EXEC, -1);
-    }
-    sim_unlock();
-    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-static void run_graph(struct sim_exec *e, const struct sim_graph *g);
-
-static void run_node(struct sim_exec *e, const struct sim_node *n)
-{
-    unsigned int value, k;
-    size_t row, col;
-
-    switch (n->type) {
-    case CU_GRAPH_NODE_TYPE_MEMSET:
-        for (row = 0; row < n->u.memset.height; row++) {
-            CUdeviceptr base = n->u.memset.dst + row * n->u.memset.pitch;
-            unsigned char *p = sim_memory(base, n->u.memset.width * n->u.memset.element_size);
-            if (!p)
-                sim_fatal("graph launch: memset node writes outside any live allocation (%#llx)",
-                          (unsigned long long)base);
-            for (col = 0; col < n->u.memset.width; col++)
-                memcpy(p + col * n->u.memset.element_size, &n->u.memset.value, n->u.memset.element_size);
-        }
-        break;
-    case CU_GRAPH_NODE_TYPE_MEMCPY:
-        memmove(n->u.memcpy.dst, n->u.memcpy.src, n->u.memcpy.bytes);
-        break;
-    case CU_GRAPH_NODE_TYPE_HOST:
-        n->u.host.fn(n->u.host.data);
-        break;
-    case CU_GRAPH_NODE_TYPE_GRAPH:
-        run_graph(e, n->u.child.graph);
-        break;
-    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
-        sim_memory_alloc_node(n->u.alloc.ptr);
-        break;
-    case CU_GRAPH_NODE_TYPE_MEM_FREE:
-        sim_memory_free_node(n->u.free.ptr);
-        break;
-    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
-        value = n->u.cond.handle < e->value_count ? e->values[n->u.cond.handle] : 0;
-        switch ((int)n->u.cond.type) {
-        case CU_GRAPH_COND_TYPE_IF:
-            if (value)
-                run_graph(e, (struct sim_graph *)n->u.cond.bodies[0]);
-            else if (n->u.cond.size == 2)
-                run_graph(e, (struct sim_graph *)n->u.cond.bodies[1]);
-            break;
-        case CU_GRAPH_COND_TYPE_WHILE:
-            for (k = 0; value; k++) {
-                if (k == SIM_WHILE_LIMIT)
-                    sim_fatal("graph launch: a WHILE body ran %d times; nothing can change its condition "
-                              "on a simulated device", SIM_WHILE_LIMIT);
-                run_graph(e, (struct sim_graph *)n->u.cond.bodies[0]);
-                value = e->values[n->u.cond.handle];
-            }
-            break;
-        case SIM_COND_TYPE_SWITCH:
-            if (value < n->u.cond.size)
-                run_graph(e, (struct sim_graph *)n->u.cond.bodies[value]);
-            break;
-        default:
-            break;
-        }
-        break;
-    default:
-        break;                        /* empty, allocation, event nodes: nothing to do on the host */
-    }
-}
-
-static void run_graph(struct sim_exec *e, const struct sim_graph *g)
-{
-    size_t i;
-
-    /* nodes only depend on earlier nodes, so insertion order is a topological order */
-    for (i = 0; i < g->node_count; i++)
-        run_node(e, g->nodes[i]);
-}
-
-static CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream s)
-{
-    struct sim_exec *e;
-    int captured;
-    CUresult rc;
-    size_t i;
-
-    sim_lock();
-    e = exec_of(h);
-    if (e && sim_stream_in_capture(s)) {   /* measured: refused even when the capture is invalidated already */
-        sim_stream_invalidate_capture(s);
-        sim_unlock();
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
-    rc = e ? sim_stream_enqueue(s, &captured) : CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS && captured) {
-        /* measured on the H200: refused, and the capture is invalidated */
-        sim_stream_invalidate_capture(s);
-        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    } else if (rc == CUDA_SUCCESS) {
-        for (i = 0; i < handle_count; i++)
-            if (handles[i].flags & CU_GRAPH_COND_ASSIGN_DEFAULT)
-                e->values[i + 1] = handles[i].default_value;
-        run_graph(e, e->snapshot);
-    }
-    sim_unlock();
-    return rc;
-}
-
-static CUresult sim_cuGraphUpload(CUgraphExec h, CUstream s)
-{
-    int captured;
-    CUresult rc;
-
-    sim_lock();
-    rc = exec_of(h) ? sim_stream_enqueue(s, &captured) : CUDA_ERROR_INVALID_VALUE;
-    sim_unlock();
-    return rc;
-}
-
-static CUresult sim_cuGraphExecUpdate(CUgraphExec h, CUgraph hg, CUgraphExecUpdateResultInfo *info)
-{
-    struct sim_exec *e;
-    struct sim_graph *g, *snap, *fresh;
-    CUresult rc = CUDA_SUCCESS;
-    size_t i, j;
-
-    if (!info)
-        return CUDA_ERROR_INVALID_VALUE;
-    sim_lock();
-    memset(info, 0, sizeof *info);
-    e = exec_of(h);
-    if (!e || !sim_graph_valid(hg)) {
-        rc = CUDA_ERROR_INVALID_VALUE;
-        goto done;
-    }
-    g = (struct sim_graph *)hg;
-    snap = e->snapshot;
-    info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
-    if (g->node_count != snap->node_count) {
-        info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
-        info->errorNode = g->node_count ? (CUgraphNode)g->nodes[0] : NULL;
-    }
-    for (i = 0; info->result == CU_GRAPH_EXEC_UPDATE_SUCCESS && i < g->node_count; i++) {
-        const struct sim_node *a = g->nodes[i], *b = snap->nodes[i];
-        if (a->dep_count != b->dep_count)
-            info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
-        for (j = 0; info->result == CU_GRAPH_EXEC_UPDATE_SUCCESS && j < a->dep_count; j++)
-            if (a->deps[j]->index != b->deps[j]->index)
-                info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
-        if (info->result == CU_GRAPH_EXEC_UPDATE_SUCCESS && a->type != b->type)
-            info->result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
-        if (info->result != CU_GRAPH_EXEC_UPDATE_SUCCESS)
-            info->errorNode = (CUgraphNode)a;
-    }
-    if (info->result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
-        rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
-        goto done;
-    }
-    fresh = clone_graph(g, NULL);
-    if (!fresh) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-        goto done;
-    }
-    release(snap, SIM_GRAPH_DESTROYED);
-    recycle(snap);
-    e->snapshot = fresh;
-done:
-    sim_unlock();
-    return rc;
+    *count = handle_count;
+    return handles;
 }
 
 const struct sim_entry sim_graph_entries[] = {
@@ -1054,10 +716,5 @@ const struct sim_entry sim_graph_entries[] = {
     SIM_ENTRY(cuGraphChildGraphNodeGetGraph, 10000),
     SIM_ENTRY(cuGraphConditionalHandleCreate, 12030),
     SIM_ENTRY(cuGraphDebugDotPrint, 11030),
-    SIM_ENTRY(cuGraphInstantiateWithParams, 12000),
-    SIM_ENTRY(cuGraphExecDestroy, 10000),
-    SIM_ENTRY(cuGraphLaunch, 10000),
-    SIM_ENTRY(cuGraphUpload, 11010),
-    SIM_ENTRY(cuGraphExecUpdate, 12000),
 };
 const size_t sim_graph_entry_count = sizeof sim_graph_entries / sizeof sim_graph_entries[0];

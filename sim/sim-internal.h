@@ -70,7 +70,7 @@ void sim_release_primary(int device);
 struct sim_green *sim_green_of(CUgreenCtx g);
 int sim_green_ctx_valid(const struct sim_ctx *c);
 
-/* ---------------------------------------------------------------- sim-graph.c */
+/* ---------------------------------------------------------------- sim-graph.c (sim-exec.c: executable graphs) */
 
 struct sim_graph;
 struct sim_node;
@@ -117,6 +117,22 @@ void sim_graph_count(struct sim_graph *g);   /* a root graph the caller can name
 /* the driver frees a capture's graph: it stays known as DISCARDED */
 void sim_graph_discard(struct sim_graph *g);
 int sim_graph_has_dead_body(const struct sim_graph *g);
+/* Free a graph's nodes and the graphs they own; its state becomes `state`. */
+void sim_graph_release(struct sim_graph *g, enum sim_graph_state state);
+/* Free a destroyed graph no executable graph uses (CUDASIM_RECYCLE only). */
+void sim_graph_recycle(struct sim_graph *g);
+/* A copy of src owned by node `owner` (NULL: a root), or NULL when out of memory. */
+struct sim_graph *sim_graph_clone(const struct sim_graph *src, struct sim_node *owner);
+/* Stop when g holds a conditional node whose body the driver freed. */
+void sim_graph_check_no_dead_body(const struct sim_graph *g, const char *call);
+/* The conditional handles made so far: CUgraphConditionalHandle h is
+ * table[h - 1]. */
+struct sim_handle {
+    struct sim_graph *graph;         /* where it was created */
+    unsigned int default_value, flags;
+    struct sim_node *node;           /* the conditional node that uses it */
+};
+struct sim_handle *sim_handle_table(size_t *count);
 /* mark (with epoch) every node that the given nodes depend on, and themselves */
 int sim_graph_mark_ancestors(struct sim_node *const *from, size_t n, unsigned int epoch);
 
@@ -158,10 +174,10 @@ struct sim_entry {
 #define SIM_ENTRY(name, version) { #name, version, (void *)sim_##name }
 
 extern const struct sim_entry sim_core_entries[], sim_stream_entries[],
-                              sim_graph_entries[], sim_memory_entries[], sim_green_entries[],
+                              sim_graph_entries[], sim_exec_entries[], sim_memory_entries[], sim_green_entries[],
                               sim_unmodelled_entries[];
 extern const size_t sim_core_entry_count, sim_stream_entry_count,
-                    sim_graph_entry_count, sim_memory_entry_count, sim_green_entry_count,
+                    sim_graph_entry_count, sim_exec_entry_count, sim_memory_entry_count, sim_green_entry_count,
                     sim_unmodelled_entry_count;
 
 #endif

@@ -395,6 +395,7 @@ static const struct {
     { sim_core_entries, &sim_core_entry_count },
     { sim_stream_entries, &sim_stream_entry_count },
     { sim_graph_entries, &sim_graph_entry_count },
+    { sim_exec_entries, &sim_exec_entry_count },
     { sim_memory_entries, &sim_memory_entry_count },
     { sim_green_entries, &sim_green_entry_count },
     { sim_unmodelled_entries, &sim_unmodelled_entry_count },

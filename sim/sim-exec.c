@@ -1,0 +1,358 @@
+/* Executable graphs: instantiate, launch (run on host memory), upload,
+ * update, destroy. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim-internal.h"
+
+#define SIM_EXEC_MAGIC 0x43455847u
+#define SIM_WHILE_LIMIT 1000000
+
+struct sim_exec {
+    uint32_t magic;
+    struct sim_graph *source;
+    struct sim_graph *snapshot;      /* the graph as instantiated */
+    unsigned int *values;            /* per handle, for handles without ASSIGN_DEFAULT */
+    size_t value_count;
+};
+
+/* Node types a conditional body may hold (CUDA programming guide; the
+ * H200 refuses a host node there at instantiate). */
+static int allowed_in_body(CUgraphNodeType t)
+{
+    return t == CU_GRAPH_NODE_TYPE_KERNEL || t == CU_GRAPH_NODE_TYPE_MEMCPY || t == CU_GRAPH_NODE_TYPE_MEMSET ||
+           t == CU_GRAPH_NODE_TYPE_EMPTY || t == CU_GRAPH_NODE_TYPE_GRAPH || t == CU_GRAPH_NODE_TYPE_CONDITIONAL;
+}
+
+/* Whether a conditional body below g (in_body: g is one, or inside one)
+ * holds a node of a type bodies may not hold. */
+static int has_body_with_forbidden_node(const struct sim_graph *g, int in_body)
+{
+    size_t i;
+    unsigned int k;
+
+    for (i = 0; i < g->node_count; i++) {
+        const struct sim_node *n = g->nodes[i];
+        if (in_body && !allowed_in_body(n->type))
+            return 1;
+        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child.graph &&
+            has_body_with_forbidden_node(n->u.child.graph, in_body))
+            return 1;
+        if (n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+            for (k = 0; k < n->u.cond.size; k++) {
+                const struct sim_graph *body = (const struct sim_graph *)n->u.cond.bodies[k];
+                if (body && body->state == SIM_GRAPH_LIVE && has_body_with_forbidden_node(body, 1))
+                    return 1;
+            }
+    }
+    return 0;
+}
+
+static int has_conditional_node(const struct sim_graph *g)
+{
+    size_t i;
+
+    for (i = 0; i < g->node_count; i++)
+        if (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_CONDITIONAL ||
+            (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_GRAPH && g->nodes[i]->u.child.graph &&
+             has_conditional_node(g->nodes[i]->u.child.graph)))
+            return 1;
+    return 0;
+}
+
+static int handle_in(const struct sim_graph *g, const struct sim_graph *root)
+{
+    for (; g; g = g->owner ? g->owner->graph : NULL)
+        if (g == root)
+            return 1;
+    return 0;
+}
+
+static CUresult sim_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph hg,
+                                                 CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    struct sim_exec *e;
+    struct sim_graph *g;
+    CUresult rc = CUDA_SUCCESS;
+    struct sim_handle *handles;
+    size_t i, handle_count;
+
+    if (!out || !params)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_current_ctx())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return rc;
+    sim_lock();
+    *out = NULL;
+    if (!sim_graph_valid(hg)) {
+        params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto done;
+    }
+    g = (struct sim_graph *)hg;
+    sim_graph_check_no_dead_body(g, "cuGraphInstantiateWithParams");
+    if (g->exec_count > 0 && has_conditional_node(g)) {
+        /* measured by the differential run: a graph with conditional nodes
+         * has one executable graph at a time */
+        params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+        goto done;
+    }
+    if (g->owner && g->owner->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {   /* a body, on its own: the H200 refuses */
+        params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+        goto done;
+    }
+    if (has_body_with_forbidden_node(g, 0)) {
+        params->result_out = CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED;
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto done;
+    }
+    if ((params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) &&
+        (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)) {
+        params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto done;
+    }
+    handles = sim_handle_table(&handle_count);
+    for (i = 0; i < handle_count; i++)
+        if (handles[i].graph && handle_in(handles[i].graph, g) && !handles[i].node) {
+            params->result_out = (CUgraphInstantiateResult)SIM_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED;
+            rc = CUDA_ERROR_INVALID_VALUE;
+            goto done;
+        }
+    e = calloc(1, sizeof *e);
+    if (!e || !(e->values = calloc(handle_count + 1, sizeof *e->values)) || !(e->snapshot = sim_graph_clone(g, NULL))) {
+        if (e)
+            free(e->values);
+        free(e);
+        params->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto done;
+    }
+    e->magic = SIM_EXEC_MAGIC;
+    e->source = g;
+    g->exec_count++;
+    e->value_count = handle_count + 1;
+    for (i = 0; i < handle_count; i++)
+        e->values[i + 1] = handles[i].default_value;
+    sim_live_add(SIM_EXEC, 1);
+    sim_track(e);
+    params->result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
+    *out = (CUgraphExec)e;
+done:
+    sim_unlock();
+    return rc;
+}
+
+static struct sim_exec *exec_of(CUgraphExec h)
+{
+    struct sim_exec *e = (struct sim_exec *)h;
+    return e && e->magic == SIM_EXEC_MAGIC ? e : NULL;
+}
+
+static CUresult sim_cuGraphExecDestroy(CUgraphExec h)
+{
+    struct sim_exec *e;
+    CUresult rc;
+
+    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return rc;
+    sim_lock();
+    e = exec_of(h);
+    if (e) {
+        sim_graph_release(e->snapshot, SIM_GRAPH_DESTROYED);
+        sim_graph_recycle(e->snapshot);
+        /* the allocations captured into the source live until its last exec goes */
+        if (--e->source->exec_count == 0 && e->source->state != SIM_GRAPH_LIVE) {
+            sim_memory_release_owned_by(e->source);
+            sim_graph_recycle(e->source);
+        }
+        e->magic = 0;
+        sim_untrack(e);
+        free(e->values);
+        free(e);
+        sim_live_add(SIM_EXEC, -1);
+    }
+    sim_unlock();
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static void run_graph(struct sim_exec *e, const struct sim_graph *g);
+
+static void run_node(struct sim_exec *e, const struct sim_node *n)
+{
+    unsigned int value, k;
+    size_t row, col;
+
+    switch (n->type) {
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+        for (row = 0; row < n->u.memset.height; row++) {
+            CUdeviceptr base = n->u.memset.dst + row * n->u.memset.pitch;
+            unsigned char *p = sim_memory(base, n->u.memset.width * n->u.memset.element_size);
+            if (!p)
+                sim_fatal("graph launch: memset node writes outside any live allocation (%#llx)",
+                          (unsigned long long)base);
+            for (col = 0; col < n->u.memset.width; col++)
+                memcpy(p + col * n->u.memset.element_size, &n->u.memset.value, n->u.memset.element_size);
+        }
+        break;
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        memmove(n->u.memcpy.dst, n->u.memcpy.src, n->u.memcpy.bytes);
+        break;
+    case CU_GRAPH_NODE_TYPE_HOST:
+        n->u.host.fn(n->u.host.data);
+        break;
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        run_graph(e, n->u.child.graph);
+        break;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        sim_memory_alloc_node(n->u.alloc.ptr);
+        break;
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        sim_memory_free_node(n->u.free.ptr);
+        break;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        value = n->u.cond.handle < e->value_count ? e->values[n->u.cond.handle] : 0;
+        switch ((int)n->u.cond.type) {
+        case CU_GRAPH_COND_TYPE_IF:
+            if (value)
+                run_graph(e, (struct sim_graph *)n->u.cond.bodies[0]);
+            else if (n->u.cond.size == 2)
+                run_graph(e, (struct sim_graph *)n->u.cond.bodies[1]);
+            break;
+        case CU_GRAPH_COND_TYPE_WHILE:
+            for (k = 0; value; k++) {
+                if (k == SIM_WHILE_LIMIT)
+                    sim_fatal("graph launch: a WHILE body ran %d times; nothing can change its condition "
+                              "on a simulated device", SIM_WHILE_LIMIT);
+                run_graph(e, (struct sim_graph *)n->u.cond.bodies[0]);
+                value = e->values[n->u.cond.handle];
+            }
+            break;
+        case SIM_COND_TYPE_SWITCH:
+            if (value < n->u.cond.size)
+                run_graph(e, (struct sim_graph *)n->u.cond.bodies[value]);
+            break;
+        default:
+            break;
+        }
+        break;
+    default:
+        break;                        /* empty, allocation, event nodes: nothing to do on the host */
+    }
+}
+
+static void run_graph(struct sim_exec *e, const struct sim_graph *g)
+{
+    size_t i;
+
+    /* nodes only depend on earlier nodes, so insertion order is a topological order */
+    for (i = 0; i < g->node_count; i++)
+        run_node(e, g->nodes[i]);
+}
+
+static CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream s)
+{
+    struct sim_exec *e;
+    int captured;
+    CUresult rc;
+    size_t i;
+
+    sim_lock();
+    e = exec_of(h);
+    if (e && sim_stream_in_capture(s)) {   /* measured: refused even when the capture is invalidated already */
+        sim_stream_invalidate_capture(s);
+        sim_unlock();
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    rc = e ? sim_stream_enqueue(s, &captured) : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS && captured) {
+        /* measured on the H200: refused, and the capture is invalidated */
+        sim_stream_invalidate_capture(s);
+        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    } else if (rc == CUDA_SUCCESS) {
+        size_t handle_count;
+        struct sim_handle *handles = sim_handle_table(&handle_count);
+        for (i = 0; i < handle_count; i++)
+            if (handles[i].flags & CU_GRAPH_COND_ASSIGN_DEFAULT)
+                e->values[i + 1] = handles[i].default_value;
+        run_graph(e, e->snapshot);
+    }
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuGraphUpload(CUgraphExec h, CUstream s)
+{
+    int captured;
+    CUresult rc;
+
+    sim_lock();
+    rc = exec_of(h) ? sim_stream_enqueue(s, &captured) : CUDA_ERROR_INVALID_VALUE;
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuGraphExecUpdate(CUgraphExec h, CUgraph hg, CUgraphExecUpdateResultInfo *info)
+{
+    struct sim_exec *e;
+    struct sim_graph *g, *snap, *fresh;
+    CUresult rc = CUDA_SUCCESS;
+    size_t i, j;
+
+    if (!info)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    memset(info, 0, sizeof *info);
+    e = exec_of(h);
+    if (!e || !sim_graph_valid(hg)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto done;
+    }
+    g = (struct sim_graph *)hg;
+    snap = e->snapshot;
+    info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    if (g->node_count != snap->node_count) {
+        info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        info->errorNode = g->node_count ? (CUgraphNode)g->nodes[0] : NULL;
+    }
+    for (i = 0; info->result == CU_GRAPH_EXEC_UPDATE_SUCCESS && i < g->node_count; i++) {
+        const struct sim_node *a = g->nodes[i], *b = snap->nodes[i];
+        if (a->dep_count != b->dep_count)
+            info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        for (j = 0; info->result == CU_GRAPH_EXEC_UPDATE_SUCCESS && j < a->dep_count; j++)
+            if (a->deps[j]->index != b->deps[j]->index)
+                info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        if (info->result == CU_GRAPH_EXEC_UPDATE_SUCCESS && a->type != b->type)
+            info->result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+        if (info->result != CU_GRAPH_EXEC_UPDATE_SUCCESS)
+            info->errorNode = (CUgraphNode)a;
+    }
+    if (info->result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+        rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+        goto done;
+    }
+    fresh = sim_graph_clone(g, NULL);
+    if (!fresh) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto done;
+    }
+    sim_graph_release(snap, SIM_GRAPH_DESTROYED);
+    sim_graph_recycle(snap);
+    e->snapshot = fresh;
+done:
+    sim_unlock();
+    return rc;
+}
+
+const struct sim_entry sim_exec_entries[] = {
+    SIM_ENTRY(cuGraphInstantiateWithParams, 12000),
+    SIM_ENTRY(cuGraphExecDestroy, 10000),
+    SIM_ENTRY(cuGraphLaunch, 10000),
+    SIM_ENTRY(cuGraphUpload, 11010),
+    SIM_ENTRY(cuGraphExecUpdate, 12000),
+};
+const size_t sim_exec_entry_count = sizeof sim_exec_entries / sizeof sim_exec_entries[0];
