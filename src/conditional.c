@@ -1,5 +1,6 @@
-/* Conditional nodes: condition handles, IF, IF-ELSE, WHILE and SWITCH, and
- * attaching a body's standalone capture to its node. */
+/* Conditional nodes: condition handles, IF, IF-ELSE, WHILE and SWITCH,
+ * and the body builders that capture their bodies (body.c attaches an
+ * ended body to its node). */
 #include "config.h"
 
 #include <stdlib.h>

@@ -46,10 +46,10 @@ struct cucap_hier {
     pthread_mutex_t lock;            /* guards the fields below but the graphs' use */
     pthread_mutex_t graph_lock;      /* see cucap_i_hier_lock */
     CUcontext ctx;
-    /* the ownership tree (graph.c) */
+    /* the ownership tree */
     struct cucap_box root;
     atomic_int owned;                /* the capture's end returned the root */
-    /* the capture session (capture.c) */
+    /* the capture session */
     cuuint64_t capture_id;           /* 0 until a join sees it; under the graph lock */
     atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
     int body_capture;                /* the standalone capture of a conditional body */
@@ -60,7 +60,7 @@ struct cucap_hier {
     CUresult first_failure_code;
     char first_failure_streams[256];   /* for a call that found the capture invalidated */
     struct cucap_body_record *bodies;
-    /* the registry (capture.c): the entries of the capture's streams, under
+    /* the registry: the entries of the capture's streams, under
      * lock, and the hierarchy's place among the running captures, under
      * the registry's lock */
     struct cucap_registration *streams;
