@@ -355,7 +355,7 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap
     pthread_mutex_lock(&h->lock);
     if (origin && origin->linked)
         unlink_locked(h, origin);
-    if (ended) {   /* the ownership tree's root (graph.c), in the same step */
+    if (ended) {   /* the ownership tree's root, in the same step */
         h->root.graph = ended;
         atomic_store_explicit(&h->owned, 1, memory_order_release);
     }
