@@ -58,9 +58,5 @@ void cucap_i_capture_unlock(const cucap_builder *b);
 int cucap_i_capture_lock_pair(const cucap_builder *a, const cucap_builder *b);
 void cucap_i_capture_unlock_pair(const cucap_builder *a, const cucap_builder *b);
 
-/* Close, as release does, the forks a one-step join just joined into
- * root's capture, in one step for all; 0, having changed nothing that
- * matters, when that does not apply (each is then closed on its own). */
-int cucap_i_release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root);
 
 #endif

@@ -302,68 +302,6 @@ static void release(cucap_builder *b, const char *caller)
     b->state = CUCAP_BUILDER_CLOSED;
 }
 
-int cucap_i_release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root)
-{
-    struct cucap_cache_item local[64], *items = local;
-    struct cucap_registration *local_entries[64], **entries = local_entries;
-    struct cucap_hier *h = root->h;
-    size_t i, n = 0;
-    int deferred;
-
-    if (count < 2)
-        return 0;
-    for (i = 0; i < count; i++) {
-        cucap_builder *f = builders[i];
-        if (f != root && (f->kind != CUCAP_BUILDER_FORKED || !f->cached_stream || !f->ctx->retained ||
-                          f->state != CUCAP_BUILDER_CAPTURING || f->h != h))
-            return 0;
-    }
-    if (count - 1 > 64 && (!(items = malloc((count - 1) * sizeof *items)) ||
-                           !(entries = malloc((count - 1) * sizeof *entries)))) {
-        free(items == local ? NULL : items);
-        return 0;
-    }
-    for (i = 0; i < count; i++)
-        if (builders[i] != root) {
-            entries[n] = &builders[i]->registration;
-            items[n++] = (struct cucap_cache_item){ builders[i]->ctx->ctx, builders[i]->ctx->dev, builders[i]->stream, 0 };
-        }
-    /* as release does, in one step for all: out of the fork lists; out of
-     * the registry, the streams deferred to the capture's end */
-    cucap_i_fork_links_release_all(builders, count, root);
-    (void)cucap_i_capture_lock(root);
-    deferred = cucap_i_hier_join_step(h, items, entries, n) == 0;
-    cucap_i_capture_unlock(root);
-    if (items != local)
-        free(items);
-    if (entries != local_entries)
-        free(entries);
-    if (!deferred)
-        return 0;   /* out of memory: each is released on its own */
-    {   /* the forks' context references, released by runs of one context */
-        struct ctx_hold *run = NULL;
-        size_t run_length = 0;
-        for (i = 0; i < count; i++) {
-            cucap_builder *f = builders[i];
-            if (f == root)
-                continue;
-            if (f->ctx != run) {
-                cucap_i_ctx_hold_release_by(run, run_length);
-                run = f->ctx;
-                run_length = 0;
-            }
-            run_length++;
-            f->h = NULL;
-            f->ctx = NULL;
-            f->stream = NULL;
-            f->state = CUCAP_BUILDER_CLOSED;
-        }
-        cucap_i_ctx_hold_release_by(run, run_length);
-    }
-    cucap_i_hier_unref_by(h, n);
-    return 1;
-}
-
 CUresult cucap_builder_reset(cucap_builder *b, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_reset";

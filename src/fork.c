@@ -375,7 +375,7 @@ static long unique_dependencies(struct dependency *all, size_t n)
  * once and added to the root's with one call.  Returns 0, having changed
  * nothing, when that does not apply; the pairwise join then runs and
  * reports what users know.  Returns 1 with *rc the call's result. */
-static int join_by_dependencies(cucap_builder *root, cucap_builder *const *builders, size_t count,
+static int join_by_dependencies(cucap_builder *root, cucap_builder *const *builders, size_t count, int running,
                                 const char *caller, cucap_error **err, CUresult *rc)
 {
     struct dependency local[128], *all = local, *grown;
@@ -390,7 +390,7 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
     for (i = 0; i < count; i++)
         if (builders[i] != root && (builders[i]->h != root->h || builders[i]->ctx->ctx != root->ctx->ctx))
             return 0;
-    if (!cucap_i_capture_lock(root))
+    if (!running)
         goto out;
     if (cucap_i_drv.cuStreamGetCaptureInfo(root->stream, &status, &root_id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
         status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
@@ -443,7 +443,6 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
         *rc = cucap_i_fail_in_capture(root->h, root->stream, *rc, caller, "cuStreamUpdateCaptureDependencies", NULL,
                                       err);
 out:
-    cucap_i_capture_unlock(root);
     if (all != local)
         free(all);
     if (nodes != nodes_local)
@@ -453,6 +452,70 @@ out:
     return applied;
 }
 
+/* Close, as release does, the forks a one-step join just joined into
+ * root's capture, in one step for all; 0, having changed nothing that
+ * matters, when that does not apply (each is then closed on its own).
+ * Under the capture's lock. */
+static int release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root)
+{
+    struct cucap_cache_item local[64], *items = local;
+    struct cucap_registration *local_entries[64], **entries = local_entries;
+    struct cucap_hier *h = root->h;
+    size_t i, n = 0;
+    int deferred;
+
+    if (count < 2)
+        return 0;
+    for (i = 0; i < count; i++) {
+        cucap_builder *f = builders[i];
+        if (f != root && (f->kind != CUCAP_BUILDER_FORKED || !f->cached_stream || !f->ctx->retained ||
+                          f->state != CUCAP_BUILDER_CAPTURING || f->h != h))
+            return 0;
+    }
+    if (count - 1 > 64 && (!(items = malloc((count - 1) * sizeof *items)) ||
+                           !(entries = malloc((count - 1) * sizeof *entries)))) {
+        free(items == local ? NULL : items);
+        return 0;
+    }
+    for (i = 0; i < count; i++)
+        if (builders[i] != root) {
+            entries[n] = &builders[i]->registration;
+            items[n++] = (struct cucap_cache_item){ builders[i]->ctx->ctx, builders[i]->ctx->dev, builders[i]->stream, 0 };
+        }
+    /* as release does, in one step for all: out of the fork lists; out of
+     * the registry, the streams deferred to the capture's end */
+    cucap_i_fork_links_release_all(builders, count, root);
+    deferred = cucap_i_hier_join_step(h, items, entries, n) == 0;
+    if (items != local)
+        free(items);
+    if (entries != local_entries)
+        free(entries);
+    if (!deferred)
+        return 0;   /* out of memory: each is released on its own */
+    {   /* the forks' context references, released by runs of one context */
+        struct ctx_hold *run = NULL;
+        size_t run_length = 0;
+        for (i = 0; i < count; i++) {
+            cucap_builder *f = builders[i];
+            if (f == root)
+                continue;
+            if (f->ctx != run) {
+                cucap_i_ctx_hold_release_by(run, run_length);
+                run = f->ctx;
+                run_length = 0;
+            }
+            run_length++;
+            f->h = NULL;
+            f->ctx = NULL;
+            f->stream = NULL;
+            f->state = CUCAP_BUILDER_CLOSED;
+        }
+        cucap_i_ctx_hold_release_by(run, run_length);
+    }
+    cucap_i_hier_unref_by(h, n);
+    return 1;
+}
+
 CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_builder **root_out,
                             cucap_error **err)
 {
@@ -460,6 +523,7 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
     cucap_builder *root = NULL;
     CUresult rc = CUDA_SUCCESS, closed;
     size_t i;
+    int running;
 
     /* inputs are read before any output is written: root_out may point into builders */
     if (!builders || count < 2) {
@@ -481,10 +545,10 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
         return rc;
 
     /* the one-step join and the close of its forks under one hold of the
-     * capture's lock (their own takes are then only counted) */
-    (void)cucap_i_capture_lock(root);
-    if (join_by_dependencies(root, builders, count, caller, err, &rc)) {
-        if (rc == CUDA_SUCCESS && cucap_i_release_joined(builders, count, root))
+     * capture's lock */
+    running = cucap_i_capture_lock(root);
+    if (join_by_dependencies(root, builders, count, running, caller, err, &rc)) {
+        if (rc == CUDA_SUCCESS && release_joined(builders, count, root))
             ;   /* every fork closed in one step */
         else
             for (i = 0; i < count && rc == CUDA_SUCCESS; i++)
