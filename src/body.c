@@ -79,8 +79,8 @@ CUresult cucap_i_attach_body(struct cucap_hier *parent, struct cucap_box *body_b
                               "body's graph with it; the body cannot be attached", caller);
         else if ((rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, body, NULL, 0, g)) != CUDA_SUCCESS)
             cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed while attaching the captured body to its "
-                         "conditional node: %s: %s; the body is marked failed", caller, cucap_i_result_label(rc),
-                         cucap_i_result_description(rc));
+                         "conditional node: " CUCAP_I_RESULT_FMT "; the body is marked failed", caller,
+                         CUCAP_I_RESULT_ARGS(rc));
         cucap_i_hier_unlock(parent);
     }
     cucap_i_hier_set_body(parent, record, rc == CUDA_SUCCESS ? CUCAP_BODY_ATTACHED : CUCAP_BODY_FAILED);

@@ -192,8 +192,8 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
 
 static CUresult end_failed(cucap_builder *b, CUresult rc, const char *caller, const char *doing, cucap_error **err)
 {
-    cucap_i_fail(err, rc, "%s: cuStreamEndCapture failed while %s: %s: %s%s", caller, doing,
-                 cucap_i_result_label(rc), cucap_i_result_description(rc),
+    cucap_i_fail(err, rc, "%s: cuStreamEndCapture failed while %s: " CUCAP_I_RESULT_FMT "%s", caller, doing,
+                 CUCAP_I_RESULT_ARGS(rc),
                  b->state == CUCAP_BUILDER_INVALIDATED ? "; the driver discarded the graph" : "");
     cucap_i_hier_note_first_failure(b->h, err);
     return rc;
@@ -261,8 +261,8 @@ static void release_cached_stream(cucap_builder *b, const char *caller)
         cucap_i_hier_defer_stream(b->h, b->ctx->ctx, b->ctx->dev, b->stream) == 0)
         return;
     if ((rc = cucap_i_drv.cuStreamDestroy(b->stream)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing the builder's stream: %s: %s", caller,
-                     cucap_i_result_label(rc), cucap_i_result_description(rc));
+        cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing the builder's stream: " CUCAP_I_RESULT_FMT,
+                     caller, CUCAP_I_RESULT_ARGS(rc));
 }
 
 static void release(cucap_builder *b, const char *caller)
@@ -285,8 +285,8 @@ static void release(cucap_builder *b, const char *caller)
         else if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE && b->cached_stream)
             cucap_i_give_stream(b->ctx, b->stream, caller);
         else if ((rc = cucap_i_drv.cuStreamDestroy(b->stream)) != CUDA_SUCCESS)
-            cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing the builder's stream: %s: %s", caller,
-                         cucap_i_result_label(rc), cucap_i_result_description(rc));
+            cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing the builder's stream: " CUCAP_I_RESULT_FMT,
+                         caller, CUCAP_I_RESULT_ARGS(rc));
     } else if (b->cached_stream) {
         (void)cucap_i_capture_lock(b);
         release_cached_stream(b, caller);
@@ -552,8 +552,8 @@ CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned in
     rc = cucap_i_drv.cuGraphDebugDotPrint(cucap_i_hier_root(b->h), path, flags);
     cucap_i_hier_unlock(b->h);
     if (rc != CUDA_SUCCESS)
-        return cucap_i_fail(err, rc, "%s: cuGraphDebugDotPrint could not write '%s': %s: %s", caller, path,
-                            cucap_i_result_label(rc), cucap_i_result_description(rc));
+        return cucap_i_fail(err, rc, "%s: cuGraphDebugDotPrint could not write '%s': " CUCAP_I_RESULT_FMT, caller,
+                            path, CUCAP_I_RESULT_ARGS(rc));
     return CUDA_SUCCESS;
 }
 
@@ -623,8 +623,7 @@ CUresult cucap_builder_enqueue(cucap_builder *b, cucap_enqueue_fn fn, void *user
     } else if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) == CUDA_SUCCESS) {
         if ((rc = fn(s, user_data)) != CUDA_SUCCESS) {
             cucap_i_hier_capture_failed(h, "the work of cucap_builder_enqueue", rc);
-            cucap_i_fail(err, rc, "%s: the work failed: %s: %s", caller, cucap_i_result_label(rc),
-                         cucap_i_result_description(rc));
+            cucap_i_fail(err, rc, "%s: the work failed: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
         }
         rc = cucap_i_ctx_leave_for(ctx, saved, rc, caller, err);
     }

@@ -50,7 +50,7 @@ void cucap_i_ctx_hold_release_by(struct ctx_hold *c, size_t n)
         return;
     if (c->retained && (rc = cucap_i_drv.cuDevicePrimaryCtxRelease(c->dev)) != CUDA_SUCCESS)
         cucap_i_warn(rc, "libcucapture: cuDevicePrimaryCtxRelease failed while releasing device %d's primary "
-                     "context: %s: %s", (int)c->dev, cucap_i_result_label(rc), cucap_i_result_description(rc));
+                     "context: " CUCAP_I_RESULT_FMT, (int)c->dev, CUCAP_I_RESULT_ARGS(rc));
     free(c);
 }
 

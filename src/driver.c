@@ -99,8 +99,8 @@ static void load_driver(void)
     else if (rc == CUDA_SUCCESS)
         rc = CUDA_ERROR_NOT_FOUND;
     if (rc != CUDA_SUCCESS) {
-        load_failed(rc, "cuDriverGetVersion of the CUDA driver library '%s' failed: %s: %s",
-                    path, cucap_i_result_label(rc), cucap_i_result_description(rc));
+        load_failed(rc, "cuDriverGetVersion of the CUDA driver library '%s' failed: " CUCAP_I_RESULT_FMT,
+                    path, CUCAP_I_RESULT_ARGS(rc));
         dlclose(handle);
         return;
     }
@@ -142,8 +142,8 @@ static void load_driver(void)
 
     rc = cucap_i_drv.cuInit(0);
     if (rc != CUDA_SUCCESS)
-        load_failed(rc, "cuInit of the CUDA driver '%s' failed: %s: %s", path,
-                    cucap_i_result_label(rc), cucap_i_result_description(rc));
+        load_failed(rc, "cuInit of the CUDA driver '%s' failed: " CUCAP_I_RESULT_FMT, path,
+                    CUCAP_I_RESULT_ARGS(rc));
 }
 
 CUresult cucap_i_driver(const char *caller, cucap_error **err)

@@ -50,8 +50,8 @@ static CUresult embed_locked(cucap_builder *parent, cucap_builder *child, const 
                             status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? "invalidated" : "over");
     rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, capture_graph, deps, n, cucap_i_hier_root(child->h));
     if (rc != CUDA_SUCCESS)
-        return cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed: %s: %s%s", caller, cucap_i_result_label(rc),
-                            cucap_i_result_description(rc),
+        return cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed: " CUCAP_I_RESULT_FMT "%s", caller,
+                            CUCAP_I_RESULT_ARGS(rc),
                             rc == CUDA_ERROR_NOT_SUPPORTED
                                 ? " (a graph with allocation, free or conditional nodes cannot be embedded)" : "");
     rc = cucap_i_drv.cuStreamUpdateCaptureDependencies(parent->stream, &node, NULL, 1,

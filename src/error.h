@@ -17,10 +17,6 @@ extern "C" {
 #  define CUCAP_PRINTF(fmt, args)
 #endif
 
-/* A new error, or the static out-of-memory error. */
-cucap_error *cucap_i_error_new(CUresult code, const char *fmt, ...) CUCAP_PRINTF(2, 3);
-cucap_error *cucap_i_error_newv(CUresult code, const char *fmt, va_list ap) CUCAP_PRINTF(2, 0);
-
 /* Report a failure to the caller: stores a new error in *err when err is
  * not NULL and returns its code (code, or CUDA_ERROR_OUT_OF_MEMORY when
  * only the static error could be had). */
@@ -39,6 +35,12 @@ const char *cucap_i_result_description(CUresult code);
 
 /* A name for a code for messages and notes: never NULL. */
 const char *cucap_i_result_label(CUresult code);
+
+/* A failed call's code inside a message, as every message writes it,
+ * "NAME: description":
+ *     cucap_i_warn(rc, "%s: cuStreamDestroy failed: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc)); */
+#define CUCAP_I_RESULT_FMT "%s: %s"
+#define CUCAP_I_RESULT_ARGS(code) cucap_i_result_label(code), cucap_i_result_description(code)
 
 /* The loaded driver's cuGetErrorName and cuGetErrorString, which the two
  * above ask for codes the library's tables lack (driver.c sets them). */

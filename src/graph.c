@@ -126,9 +126,9 @@ static CUresult instantiate_graph(CUgraph root, int conditional, const cucap_com
                             "result %d", caller, cucap_i_result_label(rc), (int)params.result_out);
     }
     if (rc == CUDA_ERROR_NOT_SUPPORTED && conditional)
-        return cucap_i_fail(err, rc, "%s: cuGraphInstantiateWithParams failed: %s: %s (a graph with conditional "
-                            "nodes has one executable graph at a time: destroy the other one first)", caller,
-                            cucap_i_result_label(rc), cucap_i_result_description(rc));
+        return cucap_i_fail(err, rc, "%s: cuGraphInstantiateWithParams failed: " CUCAP_I_RESULT_FMT
+                            " (a graph with conditional nodes has one executable graph at a time: destroy the other "
+                            "one first)", caller, CUCAP_I_RESULT_ARGS(rc));
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuGraphInstantiateWithParams");
     if (!*exec)
@@ -205,8 +205,7 @@ static CUresult exec_on_stream(cucap_exec *e, CUstream s, int upload, const char
         return rc;
     rc = upload ? cucap_i_drv.cuGraphUpload(e->exec, s) : cucap_i_drv.cuGraphLaunch(e->exec, s);
     if (rc != CUDA_SUCCESS) {
-        cucap_i_fail(err, rc, "%s: %s failed: %s: %s%s", caller, call, cucap_i_result_label(rc),
-                     cucap_i_result_description(rc),
+        cucap_i_fail(err, rc, "%s: %s failed: " CUCAP_I_RESULT_FMT "%s", caller, call, CUCAP_I_RESULT_ARGS(rc),
                      rc == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
                          ? " (an executable graph cannot be launched into a stream that is capturing; the "
                            "driver invalidated that capture; embed a graph with cucap_builder_embed instead)" : "");
@@ -244,20 +243,19 @@ void cucap_i_exec_destroy_handle(CUgraphExec exec, CUcontext ctx, const char *ca
 
     if (!(in_ctx = (rc = cucap_i_ctx_enter(ctx, &saved)) == CUDA_SUCCESS))
         cucap_i_warn(rc, "%s: cuCtxSetCurrent failed while making the graph's context current; the executable "
-                     "graph is destroyed in the thread's own context: %s: %s", caller, cucap_i_result_label(rc),
-                     cucap_i_result_description(rc));
+                     "graph is destroyed in the thread's own context: " CUCAP_I_RESULT_FMT, caller,
+                     CUCAP_I_RESULT_ARGS(rc));
     if ((entered = cucap_i_relaxed_enter(&scope, caller, &err)) != CUDA_SUCCESS) {
         cucap_i_warn_error(err);
         err = NULL;
     }
     if ((rc = cucap_i_drv.cuGraphExecDestroy(exec)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "%s: cuGraphExecDestroy failed: %s: %s", caller, cucap_i_result_label(rc),
-                     cucap_i_result_description(rc));
+        cucap_i_warn(rc, "%s: cuGraphExecDestroy failed: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
     if (entered == CUDA_SUCCESS && cucap_i_relaxed_leave(&scope, CUDA_SUCCESS, caller, &err) != CUDA_SUCCESS)
         cucap_i_warn_error(err);
     if (in_ctx && (rc = cucap_i_ctx_leave(ctx, saved)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "%s: cuCtxSetCurrent failed while restoring the thread's context: %s: %s", caller,
-                     cucap_i_result_label(rc), cucap_i_result_description(rc));
+        cucap_i_warn(rc, "%s: cuCtxSetCurrent failed while restoring the thread's context: " CUCAP_I_RESULT_FMT,
+                     caller, CUCAP_I_RESULT_ARGS(rc));
 }
 
 void cucap_exec_destroy(cucap_exec *e)

@@ -193,7 +193,7 @@ void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n)
         return;
     if (h->owned && h->root.graph && (rc = cucap_i_drv.cuGraphDestroy(h->root.graph)) != CUDA_SUCCESS)
         cucap_i_warn(rc, "cucap_graph_unref: cuGraphDestroy failed while destroying the last reference's graph: "
-                     "%s: %s", cucap_i_result_label(rc), cucap_i_result_description(rc));
+                     CUCAP_I_RESULT_FMT, CUCAP_I_RESULT_ARGS(rc));
     while (h->root.next) {   /* the driver destroyed the graphs below the root with it */
         struct cucap_box *b = h->root.next;
         h->root.next = b->next;
@@ -528,15 +528,16 @@ CUresult cucap_i_fail_in_capture(struct cucap_hier *h, CUstream s, CUresult rc, 
         cucap_i_drv.cuStreamGetCaptureInfo(s, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
         status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
         cucap_i_fail(err, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
-                     "%s: %s failed: %s: %s, because the capture had been invalidated before this call by a call "
+                     "%s: %s failed: " CUCAP_I_RESULT_FMT
+                     ", because the capture had been invalidated before this call by a call "
                      "made outside the library on one of its streams (synchronizing one of them, a synchronous "
                      "allocation or free, or another thread's global-mode call such as a legacy-stream "
-                     "operation)%s", caller, call, cucap_i_result_label(rc), cucap_i_result_description(rc),
+                     "operation)%s", caller, call, CUCAP_I_RESULT_ARGS(rc),
                      consequence ? consequence : "");
         rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     } else {
-        cucap_i_fail(err, rc, "%s: %s failed: %s: %s%s", caller, call, cucap_i_result_label(rc),
-                     cucap_i_result_description(rc), consequence ? consequence : "");
+        cucap_i_fail(err, rc, "%s: %s failed: " CUCAP_I_RESULT_FMT "%s", caller, call, CUCAP_I_RESULT_ARGS(rc),
+                     consequence ? consequence : "");
     }
     record_failure(h, caller, rc);
     return rc;

@@ -17,8 +17,8 @@ CUresult cucap_i_relaxed_enter(struct cucap_relaxed_scope *scope, const char *ca
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail(err, rc,
                             "%s: cuThreadExchangeStreamCaptureMode failed while switching the thread to "
-                            "relaxed capture mode: %s: %s",
-                            caller, cucap_i_result_label(rc), cucap_i_result_description(rc));
+                            "relaxed capture mode: " CUCAP_I_RESULT_FMT,
+                            caller, CUCAP_I_RESULT_ARGS(rc));
     return CUDA_SUCCESS;
 }
 
@@ -37,6 +37,6 @@ CUresult cucap_i_relaxed_leave(struct cucap_relaxed_scope *scope, CUresult work,
     }
     return cucap_i_fail(err, rc,
                         "%s: cuThreadExchangeStreamCaptureMode failed while restoring the thread's capture "
-                        "mode; the thread is left in relaxed mode: %s: %s",
-                        caller, cucap_i_result_label(rc), cucap_i_result_description(rc));
+                        "mode; the thread is left in relaxed mode: " CUCAP_I_RESULT_FMT,
+                        caller, CUCAP_I_RESULT_ARGS(rc));
 }

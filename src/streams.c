@@ -211,9 +211,9 @@ static void give(CUcontext ctx, CUdevice dev, int kind, void *item, const char *
     }
     rc = kind == STREAMS ? cucap_i_drv.cuStreamDestroy((CUstream)item) : cucap_i_drv.cuEventDestroy((CUevent)item);
     if (rc != CUDA_SUCCESS)
-        cucap_i_warn(rc, "%s: %s failed while releasing a cached %s: %s: %s", caller,
+        cucap_i_warn(rc, "%s: %s failed while releasing a cached %s: " CUCAP_I_RESULT_FMT, caller,
                      kind == STREAMS ? "cuStreamDestroy" : "cuEventDestroy", kind == STREAMS ? "stream" : "event",
-                     cucap_i_result_label(rc), cucap_i_result_description(rc));
+                     CUCAP_I_RESULT_ARGS(rc));
 }
 
 CUresult cucap_i_cache_take_stream(CUcontext ctx, CUdevice dev, CUstream *out, const char *caller)
