@@ -68,7 +68,8 @@ static char *format_alloc(const char *fmt, va_list ap)
     return s;
 }
 
-cucap_error *cucap_i_error_newv(CUresult code, const char *fmt, va_list ap)
+/* A new error, or the static out-of-memory error. */
+CUCAP_PRINTF(2, 0) static cucap_error *error_newv(CUresult code, const char *fmt, va_list ap)
 {
     cucap_error *e = malloc(sizeof *e);
 
@@ -85,17 +86,6 @@ cucap_error *cucap_i_error_newv(CUresult code, const char *fmt, va_list ap)
     return e;
 }
 
-cucap_error *cucap_i_error_new(CUresult code, const char *fmt, ...)
-{
-    va_list ap;
-    cucap_error *e;
-
-    va_start(ap, fmt);
-    e = cucap_i_error_newv(code, fmt, ap);
-    va_end(ap);
-    return e;
-}
-
 CUresult cucap_i_fail(cucap_error **err, CUresult code, const char *fmt, ...)
 {
     va_list ap;
@@ -107,7 +97,7 @@ CUresult cucap_i_fail(cucap_error **err, CUresult code, const char *fmt, ...)
         /* as GLib: a caller that passes an error already set has a bug;
          * its object (maybe freed already: never read) is left alone and
          * the new error goes to the warning handler */
-        cucap_error *lost = cucap_i_error_newv(code, fmt, ap);
+        cucap_error *lost = error_newv(code, fmt, ap);
         va_end(ap);
         cucap_i_warn(code, "an error was reported into a cucap_error * that was not NULL (a previous error "
                      "not freed and reset, or an uninitialised pointer); the caller's object is left as it was; "
@@ -115,15 +105,14 @@ CUresult cucap_i_fail(cucap_error **err, CUresult code, const char *fmt, ...)
         cucap_error_free(lost);
         return code;
     }
-    *err = cucap_i_error_newv(code, fmt, ap);
+    *err = error_newv(code, fmt, ap);
     va_end(ap);
     return (*err)->code;
 }
 
 CUresult cucap_i_fail_driver(cucap_error **err, CUresult rc, const char *caller, const char *call)
 {
-    return cucap_i_fail(err, rc, "%s: %s failed: %s: %s", caller, call, cucap_i_result_label(rc),
-                        cucap_i_result_description(rc));
+    return cucap_i_fail(err, rc, "%s: %s failed: " CUCAP_I_RESULT_FMT, caller, call, CUCAP_I_RESULT_ARGS(rc));
 }
 
 void cucap_i_error_add_note(cucap_error *e, const char *fmt, ...)
@@ -151,8 +140,8 @@ void cucap_i_error_add_note(cucap_error *e, const char *fmt, ...)
 void cucap_i_note_failure(cucap_error **err, const char *call, const char *doing, CUresult code)
 {
     if (err && *err)
-        cucap_i_error_add_note(*err, "%s failed while %s: %s: %s", call, doing,
-                               cucap_i_result_label(code), cucap_i_result_description(code));
+        cucap_i_error_add_note(*err, "%s failed while %s: " CUCAP_I_RESULT_FMT, call, doing,
+                               CUCAP_I_RESULT_ARGS(code));
 }
 
 /* Our own words for the codes the library itself produces or that capture
@@ -356,7 +345,7 @@ void cucap_i_warn(CUresult code, const char *fmt, ...)
     if (code == CUDA_SUCCESS || code == CUDA_ERROR_DEINITIALIZED)
         return;
     va_start(ap, fmt);
-    e = cucap_i_error_newv(code, fmt, ap);
+    e = error_newv(code, fmt, ap);
     va_end(ap);
     cucap_i_warn_error(e);
 }

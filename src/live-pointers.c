@@ -72,16 +72,3 @@ void cucap_i_live_forget_owner(const void *owner)
         unlock(&stripes[i]);
     }
 }
-
-size_t cucap_i_live_footprint(void)
-{
-    size_t bytes = 0;
-    int i;
-
-    for (i = 0; i < STRIPES; i++) {
-        lock(&stripes[i]);
-        bytes += cucap_i_ptr_set_footprint(&stripes[i].set);
-        unlock(&stripes[i]);
-    }
-    return bytes;
-}

@@ -17,7 +17,5 @@ int cucap_i_live_add(CUdeviceptr ptr, const void *owner);
 int cucap_i_live_remove(CUdeviceptr ptr, const void *owner);
 /* Forget every pointer of owner (it is being closed). */
 void cucap_i_live_forget_owner(const void *owner);
-/* The heap memory the stripes hold. */
-size_t cucap_i_live_footprint(void);
 
 #endif

@@ -391,8 +391,3 @@ void cucap_pool_destroy(cucap_pool *p)
     else
         cucap_error_free(err);
 }
-
-size_t cucap_i_pool_tracked_bytes(void)
-{
-    return cucap_i_live_footprint();
-}

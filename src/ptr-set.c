@@ -60,12 +60,20 @@ static struct cucap_ptr_slot *find(const struct cucap_ptr_set *set, CUdeviceptr 
     return NULL;
 }
 
+static void clear(struct cucap_ptr_set *set)
+{
+    if (set->slots != set->small)
+        free(set->slots);
+    set->slots = NULL;
+    set->capacity = set->count = set->used = 0;
+}
+
 /* After a removal: a table mostly empty shrinks (out of memory: it stays
  * larger, still correct). */
 static void after_removal(struct cucap_ptr_set *set)
 {
     if (set->count == 0 && set->slots != set->small)
-        cucap_i_ptr_set_clear(set);
+        clear(set);
     else if (set->capacity > MIN_CAPACITY && set->count * 8 < set->capacity)
         (void)resize(set, set->capacity / 2);
 }
@@ -143,22 +151,4 @@ void cucap_i_ptr_set_remove_owner(struct cucap_ptr_set *set, const void *owner)
         }
     if (set->capacity)
         after_removal(set);
-}
-
-size_t cucap_i_ptr_set_count(const struct cucap_ptr_set *set)
-{
-    return set->count;
-}
-
-size_t cucap_i_ptr_set_footprint(const struct cucap_ptr_set *set)
-{
-    return set->slots && set->slots != set->small ? set->capacity * sizeof *set->slots : 0;
-}
-
-void cucap_i_ptr_set_clear(struct cucap_ptr_set *set)
-{
-    if (set->slots != set->small)
-        free(set->slots);
-    set->slots = NULL;
-    set->capacity = set->count = set->used = 0;
 }

@@ -27,10 +27,8 @@ int cucap_i_ptr_set_add(struct cucap_ptr_set *set, CUdeviceptr p, const void *ow
 /* Remove p when owner holds it: 1; 0 when nobody holds it; -1 when
  * another owner does (then it stays). */
 int cucap_i_ptr_set_remove(struct cucap_ptr_set *set, CUdeviceptr p, const void *owner);
-/* Forget every pointer of owner. */
+/* Forget every pointer of owner.  A set emptied by removals holds no
+ * heap memory. */
 void cucap_i_ptr_set_remove_owner(struct cucap_ptr_set *set, const void *owner);
-size_t cucap_i_ptr_set_count(const struct cucap_ptr_set *set);
-size_t cucap_i_ptr_set_footprint(const struct cucap_ptr_set *set);   /* heap bytes held */
-void cucap_i_ptr_set_clear(struct cucap_ptr_set *set);
 
 #endif

@@ -37,10 +37,19 @@ void *__wrap_realloc(void *p, size_t size)
     return allocation_fails() ? NULL : __real_realloc(p, size);
 }
 
+/* An error object made as the library makes them, by cucap_i_fail. */
+static cucap_error *made_error(CUresult code, const char *message)
+{
+    cucap_error *e = NULL;
+
+    cr_assert_eq(cucap_i_fail(&e, code, "%s", message), e ? cucap_error_code(e) : code);
+    return e;
+}
+
 Test(error, keeps_code_name_and_message)
 {
-    cucap_error *e = cucap_i_error_new(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
-                                       "cucap_builder_end: capture %d was invalidated", 7);
+    cucap_error *e = made_error(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                                "cucap_builder_end: capture 7 was invalidated");
 
     cr_assert_eq(cucap_error_code(e), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     cr_assert_str_eq(cucap_error_name(e), "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED");
@@ -64,7 +73,7 @@ Test(error, names_every_kind_of_code)
     size_t i;
 
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        cucap_error *e = cucap_i_error_new(cases[i].code, "x");
+        cucap_error *e = made_error(cases[i].code, "x");
         cr_assert_str_eq(cucap_error_name(e), cases[i].name);
         cucap_error_free(e);
     }
@@ -72,7 +81,7 @@ Test(error, names_every_kind_of_code)
 
 Test(error, notes_keep_their_order)
 {
-    cucap_error *e = cucap_i_error_new(CUDA_ERROR_INVALID_VALUE, "primary");
+    cucap_error *e = made_error(CUDA_ERROR_INVALID_VALUE, "primary");
 
     cucap_i_error_add_note(e, "first %s", "note");
     cucap_i_error_add_note(e, "second");
@@ -89,7 +98,7 @@ Test(error, notes_keep_their_order)
 
 Test(error, failure_note_has_the_contract_format)
 {
-    cucap_error *e = cucap_i_error_new(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cucap_pool_open_default: x");
+    cucap_error *e = made_error(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cucap_pool_open_default: x");
 
     cucap_i_note_failure(&e, "cuThreadExchangeStreamCaptureMode", "restoring the thread's capture mode",
                          CUDA_ERROR_INVALID_VALUE);
@@ -111,7 +120,7 @@ Test(error, failure_note_without_an_error_is_harmless)
 
 Test(error, to_string_lists_message_then_notes)
 {
-    cucap_error *e = cucap_i_error_new(CUDA_ERROR_STREAM_CAPTURE_MERGE, "cucap_builder_join: failed");
+    cucap_error *e = made_error(CUDA_ERROR_STREAM_CAPTURE_MERGE, "cucap_builder_join: failed");
     char *s;
 
     s = cucap_error_to_string(e);
@@ -155,9 +164,9 @@ Test(error, out_of_memory_gives_the_static_error)
     cucap_error *e, *again;
 
     fail_after = 0;
-    e = cucap_i_error_new(CUDA_ERROR_INVALID_VALUE, "lost");
+    e = made_error(CUDA_ERROR_INVALID_VALUE, "lost");
     fail_after = 1;   /* the object succeeds, its message fails */
-    again = cucap_i_error_new(CUDA_ERROR_INVALID_VALUE, "lost too");
+    again = made_error(CUDA_ERROR_INVALID_VALUE, "lost too");
     fail_after = -1;
     cr_assert_not_null(e);
     cr_assert_eq(e, again, "both failures must give the one static error of that code");
@@ -211,7 +220,7 @@ Test(error, every_code_has_its_own_fallback)
 
 Test(error, note_allocation_failure_keeps_earlier_notes)
 {
-    cucap_error *e = cucap_i_error_new(CUDA_ERROR_UNKNOWN, "primary");
+    cucap_error *e = made_error(CUDA_ERROR_UNKNOWN, "primary");
     char *s;
 
     cucap_i_error_add_note(e, "kept");
@@ -266,7 +275,7 @@ Test(warning, deinitialized_and_success_are_never_reported)
     cucap_set_warning_handler(record_warning, NULL);
     cucap_i_warn(CUDA_ERROR_DEINITIALIZED, "cucap_pool_close: shutting down");
     cucap_i_warn(CUDA_SUCCESS, "nothing");
-    cucap_i_warn_error(cucap_i_error_new(CUDA_ERROR_DEINITIALIZED, "exit"));
+    cucap_i_warn_error(made_error(CUDA_ERROR_DEINITIALIZED, "exit"));
     cucap_i_warn_error(NULL);
     cr_assert_eq(seen.calls, 0);
     cucap_set_warning_handler(NULL, NULL);
@@ -274,7 +283,7 @@ Test(warning, deinitialized_and_success_are_never_reported)
 
 Test(warning, warn_error_passes_notes, .init = cr_redirect_stderr)
 {
-    cucap_error *e = cucap_i_error_new(CUDA_ERROR_UNKNOWN, "cucap_builder_destroy: end failed");
+    cucap_error *e = made_error(CUDA_ERROR_UNKNOWN, "cucap_builder_destroy: end failed");
 
     cucap_i_error_add_note(e, "and a note");
     cucap_i_warn_error(e);
@@ -314,7 +323,7 @@ Test(warning, out_of_memory_still_warns, .init = cr_redirect_stderr)
 
 Test(warning, an_error_already_set_is_left_alone_and_reported)
 {
-    cucap_error *first = cucap_i_error_new(CUDA_ERROR_INVALID_VALUE, "the caller's"), *e = first;
+    cucap_error *first = made_error(CUDA_ERROR_INVALID_VALUE, "the caller's"), *e = first;
 
     cucap_set_warning_handler(record_warning, NULL);
     seen.calls = 0;

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 
+#include "heap-count.h"
 #include "live-pointers.h"
 #include "ptr-set.h"
 
@@ -12,53 +13,56 @@ static const int pool_a, pool_b;
 Test(ptr_set, an_address_belongs_to_its_last_owner)
 {
     struct cucap_ptr_set set = { 0 };
+    const long base = heap_count();
 
     cr_assert_eq(cucap_i_ptr_set_add(&set, 0x1000, &pool_a), 0);
     cr_assert_eq(cucap_i_ptr_set_add(&set, 0x1000, &pool_b), 0, "the driver handed the address out again");
-    cr_assert_eq(cucap_i_ptr_set_count(&set), 1);
+    cr_assert_eq(set.count, 1);
     cr_assert_eq(cucap_i_ptr_set_remove(&set, 0x1000, &pool_a), -1, "another owner holds it");
     cr_assert_eq(cucap_i_ptr_set_remove(&set, 0x1000, &pool_b), 1);
     cr_assert_eq(cucap_i_ptr_set_remove(&set, 0x1000, &pool_b), 0, "gone");
     cr_assert_eq(cucap_i_ptr_set_remove(&set, 0, &pool_b), 0, "0 is never an entry");
-    cucap_i_ptr_set_clear(&set);
+    cr_assert_eq(heap_count() - base, 0);
 }
 
 Test(ptr_set, forgetting_an_owner_leaves_the_others)
 {
     struct cucap_ptr_set set = { 0 };
+    const long base = heap_count();
     CUdeviceptr p;
 
     for (p = 0x10000; p < 0x10000 + 100 * 256; p += 256)
         cr_assert_eq(cucap_i_ptr_set_add(&set, p, (p / 256) % 2 ? &pool_a : &pool_b), 0);
     cucap_i_ptr_set_remove_owner(&set, &pool_a);
-    cr_assert_eq(cucap_i_ptr_set_count(&set), 50);
+    cr_assert_eq(set.count, 50);
     for (p = 0x10000; p < 0x10000 + 100 * 256; p += 256)
         cr_assert_eq(cucap_i_ptr_set_remove(&set, p, &pool_b), (p / 256) % 2 ? 0 : 1);
-    cr_assert_eq(cucap_i_ptr_set_footprint(&set), 0, "an empty map holds no memory");
+    cr_assert_eq(heap_count() - base, 0, "an empty map holds no memory");
 }
 
 Test(ptr_set, memory_follows_the_live_pointers)
 {
     struct cucap_ptr_set set = { 0 };
-    size_t peak;
+    const long base = heap_count();
+    long peak;
     CUdeviceptr p;
     int i;
 
     for (p = 0x100000; p < 0x100000 + 10000 * 64; p += 64)
         cr_assert_eq(cucap_i_ptr_set_add(&set, p, &pool_a), 0);
-    peak = cucap_i_ptr_set_footprint(&set);
+    peak = heap_count() - base;
     for (p = 0x100000; p < 0x100000 + 9990 * 64; p += 64)
         cr_assert_eq(cucap_i_ptr_set_remove(&set, p, &pool_a), 1);
-    cr_assert_lt(cucap_i_ptr_set_footprint(&set), peak / 64, "10 live pointers keep %zu bytes",
-                 cucap_i_ptr_set_footprint(&set));
+    cr_assert_lt(heap_count() - base, peak / 64, "10 live pointers keep %ld bytes", heap_count() - base);
     for (i = 0; i < 1000000; i++) {   /* at most one more live at a time */
         cr_assert_eq(cucap_i_ptr_set_add(&set, 0x900000 + (CUdeviceptr)(i % 7) * 64, &pool_b), 0);
         cr_assert_eq(cucap_i_ptr_set_remove(&set, 0x900000 + (CUdeviceptr)(i % 7) * 64, &pool_b), 1);
     }
-    cr_assert_leq(cucap_i_ptr_set_footprint(&set), 64 * sizeof(struct cucap_ptr_slot),
-                  "removed entries never pile up: %zu bytes", cucap_i_ptr_set_footprint(&set));
-    cr_assert_eq(cucap_i_ptr_set_count(&set), 10);
-    cucap_i_ptr_set_clear(&set);
+    cr_assert_leq(heap_count() - base, (long)(64 * sizeof(struct cucap_ptr_slot) + 2 * sizeof(size_t)),
+                  "removed entries never pile up: %ld bytes", heap_count() - base);
+    cr_assert_eq(set.count, 10);
+    cucap_i_ptr_set_remove_owner(&set, &pool_a);
+    cr_assert_eq(heap_count() - base, 0, "an emptied map holds %ld bytes", heap_count() - base);
 }
 
 /* Random adds and removes against a plain array: every answer of the map
@@ -70,6 +74,7 @@ Test(ptr_set, agrees_with_a_plain_array_under_random_use)
     const void *owner_of[ADDRESSES] = { NULL };
     const void *owners[] = { &pool_a, &pool_b };
     struct cucap_ptr_set set = { 0 };
+    const long base = heap_count();
     unsigned long long x = 0x2545f4914f6cdd1dull;
     size_t live = 0;
     int i;
@@ -92,9 +97,12 @@ Test(ptr_set, agrees_with_a_plain_array_under_random_use)
                 live--;
             }
         }
-        cr_assert_eq(cucap_i_ptr_set_count(&set), live);
+        cr_assert_eq(set.count, live);
     }
-    cucap_i_ptr_set_clear(&set);
+    cucap_i_ptr_set_remove_owner(&set, &pool_a);
+    cucap_i_ptr_set_remove_owner(&set, &pool_b);
+    cr_assert_eq(set.count, 0);
+    cr_assert_eq(heap_count() - base, 0, "an emptied map holds %ld bytes", heap_count() - base);
 }
 
 /* A map of a few pointers lives in itself: no heap memory, however often
@@ -102,17 +110,18 @@ Test(ptr_set, agrees_with_a_plain_array_under_random_use)
 Test(ptr_set, a_few_pointers_take_no_heap_memory)
 {
     struct cucap_ptr_set set = { 0 };
+    const long base = heap_count();
     int i, j;
 
     for (i = 0; i < 100000; i++) {
         for (j = 0; j < CUCAP_PTR_SET_SMALL / 2; j++)
             cr_assert_eq(cucap_i_ptr_set_add(&set, 0x300000 + (CUdeviceptr)(i % 5 + j) * 256, &pool_a), 0);
-        cr_assert_eq(cucap_i_ptr_set_footprint(&set), 0, "%zu bytes", cucap_i_ptr_set_footprint(&set));
+        cr_assert_eq(heap_count() - base, 0, "%ld bytes", heap_count() - base);
         for (j = 0; j < CUCAP_PTR_SET_SMALL / 2; j++)
             cr_assert_eq(cucap_i_ptr_set_remove(&set, 0x300000 + (CUdeviceptr)(i % 5 + j) * 256, &pool_a), 1);
     }
-    cr_assert_eq(cucap_i_ptr_set_count(&set), 0);
-    cr_assert_eq(cucap_i_ptr_set_footprint(&set), 0);
+    cr_assert_eq(set.count, 0);
+    cr_assert_eq(heap_count() - base, 0);
 }
 
 /* The pools' striped table from many threads at once: each thread's
@@ -137,6 +146,7 @@ static void *live_worker(void *arg)
 Test(live_pointers, many_threads_each_find_their_own)
 {
     pthread_t t[LIVE_THREADS];
+    const long base = heap_count();
     size_t i;
 
     for (i = 0; i < LIVE_THREADS; i++)
@@ -146,7 +156,7 @@ Test(live_pointers, many_threads_each_find_their_own)
         pthread_join(t[i], &bad);
         cr_assert_eq((long)bad, 0, "thread %zu: %ld wrong answers", i, (long)bad);
     }
-    cr_assert_eq(cucap_i_live_footprint(), 0);
+    cr_assert_eq(heap_count() - base, 0, "the stripes hold %ld bytes for no live pointer", heap_count() - base);
     cr_assert_eq(cucap_i_live_add(0x5000, &pool_a), 0);
     cr_assert_eq(cucap_i_live_remove(0x5000, &pool_b), -1, "another owner holds it");
     cucap_i_live_forget_owner(&pool_a);
