@@ -563,10 +563,7 @@ CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned in
  * the caller unlocks with cucap_i_capture_unlock whatever it returned. */
 int cucap_i_capture_lock(const cucap_builder *b)
 {
-    if (!b->h)
-        return 0;
-    cucap_i_hier_lock(b->h);
-    return !cucap_i_hier_is_capture_over(b->h);
+    return b->h ? cucap_i_hier_lock_running(b->h) : 0;
 }
 
 void cucap_i_capture_unlock(const cucap_builder *b)

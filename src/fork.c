@@ -293,14 +293,18 @@ static CUresult check_distinct(cucap_builder *const *builders, size_t count, con
 
 /* join's checks before it touches anything: distinct, open builders, the
  * root capturing (a root that is not would silently join the capture of
- * whichever builder it waits on), every other builder capturing too. */
-static CUresult check_join(cucap_builder *const *builders, size_t count, cucap_builder *root, const char *caller,
-                           cucap_error **err)
+ * whichever builder it waits on), every other builder capturing too.
+ * Unless full, whether the capture of root's hierarchy is over is left
+ * to the caller, who learns it with the capture's lock (a fork in it is
+ * then checked again, fully). */
+static CUresult check_join(cucap_builder *const *builders, size_t count, cucap_builder *root, int full,
+                           const char *caller, cucap_error **err)
 {
     size_t i;
 
     for (i = 0; i < count; i++) {
-        cucap_builder_state state = cucap_builder_get_state(builders[i]);
+        cucap_builder_state state = full || builders[i]->h != root->h ? cucap_builder_get_state(builders[i])
+                                                                      : builders[i]->state;
         if (state == CUCAP_BUILDER_CAPTURING)
             continue;
         if (builders[i] == root)
@@ -374,9 +378,10 @@ static long unique_dependencies(struct dependency *all, size_t n)
  * (without it, edges that carry data make the query LOSSY_QUERY), read
  * once and added to the root's with one call.  Returns 0, having changed
  * nothing, when that does not apply; the pairwise join then runs and
- * reports what users know.  Returns 1 with *rc the call's result. */
+ * reports what users know.  Returns 1 with *rc the call's result.  The
+ * capture id of h, when the root's query taught it, is left in *learned. */
 static int join_by_dependencies(cucap_builder *root, cucap_builder *const *builders, size_t count, int running,
-                                const char *caller, cucap_error **err, CUresult *rc)
+                                const char *caller, cucap_error **err, CUresult *rc, cuuint64_t *learned)
 {
     struct dependency local[128], *all = local, *grown;
     CUgraphNode nodes_local[128], *nodes = nodes_local;
@@ -396,7 +401,7 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
         status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
         goto out;
     if (root->kind != CUCAP_BUILDER_FORKED && root->h)   /* the stream that began h's capture */
-        cucap_i_hier_learn_capture_id(root->h, root_id);
+        *learned = root_id;
     for (i = 0; i < count; i++) {
         const CUgraphNode *deps = NULL;
         const CUgraphEdgeData *data = NULL;
@@ -453,10 +458,11 @@ out:
 }
 
 /* Close, as release does, the forks a one-step join just joined into
- * root's capture, in one step for all; 0, having changed nothing that
- * matters, when that does not apply (each is then closed on its own).
- * Under the capture's lock. */
-static int release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root)
+ * root's capture, in one step for all, and release the capture's lock,
+ * which the caller holds; learned as cucap_i_hier_join_and_unlock takes
+ * it.  0, the lock still held and nothing changed that matters, when
+ * that does not apply (each is then closed on its own). */
+static int release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root, cuuint64_t learned)
 {
     struct cucap_cache_item local[64], *items = local;
     struct cucap_registration *local_entries[64], **entries = local_entries;
@@ -485,7 +491,7 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
     /* as release does, in one step for all: out of the fork lists; out of
      * the registry, the streams deferred to the capture's end */
     cucap_i_fork_links_release_all(builders, count, root);
-    deferred = cucap_i_hier_join_step(h, items, entries, n) == 0;
+    deferred = cucap_i_hier_join_and_unlock(h, learned, items, entries, n) == 0;
     if (items != local)
         free(items);
     if (entries != local_entries)
@@ -500,7 +506,8 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
             if (f == root)
                 continue;
             if (f->ctx != run) {
-                cucap_i_ctx_hold_release_by(run, run_length);
+                if (run)
+                    cucap_i_ctx_hold_release_by(run, run_length);
                 run = f->ctx;
                 run_length = 0;
             }
@@ -512,7 +519,6 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
         }
         cucap_i_ctx_hold_release_by(run, run_length);
     }
-    cucap_i_hier_unref_by(h, n);
     return 1;
 }
 
@@ -522,8 +528,9 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
     static const char caller[] = "cucap_builder_join";
     cucap_builder *root = NULL;
     CUresult rc = CUDA_SUCCESS, closed;
+    cuuint64_t learned = 0;
     size_t i;
-    int running;
+    int running, applied;
 
     /* inputs are read before any output is written: root_out may point into builders */
     if (!builders || count < 2) {
@@ -541,24 +548,32 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
             root = builders[i];
     if (!root)
         root = builders[0];
-    if ((rc = check_join(builders, count, root, caller, err)) != CUDA_SUCCESS)
+    if ((rc = check_join(builders, count, root, 0, caller, err)) != CUDA_SUCCESS)
         return rc;
 
     /* the one-step join and the close of its forks under one hold of the
      * capture's lock */
-    running = cucap_i_capture_lock(root);
-    if (join_by_dependencies(root, builders, count, running, caller, err, &rc)) {
-        if (rc == CUDA_SUCCESS && release_joined(builders, count, root))
-            ;   /* every fork closed in one step */
-        else
+    if (!(running = cucap_i_capture_lock(root))) {
+        cucap_i_capture_unlock(root);
+        if ((rc = check_join(builders, count, root, 1, caller, err)) != CUDA_SUCCESS)
+            return rc;
+        (void)cucap_i_capture_lock(root);
+    }
+    applied = join_by_dependencies(root, builders, count, running, caller, err, &rc, &learned);
+    if (applied && rc == CUDA_SUCCESS && release_joined(builders, count, root, learned))
+        ;   /* every fork closed in one step, the lock released */
+    else {
+        if (learned)
+            cucap_i_hier_learn_capture_id(root->h, learned);
+        if (applied)
             for (i = 0; i < count && rc == CUDA_SUCCESS; i++)
                 if (builders[i] != root) {
                     builders[i]->joined_in_capture = 1;
                     rc = close_joined(builders[i], caller, err);
                 }
         cucap_i_capture_unlock(root);
-    } else {
-        cucap_i_capture_unlock(root);
+    }
+    if (!applied) {
         for (i = 0; i < count && rc == CUDA_SUCCESS; i++) {
             if (builders[i] == root)
                 continue;

@@ -170,6 +170,12 @@ void cucap_i_hier_unlock(struct cucap_hier *h)
     pthread_mutex_unlock(&h->graph_lock);
 }
 
+int cucap_i_hier_lock_running(struct cucap_hier *h)
+{
+    cucap_i_hier_lock(h);
+    return !cucap_i_hier_is_capture_over(h);
+}
+
 void cucap_i_hier_ref(struct cucap_hier *h)
 {
     atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
@@ -661,12 +667,14 @@ int cucap_i_hier_split_step(struct cucap_hier *h, CUcontext ctx, CUdevice dev, C
     return rc;
 }
 
-int cucap_i_hier_join_step(struct cucap_hier *h, const struct cucap_cache_item *items,
-                           struct cucap_registration *const *entries, size_t n)
+int cucap_i_hier_join_and_unlock(struct cucap_hier *h, cuuint64_t id, const struct cucap_cache_item *items,
+                                 struct cucap_registration *const *entries, size_t n)
 {
     size_t i;
     int over;
 
+    if (id)
+        h->capture_id = id;
     pthread_mutex_lock(&h->lock);
     over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
     if (!over && h->deferred_count + n > h->deferred_cap && grow_deferred(h, h->deferred_count + n) != 0) {
@@ -683,6 +691,8 @@ int cucap_i_hier_join_step(struct cucap_hier *h, const struct cucap_cache_item *
     pthread_mutex_unlock(&h->lock);
     if (over)   /* the capture is over already */
         cucap_i_cache_give_items(items, n, "cucap_builder_join");
+    cucap_i_hier_unref_by(h, n);   /* the joiner's reference stays: never the last */
+    cucap_i_hier_unlock(h);
     return 0;
 }
 

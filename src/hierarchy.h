@@ -48,6 +48,8 @@ int cucap_i_hier_is_owned(struct cucap_hier *h);
  * callback calling back into the library). */
 void cucap_i_hier_lock(struct cucap_hier *h);
 void cucap_i_hier_unlock(struct cucap_hier *h);
+/* Lock, then whether the capture still runs (it is not over). */
+int cucap_i_hier_lock_running(struct cucap_hier *h);
 void cucap_i_hier_ref(struct cucap_hier *h);
 void cucap_i_hier_ref_by(struct cucap_hier *h, size_t n);
 void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n);
@@ -134,11 +136,13 @@ void cucap_i_capture_registry_remove(struct cucap_hier *h);
  * Returns -1 when e could not be deferred (the caller destroys it). */
 int cucap_i_hier_split_step(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e,
                             struct cucap_registration *chain, size_t n);
-/* A one-step join's: the joined forks' entries forgotten and their
- * streams deferred, one locked step; -1, changing nothing, when out of
- * memory. */
-int cucap_i_hier_join_step(struct cucap_hier *h, const struct cucap_cache_item *items,
-                           struct cucap_registration *const *entries, size_t n);
+/* A one-step join's last step on h, whose graph lock the caller holds:
+ * the capture's id learned (when id is not 0), the n joined forks'
+ * entries forgotten, their streams deferred to the capture's end, their
+ * references to h dropped, and the graph lock released.  -1, changing
+ * nothing but the id and leaving the lock held, when out of memory. */
+int cucap_i_hier_join_and_unlock(struct cucap_hier *h, cuuint64_t id, const struct cucap_cache_item *items,
+                                 struct cucap_registration *const *entries, size_t n);
 void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code);
 /* For a call that only knows a stream: the graph lock of the capture the
  * stream takes part in, referenced (NULL, locking nothing, for a stream
