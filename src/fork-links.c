@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "builder-internal.h"
 #include "fork-links.h"
@@ -18,11 +19,18 @@ int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t
     int rc = 0;
 
     pthread_mutex_lock(&fork_links_lock);
+    if (!b->forks) {
+        b->forks = b->few_forks;
+        b->fork_cap = sizeof b->few_forks / sizeof b->few_forks[0];
+    }
     if (b->fork_count + count > b->fork_cap) {
-        cap = b->fork_cap ? b->fork_cap : 4;
+        cap = b->fork_cap;
         while (cap < b->fork_count + count)
             cap *= 2;
-        if ((grown = realloc(b->forks, cap * sizeof *grown))) {
+        if ((grown = b->forks == b->few_forks ? malloc(cap * sizeof *grown)
+                                              : realloc(b->forks, cap * sizeof *grown))) {
+            if (b->forks == b->few_forks)
+                memcpy(grown, b->few_forks, b->fork_count * sizeof *grown);
             b->forks = grown;
             b->fork_cap = cap;
         } else {
@@ -36,6 +44,15 @@ int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t
     }
     pthread_mutex_unlock(&fork_links_lock);
     return rc;
+}
+
+/* Under fork_links_lock: b's list gone (its memory, when on the heap). */
+static void drop_list(cucap_builder *b)
+{
+    if (b->forks != b->few_forks)
+        free(b->forks);
+    b->forks = NULL;
+    b->fork_count = b->fork_cap = 0;
 }
 
 /* Under fork_links_lock: b out of its parent's list (in O(1): the last
@@ -52,9 +69,7 @@ static void unlink_fork(cucap_builder *b)
     }
     for (i = 0; i < b->fork_count; i++)
         b->forks[i]->split_parent = NULL;
-    free(b->forks);
-    b->forks = NULL;
-    b->fork_count = b->fork_cap = 0;
+    drop_list(b);
 }
 
 void cucap_i_fork_links_release(cucap_builder *b)
@@ -76,22 +91,19 @@ void cucap_i_fork_links_release_all(cucap_builder *const *builders, size_t count
     for (i = 0; i < count; i++)
         if (builders[i] != skip)
             unlink_fork(builders[i]);
-    if (skip && skip->fork_count == 0) {   /* a root whose forks are all joined: no list left */
-        free(skip->forks);
-        skip->forks = NULL;
-        skip->fork_cap = 0;
-    }
+    if (skip && skip->fork_count == 0)   /* a root whose forks are all joined: no list left */
+        drop_list(skip);
     pthread_mutex_unlock(&fork_links_lock);
 }
 
-cucap_builder **cucap_i_fork_links_snapshot(cucap_builder *b, size_t *n)
+cucap_builder **cucap_i_fork_links_snapshot(cucap_builder *b, cucap_builder **room, size_t room_size, size_t *n)
 {
     cucap_builder **all;
     size_t i;
 
     pthread_mutex_lock(&fork_links_lock);
     *n = b->fork_count;
-    if ((all = malloc((*n + 1) * sizeof *all)) != NULL) {
+    if ((all = *n + 1 <= room_size ? room : malloc((*n + 1) * sizeof *all)) != NULL) {
         all[0] = b;
         for (i = 0; i < *n; i++)
             all[i + 1] = b->forks[i];

@@ -10,8 +10,10 @@
 /* Count new forks into b's list, in one locked step; -1,
  * adding none, when out of memory. */
 int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count);
-/* b and its open forks, in a new array (free it), or NULL when out of memory. */
-cucap_builder **cucap_i_fork_links_snapshot(cucap_builder *b, size_t *n);
+/* b and its open forks (*n of them) in room when room_size is enough,
+ * else in a new array (free it when it is not room); NULL when out of
+ * memory. */
+cucap_builder **cucap_i_fork_links_snapshot(cucap_builder *b, cucap_builder **room, size_t room_size, size_t *n);
 /* Forget b in its split parent's list and its own forks' links (b is
  * being closed). */
 void cucap_i_fork_links_release(cucap_builder *b);

@@ -615,18 +615,19 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
 CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_join_forks";
-    cucap_builder **all;
+    cucap_builder *room[16], **all;
     size_t n;
     CUresult rc;
 
     if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if (!(all = cucap_i_fork_links_snapshot(b, &n)))
+    if (!(all = cucap_i_fork_links_snapshot(b, room, sizeof room / sizeof room[0], &n)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     if (n == 0)
         rc = CUDA_SUCCESS;   /* nothing to join */
     else if ((rc = cucap_builder_join(all, n + 1, NULL, err)) != CUDA_SUCCESS && err && *err)
         cucap_i_error_add_note(*err, "%s joined the %zu open forks split from this builder", caller, n);
-    free(all);
+    if (all != room)
+        free(all);
     return rc;
 }

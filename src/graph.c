@@ -303,7 +303,7 @@ CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const cha
         return rc;
     memset(&info, 0, sizeof info);
     cucap_i_hier_lock(h);
-    rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_hier_root(h), &info);
+    rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_hier_root_locked(h), &info);
     /* name the node only when the driver named one (a node of the locked graph) */
     if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE && info.errorNode) {
         if (cucap_i_drv.cuGraphNodeGetType(info.errorNode, &type) == CUDA_SUCCESS)

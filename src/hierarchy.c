@@ -45,6 +45,8 @@ struct cucap_hier {
     atomic_int refs;
     pthread_mutex_t lock;            /* guards the fields below but the graphs' use */
     pthread_mutex_t graph_lock;      /* see cucap_i_hier_lock */
+    _Atomic(const void *) graph_owner;   /* the holding thread's mark, NULL when free */
+    unsigned graph_depth;            /* how often the holder took it; the holder's */
     CUcontext ctx;
     /* the ownership tree */
     struct cucap_box root;
@@ -95,6 +97,7 @@ struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx)
     atomic_init(&h->refs, 1);
     atomic_init(&h->owned, 0);
     atomic_init(&h->capture_over, 0);
+    atomic_init(&h->graph_owner, NULL);
     pthread_mutex_init(&h->lock, NULL);
     h->ctx = ctx;
     return h;
@@ -125,48 +128,28 @@ int cucap_i_hier_is_owned(struct cucap_hier *h)
     return atomic_load_explicit(&h->owned, memory_order_acquire) && cucap_i_hier_root(h) != NULL;
 }
 
-/* The graph locks this thread holds, with how often it took each.  A
- * thread holds at most a few at once (a join's pair, one more inside an
- * enqueue callback); one held beyond the table is locked plainly. */
-#define HELD_LOCKS 8
-static _Thread_local struct held_lock {
-    struct cucap_hier *h;
-    unsigned depth;
-} held[HELD_LOCKS];
-
-static struct held_lock *held_entry(const struct cucap_hier *h)
-{
-    int i;
-
-    for (i = 0; i < HELD_LOCKS; i++)
-        if (held[i].h == h)
-            return &held[i];
-    return NULL;
-}
+/* A byte per thread, whose address names the thread as the holder of a
+ * graph lock: only the holder ever reads its own mark in graph_owner. */
+static _Thread_local char thread_mark;
 
 void cucap_i_hier_lock(struct cucap_hier *h)
 {
-    struct held_lock *e = held_entry(h);
+    const void *self = &thread_mark;
 
-    if (e) {
-        e->depth++;
+    if (atomic_load_explicit(&h->graph_owner, memory_order_relaxed) == self) {
+        h->graph_depth++;
         return;
     }
     pthread_mutex_lock(&h->graph_lock);
-    if ((e = held_entry(NULL)) != NULL) {
-        e->h = h;
-        e->depth = 1;
-    }
+    atomic_store_explicit(&h->graph_owner, self, memory_order_relaxed);
+    h->graph_depth = 1;
 }
 
 void cucap_i_hier_unlock(struct cucap_hier *h)
 {
-    struct held_lock *e = held_entry(h);
-
-    if (e && --e->depth > 0)
+    if (--h->graph_depth > 0)
         return;
-    if (e)
-        e->h = NULL;
+    atomic_store_explicit(&h->graph_owner, NULL, memory_order_relaxed);
     pthread_mutex_unlock(&h->graph_lock);
 }
 
@@ -257,6 +240,11 @@ CUgraph cucap_i_box_graph(struct cucap_hier *h, const struct cucap_box *box)
     g = box->graph;
     pthread_mutex_unlock(&h->lock);
     return g;
+}
+
+CUgraph cucap_i_hier_root_locked(const struct cucap_hier *h)
+{
+    return h->root.graph;
 }
 
 CUgraph cucap_i_hier_root(struct cucap_hier *h)

@@ -63,6 +63,9 @@ void cucap_i_hier_unref(struct cucap_hier *h);
 void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box);
 struct cucap_box *cucap_i_hier_root_box(struct cucap_hier *h);
 CUgraph cucap_i_hier_root(struct cucap_hier *h);   /* NULL once retired */
+/* The same for a caller that holds h's graph lock, under which the root
+ * is set and retired: no other lock needed. */
+CUgraph cucap_i_hier_root_locked(const struct cucap_hier *h);
 
 /* A box for a graph the driver owns below parent (a conditional body). */
 struct cucap_box *cucap_i_hier_add_child(struct cucap_hier *h, struct cucap_box *parent, CUgraph graph);

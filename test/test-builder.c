@@ -1388,6 +1388,38 @@ BACKEND_TEST(builder, join_forks_joins_every_open_fork)
     D.cuMemFree(d);
 }
 
+/* A builder's list of open forks across splits of every size and
+ * captures of a reset builder: it starts in the builder, moves to the
+ * heap past a few, shrinks as forks go, and join_forks always sees each
+ * open fork once (more than fit its snapshot on the stack, too). */
+BACKEND_TEST(builder, join_forks_after_splits_of_every_size_over_captures)
+{
+    static const size_t sizes[][3] = { { 2, 3, 2 }, { 5, 2, 9 }, { 3, 17, 4 }, { 2, 2, 2 } };
+    cucap_builder *b = new_builder(), *f[40];
+    cucap_error *err = NULL;
+    size_t c, s, i, n;
+
+    for (c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
+        cr_assert_eq(cucap_builder_reset(b, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, NULL), CUDA_SUCCESS);
+        for (s = 0, n = 0; s < 3; s++) {
+            cr_assert_eq(cucap_builder_split(b, sizes[c][s], f + n, NULL), CUDA_SUCCESS);
+            n += sizes[c][s] - 1;
+        }
+        cucap_builder_destroy(f[0]);   /* the last one takes its place in the list */
+        f[0] = NULL;
+        cr_assert_eq(cucap_builder_join_forks(b, &err), CUDA_SUCCESS, "capture %zu: %s", c, cucap_error_message(err));
+        for (i = 1; i < n; i++)
+            cr_assert_eq(cucap_builder_get_state(f[i]), CUCAP_BUILDER_CLOSED, "capture %zu, fork %zu", c, i);
+        cr_assert_eq(cucap_builder_join_forks(b, &err), CUDA_SUCCESS, "nothing left to join: %s",
+                     cucap_error_message(err));
+        cr_assert_eq(cucap_builder_end(b, &err), CUDA_SUCCESS, "capture %zu: %s", c, cucap_error_message(err));
+        for (i = 1; i < n; i++)
+            cucap_builder_destroy(f[i]);
+    }
+    cucap_builder_destroy(b);
+}
+
 BACKEND_TEST(builder, a_primary_destroyed_before_its_forks)
 {
     cucap_builder *b = new_builder(), *f = NULL;
