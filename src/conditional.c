@@ -3,7 +3,6 @@
  * ended body to its node). */
 #include "config.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "builder-internal.h"

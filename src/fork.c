@@ -1,8 +1,6 @@
 /* Split and join: forks of a capture and their way back into it. */
 #include "config.h"
 
-#include <limits.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -2,9 +2,7 @@
  * executable graphs: launch, upload, update, destroy. */
 #include "config.h"
 
-#include <limits.h>
 #include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
