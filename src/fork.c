@@ -117,22 +117,30 @@ static CUresult check_split_arguments(const cucap_builder *b, size_t count, cuca
 static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
                            CUstream *streams, struct builder_slab *slab, const char *caller, cucap_error **err);
 
+/* The refusal of a split of a builder that does not capture, or a fork
+ * whose primary's capture ended (which its state says). */
+static CUresult not_capturing(const cucap_builder *b, const char *caller, cucap_error **err)
+{
+    cucap_builder_state state = cucap_builder_get_state(b);
+
+    return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                        "%s: the builder must be building before it can be split (it is %s%s)", caller,
+                        cucap_i_state_names[state], b->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
+}
+
 /* Split b into count - 1 forks whose streams are of context `on`. */
 static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
                          const char *caller, cucap_error **err)
 {
     struct builder_slab *slab;
-    cucap_builder_state state;
     CUstream streams_local[64], *streams = streams_local;
     size_t i;
     CUresult rc;
 
     if ((rc = check_split_arguments(b, count, forks, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if ((state = cucap_builder_get_state(b)) != CUCAP_BUILDER_CAPTURING)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                            "%s: the builder must be building before it can be split (it is %s%s)", caller,
-                            cucap_i_state_names[state], b->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
+    if (b->state != CUCAP_BUILDER_CAPTURING)
+        return not_capturing(b, caller, err);
     for (i = 0; i < count - 1; i++)
         forks[i] = NULL;
     if ((count - 1 > 64 && !(streams = malloc((count - 1) * sizeof *streams))) ||
@@ -175,15 +183,13 @@ static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, 
     size_t made = 0, i;
     CUresult rc;
 
-    if (!cucap_i_capture_lock(b)) {   /* the primary's capture ended since the check above */
-        cucap_i_capture_unlock(b);
+    if (!cucap_i_hier_lock_running(b->h)) {   /* a fork whose primary's capture ended */
+        cucap_i_hier_unlock(b->h);
         cucap_i_builder_slab_done(slab, 0);
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                            "%s: the builder must be building before it can be split (its primary's capture "
-                            "ended)", caller);
+        return not_capturing(b, caller, err);
     }
     if ((rc = take_split_handles(b, on, count - 1, streams, &ev, caller, err)) != CUDA_SUCCESS) {
-        cucap_i_capture_unlock(b);
+        cucap_i_hier_unlock(b->h);
         cucap_i_builder_slab_done(slab, 0);
         return rc;
     }
@@ -193,7 +199,7 @@ static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, 
         cucap_i_give_event(b->ctx, b->h, ev);
         for (i = 0; i < count - 1; i++)
             cucap_i_give_stream(on, streams[i], caller);
-        cucap_i_capture_unlock(b);
+        cucap_i_hier_unlock(b->h);
         cucap_i_builder_slab_done(slab, 0);
         return rc;
     }
@@ -214,18 +220,15 @@ static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, 
         forks[made] = f;
     }
     cucap_i_ctx_hold_ref_by(on, made);
-    cucap_i_hier_ref_by(b->h, made);
-    /* one step on the hierarchy: the forks' registry entries, and the
-     * event, which waits for the capture's end (a context the library did
-     * not retain has no cache: the event is destroyed, legal in a capture) */
+    /* one step on the hierarchy: the forks' references and registry
+     * entries, and the event, which waits for the capture's end (a
+     * context the library did not retain has no cache) */
     for (i = 0; i < made; i++) {
         forks[i]->registration.stream = forks[i]->stream;
         forks[i]->registration.next = i + 1 < made ? &forks[i + 1]->registration : NULL;
     }
-    if (cucap_i_hier_split_step(b->h, b->ctx->ctx, b->ctx->dev, b->ctx->retained ? ev : NULL,
-                                made ? &forks[0]->registration : NULL, made) != 0 || !b->ctx->retained)
-        cucap_i_drv.cuEventDestroy(ev);
-    cucap_i_capture_unlock(b);
+    cucap_i_hier_split_and_unlock(b->h, b->ctx->ctx, b->ctx->dev, ev, b->ctx->retained,
+                                  made ? &forks[0]->registration : NULL, made);
     cucap_i_builder_slab_done(slab, made);
     if (rc == CUDA_SUCCESS && cucap_i_fork_links_add(b, forks, count - 1) != 0)
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);

@@ -633,26 +633,29 @@ void cucap_i_capture_unregister(struct cucap_registration *r)
     pthread_mutex_unlock(&r->h->lock);
 }
 
-int cucap_i_hier_split_step(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e,
-                            struct cucap_registration *chain, size_t n)
+void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e, int keep_event,
+                                   struct cucap_registration *chain, size_t n)
 {
     struct cucap_cache_item item = { ctx, dev, e, 1 };
     struct cucap_registration *r, *next;
     size_t i;
-    int over, rc = 0;
+    int over, kept = 0;
 
+    cucap_i_hier_ref_by(h, n);
     pthread_mutex_lock(&h->lock);
     for (r = chain, i = 0; i < n && r; r = next, i++) {
         next = r->next;
         link_locked(h, r);
     }
     over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
-    if (e && !over)
-        rc = defer_locked(h, &item, n);   /* room for the forks' streams, which their join defers */
+    if (keep_event && !over)   /* with room for the forks' streams, which their join defers */
+        kept = defer_locked(h, &item, n) == 0;
     pthread_mutex_unlock(&h->lock);
-    if (e && over)
+    if (keep_event && over)
         give_item(&item, "cucap_builder_split");
-    return rc;
+    else if (!kept)
+        destroy_item(&item);
+    cucap_i_hier_unlock(h);
 }
 
 int cucap_i_hier_join_and_unlock(struct cucap_hier *h, cuuint64_t id, const struct cucap_cache_item *items,

@@ -133,12 +133,14 @@ void cucap_i_capture_unregister(struct cucap_registration *r);
 /* The hierarchy out of the registry (its capture is over, or its origin
  * is let go); one not there is fine.  Only its origin's user calls it. */
 void cucap_i_capture_registry_remove(struct cucap_hier *h);
-/* A split's last step on h, one locked step: its forks' entries (n,
- * chained through next, each with its stream) registered, and its event
- * (when e is not NULL) deferred with room for the forks' streams.
- * Returns -1 when e could not be deferred (the caller destroys it). */
-int cucap_i_hier_split_step(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e,
-                            struct cucap_registration *chain, size_t n);
+/* A split's last step on h, whose graph lock the caller holds: n more
+ * references to h (its forks'), their entries (chained through next,
+ * each with its stream) registered, the split's event e deferred to the
+ * capture's end with room for the forks' streams when it can be kept (a
+ * context the library retained), destroyed otherwise (legal in a
+ * capture), and the graph lock released. */
+void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e, int keep_event,
+                                   struct cucap_registration *chain, size_t n);
 /* A one-step join's last step on h, whose graph lock the caller holds:
  * the capture's id learned (when id is not 0), the n joined forks'
  * entries forgotten, their streams deferred to the capture's end, their
