@@ -18,6 +18,7 @@ struct cucap_builder {
     int owns_stream;
     struct ctx_hold *ctx;
     struct cucap_hier *h;            /* from begin (forks: their parent's) */
+    struct cucap_hier *kept_h;       /* PRIMARY, after a reset: the last capture's hierarchy, for the next */
     int cached_stream;               /* the stream comes from the stream cache */
     struct cucap_registration registration;    /* the stream's entry in the capture registry */
     /* BODY only: the body graph of a conditional node in the parent's
@@ -27,7 +28,7 @@ struct cucap_builder {
     struct cucap_body_record *record;
     int record_failed;               /* the last capture failed or could not be attached */
     /* forks split from this builder and still open, for
-     * cucap_builder_join_forks; guarded by fork.c's lock */
+     * cucap_builder_join_forks; guarded by h's graph lock (fork-links.c) */
     cucap_builder *split_parent;
     size_t split_index;              /* its place in split_parent->forks */
     cucap_builder **forks;           /* NULL, few_forks, or on the heap when more */

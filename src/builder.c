@@ -91,6 +91,18 @@ CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_e
 
 /* ---------------------------------------------------------------- begin and end */
 
+/* b's links to its forks and to its split parent gone, under the graph
+ * lock of h, the hierarchy they capture in.  Only b's user makes or drops
+ * b's own list: one that is not a fork and has none has no link. */
+static void drop_fork_links(cucap_builder *b, struct cucap_hier *h)
+{
+    if (!h || (b->kind != CUCAP_BUILDER_FORKED && !b->forks))
+        return;
+    cucap_i_hier_lock(h);
+    cucap_i_fork_links_release(b);
+    cucap_i_hier_unlock(h);
+}
+
 /* A body whose capture failed, or could not be attached, may capture again:
  * its body graph was never touched. */
 static int body_may_begin_again(const cucap_builder *b)
@@ -122,17 +134,23 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
         mode != CU_STREAM_CAPTURE_MODE_RELAXED)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
                             "%s: %d is not a capture mode (GLOBAL, THREAD_LOCAL or RELAXED)", caller, (int)mode);
-    /* the hierarchy first: nothing to undo when memory is short; its
-     * graph and the capture's id are learned when first needed (the end
-     * returns the graph, a join sees the id) */
-    if (!(h = cucap_i_hier_new_capture(b->ctx->ctx)))
+    /* the hierarchy first (the last capture's, recycled by a reset, or a
+     * new one): nothing to undo when memory is short; its graph and the
+     * capture's id are learned when first needed (the end returns the
+     * graph, a join sees the id) */
+    if (!(h = b->kept_h) && !(h = cucap_i_hier_new_capture(b->ctx->ctx)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     if ((rc = cucap_i_drv.cuStreamBeginCapture(b->stream, mode)) != CUDA_SUCCESS) {
-        cucap_i_hier_unref(h);
+        if (h != b->kept_h)
+            cucap_i_hier_unref(h);
         return cucap_i_fail_driver(err, rc, caller, "cuStreamBeginCapture");
     }
+    b->kept_h = NULL;
+    if (b->kind == CUCAP_BUILDER_BODY && b->h) {   /* a failed earlier capture of this body */
+        drop_fork_links(b, b->h);   /* its forks stay in that capture */
+        cucap_i_hier_unref(b->h);
+    }
     if (b->kind == CUCAP_BUILDER_BODY) {
-        cucap_i_hier_unref(b->h);   /* a failed earlier capture of this body */
         cucap_i_hier_mark_body_capture(h);
         cucap_i_hier_set_body(b->parent_h, b->record, CUCAP_BODY_CAPTURING);
     }
@@ -185,7 +203,7 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
     if (over && !g)
         cucap_i_hier_capture_over(b->h, NULL, &b->registration);   /* every stream of the capture is out of it */
     cucap_i_capture_unregister(&b->registration);
-    cucap_i_capture_registry_remove(b->h);
+    cucap_i_capture_registry_end(b->h);
     *out = g;
     return rc;
 }
@@ -265,15 +283,29 @@ static void release_cached_stream(cucap_builder *b, const char *caller)
                      caller, CUCAP_I_RESULT_ARGS(rc));
 }
 
+/* A hierarchy b lets go of: out of the registry (a capture that could not
+ * be ended, or a recycled hierarchy), b's forks' links gone. */
+static void let_go(cucap_builder *b, struct cucap_hier *h)
+{
+    if (!h)
+        return;
+    cucap_i_capture_registry_remove(h);
+    drop_fork_links(b, h);
+    cucap_i_hier_unref(h);
+}
+
 static void release(cucap_builder *b, const char *caller)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult rc;
 
     cucap_i_capture_unregister(&b->registration);
-    if (b->kind != CUCAP_BUILDER_FORKED)
+    if (b->kind != CUCAP_BUILDER_FORKED) {
+        let_go(b, b->kept_h);
+        b->kept_h = NULL;
         cucap_i_capture_registry_remove(b->h);   /* a capture that could not be ended */
-    cucap_i_fork_links_release(b);
+    }
+    drop_fork_links(b, b->h);
     if (b->kind == CUCAP_BUILDER_PRIMARY && b->owns_stream) {
         /* an origin stream whose capture could not be ended is left alone;
          * one in no capture goes back to the cache it came from, one in
@@ -317,9 +349,13 @@ CUresult cucap_builder_reset(cucap_builder *b, cucap_error **err)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is capturing: end it first", caller);
     if (b->state == CUCAP_BUILDER_NOT_STARTED)
         return CUDA_SUCCESS;
-    /* ENDED or INVALIDATED: the capture is over, its streams out of it */
-    cucap_i_fork_links_release(b);   /* the last capture's forks are no longer b's */
-    cucap_i_hier_unref(b->h);
+    /* ENDED or INVALIDATED: the capture is over, its streams out of it;
+     * the last capture's forks are no longer b's */
+    drop_fork_links(b, b->h);
+    if (cucap_i_hier_recycle(b->h))
+        b->kept_h = b->h;   /* for the next begin */
+    else
+        let_go(b, b->h);
     b->h = NULL;
     b->joined_in_capture = 0;
     b->state = CUCAP_BUILDER_NOT_STARTED;
@@ -469,7 +505,7 @@ CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **e
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
     if ((rc = cucap_i_builder_check_ended(source, caller, err)) != CUDA_SUCCESS)
         return rc;
-    return cucap_i_exec_update_from(e, source->h, caller, err);
+    return cucap_i_exec_update_from(e, source->h, caller, err);   /* holding source's reference */
 }
 
 CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,

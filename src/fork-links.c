@@ -1,24 +1,22 @@
 /* Every builder's list of the forks split from it and still open, and
- * each fork's link back to its parent, for cucap_builder_join_forks. */
+ * each fork's link back to its parent, for cucap_builder_join_forks.
+ * A fork captures in its parent's hierarchy, and a parent lets go of its
+ * forks before it leaves that hierarchy (reset, a body's new capture,
+ * close): so the graph lock of that hierarchy, which the callers hold,
+ * guards both ends of every link. */
 #include "config.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "builder-internal.h"
 #include "fork-links.h"
 
-/* Guards every builder's list of open forks and their links back. */
-static pthread_mutex_t fork_links_lock = PTHREAD_MUTEX_INITIALIZER;
-
 int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count)
 {
     cucap_builder **grown;
     size_t cap, i;
-    int rc = 0;
 
-    pthread_mutex_lock(&fork_links_lock);
     if (!b->forks) {
         b->forks = b->few_forks;
         b->fork_cap = sizeof b->few_forks / sizeof b->few_forks[0];
@@ -27,26 +25,22 @@ int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t
         cap = b->fork_cap;
         while (cap < b->fork_count + count)
             cap *= 2;
-        if ((grown = b->forks == b->few_forks ? malloc(cap * sizeof *grown)
-                                              : realloc(b->forks, cap * sizeof *grown))) {
-            if (b->forks == b->few_forks)
-                memcpy(grown, b->few_forks, b->fork_count * sizeof *grown);
-            b->forks = grown;
-            b->fork_cap = cap;
-        } else {
-            rc = -1;
-        }
+        if (!(grown = b->forks == b->few_forks ? malloc(cap * sizeof *grown) : realloc(b->forks, cap * sizeof *grown)))
+            return -1;
+        if (b->forks == b->few_forks)
+            memcpy(grown, b->few_forks, b->fork_count * sizeof *grown);
+        b->forks = grown;
+        b->fork_cap = cap;
     }
-    for (i = 0; rc == 0 && i < count; i++) {
+    for (i = 0; i < count; i++) {
         forks[i]->split_parent = b;
         forks[i]->split_index = b->fork_count;
         b->forks[b->fork_count++] = forks[i];
     }
-    pthread_mutex_unlock(&fork_links_lock);
-    return rc;
+    return 0;
 }
 
-/* Under fork_links_lock: b's list gone (its memory, when on the heap). */
+/* b's list gone (its memory, when on the heap). */
 static void drop_list(cucap_builder *b)
 {
     if (b->forks != b->few_forks)
@@ -55,8 +49,8 @@ static void drop_list(cucap_builder *b)
     b->fork_count = b->fork_cap = 0;
 }
 
-/* Under fork_links_lock: b out of its parent's list (in O(1): the last
- * one takes its place) and its own forks orphaned. */
+/* b out of its parent's list (in O(1): the last one takes its place) and
+ * its own forks orphaned. */
 static void unlink_fork(cucap_builder *b)
 {
     size_t i;
@@ -74,26 +68,19 @@ static void unlink_fork(cucap_builder *b)
 
 void cucap_i_fork_links_release(cucap_builder *b)
 {
-    /* only b's own user makes or frees b's list, and only forks have a
-     * parent: a builder that is not a fork and has no list has no link */
-    if (b->kind != CUCAP_BUILDER_FORKED && !b->forks)
-        return;
-    pthread_mutex_lock(&fork_links_lock);
-    unlink_fork(b);
-    pthread_mutex_unlock(&fork_links_lock);
+    if (b->split_parent || b->forks)
+        unlink_fork(b);
 }
 
 void cucap_i_fork_links_release_all(cucap_builder *const *builders, size_t count, cucap_builder *skip)
 {
     size_t i;
 
-    pthread_mutex_lock(&fork_links_lock);
     for (i = 0; i < count; i++)
         if (builders[i] != skip)
             unlink_fork(builders[i]);
     if (skip && skip->fork_count == 0)   /* a root whose forks are all joined: no list left */
         drop_list(skip);
-    pthread_mutex_unlock(&fork_links_lock);
 }
 
 cucap_builder **cucap_i_fork_links_snapshot(cucap_builder *b, cucap_builder **room, size_t room_size, size_t *n)
@@ -101,13 +88,11 @@ cucap_builder **cucap_i_fork_links_snapshot(cucap_builder *b, cucap_builder **ro
     cucap_builder **all;
     size_t i;
 
-    pthread_mutex_lock(&fork_links_lock);
     *n = b->fork_count;
     if ((all = *n + 1 <= room_size ? room : malloc((*n + 1) * sizeof *all)) != NULL) {
         all[0] = b;
         for (i = 0; i < *n; i++)
             all[i + 1] = b->forks[i];
     }
-    pthread_mutex_unlock(&fork_links_lock);
     return all;
 }

@@ -153,17 +153,32 @@ static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cu
     return rc;
 }
 
-/* The split's event and the forks' streams from the cache, in one step
- * when they are of one context. */
+/* The split's event and the forks' streams: those the capture's
+ * hierarchy kept from its earlier captures (a builder that is reset), the
+ * rest from the cache, in one step when they are of one context.  Under
+ * the graph lock. */
 static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t n, CUstream *streams, CUevent *ev,
                                    const char *caller, cucap_error **err)
 {
     const char *failed = "cuEventCreate";
+    size_t ready = 0, i;
     CUresult rc;
 
     if (on == b->ctx) {
-        if ((rc = cucap_i_take_streams_and_event(on, n, streams, ev, &failed, caller)) != CUDA_SUCCESS)
+        if (on->retained && (ready = cucap_i_hier_take_ready(b->h, on->ctx, n, streams, ev)) == n && *ev)
+            return CUDA_SUCCESS;
+        rc = *ev ? cucap_i_take_streams(on, n - ready, streams + ready, caller)
+                 : cucap_i_take_streams_and_event(on, n - ready, streams + ready, ev, &failed, caller);
+        if (rc != CUDA_SUCCESS) {
+            if (*ev) {   /* the event was ready (so the context is retained): the streams failed */
+                failed = "cuStreamCreate";
+                cucap_i_cache_give_event(on->ctx, on->dev, *ev, caller);
+                *ev = NULL;
+            }
+            for (i = 0; i < ready; i++)   /* in no capture: their last one is over */
+                cucap_i_give_stream(on, streams[i], caller);
             return cucap_i_fail_driver(err, rc, caller, failed);
+        }
         return CUDA_SUCCESS;
     }
     if ((rc = cucap_i_take_event(b->ctx, ev, caller)) != CUDA_SUCCESS)
@@ -220,6 +235,8 @@ static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, 
         forks[made] = f;
     }
     cucap_i_ctx_hold_ref_by(on, made);
+    if (rc == CUDA_SUCCESS && cucap_i_fork_links_add(b, forks, count - 1) != 0)
+        rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     /* one step on the hierarchy: the forks' references and registry
      * entries, and the event, which waits for the capture's end (a
      * context the library did not retain has no cache) */
@@ -230,8 +247,6 @@ static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, 
     cucap_i_hier_split_and_unlock(b->h, b->ctx->ctx, b->ctx->dev, ev, b->ctx->retained,
                                   made ? &forks[0]->registration : NULL, made);
     cucap_i_builder_slab_done(slab, made);
-    if (rc == CUDA_SUCCESS && cucap_i_fork_links_add(b, forks, count - 1) != 0)
-        rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     if (rc != CUDA_SUCCESS) {
         /* a failed split hands out nothing: forks that did no work join
          * nothing, and their streams can go */
@@ -617,17 +632,24 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_join_forks";
     cucap_builder *room[16], **all;
+    struct cucap_hier *h;
     size_t n;
     CUresult rc;
 
     if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
         return rc;
+    if (!(h = b->h))
+        return CUDA_SUCCESS;   /* no capture, no forks */
+    /* the list and the join under one hold of the lock that guards it
+     * (the join, b its root, takes it again) */
+    cucap_i_hier_lock(h);
     if (!(all = cucap_i_fork_links_snapshot(b, room, sizeof room / sizeof room[0], &n)))
-        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    if (n == 0)
+        rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    else if (n == 0)
         rc = CUDA_SUCCESS;   /* nothing to join */
     else if ((rc = cucap_builder_join(all, n + 1, NULL, err)) != CUDA_SUCCESS && err && *err)
         cucap_i_error_add_note(*err, "%s joined the %zu open forks split from this builder", caller, n);
+    cucap_i_hier_unlock(h);
     if (all != room)
         free(all);
     return rc;

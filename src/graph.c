@@ -296,11 +296,12 @@ CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const cha
     CUcontext ctx = e->ctx, saved = NULL;
     char where[96] = "";
     CUresult rc;
+    int locked;
 
     if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
     memset(&info, 0, sizeof info);
-    cucap_i_hier_lock(h);
+    locked = cucap_i_hier_lock_unless_sole(h);
     rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_hier_root_locked(h), &info);
     /* name the node only when the driver named one (a node of the locked graph) */
     if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE && info.errorNode) {
@@ -309,7 +310,8 @@ CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const cha
         else
             snprintf(where, sizeof where, ", at node %p", (void *)info.errorNode);
     }
-    cucap_i_hier_unlock(h);
+    if (locked)
+        cucap_i_hier_unlock(h);
     if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
         cucap_i_fail(err, rc, "%s: the executable graph cannot be updated from this graph: %s%s", caller,
                      update_result_text(info.result), where);

@@ -58,6 +58,13 @@ struct cucap_hier {
     struct cucap_cache_item *deferred;   /* few_deferred, or on the heap when more */
     size_t deferred_count, deferred_cap;
     struct cucap_cache_item few_deferred[4];
+    /* recycled by its builder (cucap_i_hier_recycle): what its captures
+     * deferred stays here once they are over, for its next capture's
+     * splits, under the graph lock; and it stays in the registry */
+    int recycles;
+    struct cucap_cache_item *ready;  /* few_ready, or on the heap when more */
+    size_t ready_count, ready_cap;
+    struct cucap_cache_item few_ready[4];
     char first_failure_call[128];
     CUresult first_failure_code;
     char first_failure_streams[256];   /* for a call that found the capture invalidated */
@@ -153,6 +160,14 @@ void cucap_i_hier_unlock(struct cucap_hier *h)
     pthread_mutex_unlock(&h->graph_lock);
 }
 
+int cucap_i_hier_lock_unless_sole(struct cucap_hier *h)
+{
+    if (atomic_load_explicit(&h->refs, memory_order_acquire) == 1)
+        return 0;
+    cucap_i_hier_lock(h);
+    return 1;
+}
+
 int cucap_i_hier_lock_running(struct cucap_hier *h)
 {
     cucap_i_hier_lock(h);
@@ -189,10 +204,42 @@ void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n)
         free(b);
     }
     release_session(h);
+    cucap_i_capture_registry_remove(h);   /* a recycled hierarchy that outlived its builder's hold */
     pthread_mutex_destroy(&h->graph_lock);
     pthread_mutex_destroy(&h->lock);
     if (!cucap_i_spare_give(&spare_hiers, h))
         free(h);
+}
+
+int cucap_i_hier_recycle(struct cucap_hier *h)
+{
+    CUresult rc;
+
+    if (atomic_load_explicit(&h->refs, memory_order_acquire) != 1 || h->body_capture ||
+        !atomic_load_explicit(&h->capture_over, memory_order_acquire))
+        return 0;
+    if (h->owned && h->root.graph && (rc = cucap_i_drv.cuGraphDestroy(h->root.graph)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "cucap_builder_reset: cuGraphDestroy failed while destroying the last capture's graph: "
+                     CUCAP_I_RESULT_FMT, CUCAP_I_RESULT_ARGS(rc));
+    while (h->root.next) {   /* the driver destroyed the graphs below the root with it */
+        struct cucap_box *b = h->root.next;
+        h->root.next = b->next;
+        free(b);
+    }
+    while (h->bodies) {
+        struct cucap_body_record *r = h->bodies;
+        h->bodies = r->next;
+        free(r);
+    }
+    h->root.graph = NULL;
+    h->root.retired = 0;
+    atomic_store_explicit(&h->owned, 0, memory_order_relaxed);
+    h->capture_id = 0;
+    h->first_failure_call[0] = '\0';
+    h->first_failure_code = CUDA_SUCCESS;
+    h->first_failure_streams[0] = '\0';
+    h->recycles = 1;
+    return 1;
 }
 
 void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
@@ -340,11 +387,57 @@ int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, 
 }
 
 static void unlink_locked(struct cucap_hier *h, struct cucap_registration *r);
+static void add_to_registry(struct cucap_hier *h);
+
+/* Under the graph lock: items of a capture that is over kept for the
+ * next captures' splits, as many as there is room for; how many. */
+static size_t keep_ready(struct cucap_hier *h, const struct cucap_cache_item *items, size_t n)
+{
+    size_t room = h->ready_cap - h->ready_count, cap;
+    struct cucap_cache_item *grown;
+
+    if (!h->ready) {
+        h->ready = h->few_ready;
+        h->ready_cap = room = sizeof h->few_ready / sizeof h->few_ready[0];
+    }
+    if (room < n) {
+        cap = h->ready_count + n;
+        if ((grown = h->ready == h->few_ready ? malloc(cap * sizeof *grown) : realloc(h->ready, cap * sizeof *grown))) {
+            if (h->ready == h->few_ready)
+                memcpy(grown, h->few_ready, h->ready_count * sizeof *grown);
+            h->ready = grown;
+            h->ready_cap = cap;
+        }
+        room = h->ready_cap - h->ready_count;
+    }
+    if (n > room)
+        n = room;
+    memcpy(h->ready + h->ready_count, items, n * sizeof *items);
+    h->ready_count += n;
+    return n;
+}
+
+size_t cucap_i_hier_take_ready(struct cucap_hier *h, CUcontext ctx, size_t n, CUstream *streams, CUevent *event)
+{
+    size_t i = h->ready_count, got = 0;
+
+    while (i-- > 0 && (got < n || !*event)) {
+        struct cucap_cache_item *item = &h->ready[i];
+        if (item->ctx != ctx || (item->is_event ? *event != NULL : got == n))
+            continue;
+        if (item->is_event)
+            *event = (CUevent)item->handle;
+        else
+            streams[got++] = (CUstream)item->handle;
+        *item = h->ready[--h->ready_count];
+    }
+    return got;
+}
 
 void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap_registration *origin)
 {
     struct cucap_cache_item *d;
-    size_t n;
+    size_t n, kept;
 
     pthread_mutex_lock(&h->lock);
     if (origin && origin->linked)
@@ -359,7 +452,8 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap
     h->deferred_count = h->deferred_cap = 0;
     atomic_store_explicit(&h->capture_over, 1, memory_order_release);
     pthread_mutex_unlock(&h->lock);
-    cucap_i_cache_give_items(d, n, "cucap_builder_end");
+    kept = ended && h->recycles ? keep_ready(h, d, n) : 0;
+    cucap_i_cache_give_items(d + kept, n - kept, "cucap_builder_end");
     if (d != h->few_deferred)   /* those stay: the hierarchy lives on, and no item is deferred any more */
         free(d);
 }
@@ -453,6 +547,11 @@ static void release_session(struct cucap_hier *h)
     if (h->deferred != h->few_deferred)
         free(h->deferred);
     h->deferred = NULL;
+    cucap_i_cache_give_items(h->ready, h->ready_count, "cucap_builder_destroy");
+    if (h->ready != h->few_ready)
+        free(h->ready);
+    h->ready = NULL;
+    h->ready_count = h->ready_cap = 0;
 }
 
 /* ---------------------------------------------------------------- capture failures */
@@ -596,7 +695,26 @@ static void unlink_locked(struct cucap_hier *h, struct cucap_registration *r)
 void cucap_i_capture_register_origin(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
 {
     r->stream = s;
-    link_locked(h, r);   /* h is new: no other thread sees it before the registry lists it */
+    /* h is new, or recycled: no other thread walks its entries before
+     * the registry lists it, or before its capture runs again */
+    link_locked(h, r);
+    if (h->recycles) {
+        if (!h->in_registry)
+            add_to_registry(h);
+        atomic_store_explicit(&h->capture_over, 0, memory_order_release);
+        return;
+    }
+    add_to_registry(h);
+}
+
+void cucap_i_capture_registry_end(struct cucap_hier *h)
+{
+    if (!h->recycles)
+        cucap_i_capture_registry_remove(h);
+}
+
+static void add_to_registry(struct cucap_hier *h)
+{
     pthread_mutex_lock(&registry_lock);
     h->registry_prev = NULL;
     h->registry_next = running;
@@ -699,7 +817,7 @@ static struct cucap_hier *capture_of_stream(CUstream s)
     pthread_mutex_lock(&registry_lock);
     for (h = running; h && !found; h = h->registry_next) {
         pthread_mutex_lock(&h->lock);
-        for (r = h->streams; r; r = r->next)
+        for (r = atomic_load_explicit(&h->capture_over, memory_order_acquire) ? NULL : h->streams; r; r = r->next)
             if (r->stream == s) {
                 found = h;
                 cucap_i_hier_ref(h);

@@ -18,6 +18,17 @@ struct cucap_registration;
  * the capture's graph, known and owned once the capture's end returns it
  * (cucap_i_hier_capture_over).  One reference. */
 struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx);
+/* A builder's hierarchy whose capture is over, made ready for the
+ * builder's next capture (cucap_builder_reset) when the builder holds its
+ * only reference: its graph destroyed, its records cleared; it keeps its
+ * locks, its place in the registry and the streams and events its
+ * captures gave back, for the next splits.  1 when done, 0 when it
+ * cannot be (the caller then lets it go). */
+int cucap_i_hier_recycle(struct cucap_hier *h);
+/* Under the graph lock, a split of a recycled hierarchy's capture: up to
+ * n streams and, when *event is NULL, an event of context ctx that its
+ * earlier captures gave back.  Returns how many streams. */
+size_t cucap_i_hier_take_ready(struct cucap_hier *h, CUcontext ctx, size_t n, CUstream *streams, CUevent *event);
 /* Free the hierarchies kept for reuse (with cucap_i_drain_kept). */
 void cucap_i_hier_spares_drain(void);
 /* The driver's id of the capture, 0 until a join that queried the stream
@@ -48,6 +59,9 @@ int cucap_i_hier_is_owned(struct cucap_hier *h);
  * callback calling back into the library). */
 void cucap_i_hier_lock(struct cucap_hier *h);
 void cucap_i_hier_unlock(struct cucap_hier *h);
+/* Lock, unless the caller's reference is the only one (then no other
+ * thread can reach the graphs): whether it locked. */
+int cucap_i_hier_lock_unless_sole(struct cucap_hier *h);
 /* Lock, then whether the capture still runs (it is not over). */
 int cucap_i_hier_lock_running(struct cucap_hier *h);
 void cucap_i_hier_ref(struct cucap_hier *h);
@@ -109,9 +123,11 @@ int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, 
 struct ctx_hold;
 void cucap_i_give_event(struct ctx_hold *c, struct cucap_hier *h, CUevent e);
 /* The capture is over; `ended`, when not NULL, is the graph its end
- * returned, which the hierarchy owns from now on, and `origin`, when not
- * NULL, the ending builder's registry entry, forgotten (in the same
- * step). */
+ * returned, which the hierarchy owns from now on (the caller holds the
+ * graph lock then), and `origin`, when not NULL, the ending builder's
+ * registry entry, forgotten (in the same step).  The streams and events
+ * deferred to the end go back to the cache, or, when the hierarchy is
+ * recycled and the capture made a graph, stay for its next capture. */
 void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap_registration *origin);
 
 /* Streams taking part in a capture, so that calls that only know a stream
@@ -126,13 +142,17 @@ struct cucap_registration {         /* kept in the registering builder */
     struct cucap_registration *prev, *next;
     int linked;
 };
-/* begin: the origin's entry, and its new hierarchy into the registry */
+/* begin: the origin's entry, and its new hierarchy into the registry (a
+ * recycled one: its capture running again) */
 void cucap_i_capture_register_origin(struct cucap_registration *r, CUstream s, struct cucap_hier *h);
 /* An entry out of its hierarchy; one not linked is fine. */
 void cucap_i_capture_unregister(struct cucap_registration *r);
 /* The hierarchy out of the registry (its capture is over, or its origin
  * is let go); one not there is fine.  Only its origin's user calls it. */
 void cucap_i_capture_registry_remove(struct cucap_hier *h);
+/* The capture is over: out of the registry, unless the hierarchy is
+ * recycled (a lookup passes over a capture that is over). */
+void cucap_i_capture_registry_end(struct cucap_hier *h);
 /* A split's last step on h, whose graph lock the caller holds: n more
  * references to h (its forks'), their entries (chained through next,
  * each with its stream) registered, the split's event e deferred to the

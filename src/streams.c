@@ -167,9 +167,11 @@ void cucap_i_cache_give_items(const struct cucap_cache_item *items, size_t n, co
 {
     size_t i, left = 0;
     struct cache *c;
-    unsigned char kept_local[256], *kept = n <= 256 ? kept_local : malloc(n);
+    unsigned char kept_local[256], *kept;
 
-    if (!kept) {
+    if (n == 0)
+        return;
+    if (!(kept = n <= 256 ? kept_local : malloc(n))) {
         for (i = 0; i < n; i++)
             give(items[i].ctx, items[i].dev, items[i].is_event ? EVENTS : STREAMS, items[i].handle, caller);
         return;

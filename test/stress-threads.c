@@ -82,6 +82,8 @@ struct worker {
     int index;
     int rounds;
     int tolerate_invalidation;       /* scenario 3: capture errors are expected */
+    int keep;                        /* one builder for every cycle, reset between */
+    cucap_builder *kept;
     int completed, capture_failures, other_failures;
     char first_failure[512];
 };
@@ -122,12 +124,25 @@ static int cycle(struct worker *w, CUstream launch_stream)
             goto out;                                                                                          \
         }                                                                                                      \
     } while (0)
-    STEP("cucap_builder_create", cucap_builder_create(0, &b, &err));
+    if (w->keep) {
+        if (!w->kept)
+            STEP("cucap_builder_create", cucap_builder_create(0, &w->kept, &err));
+        STEP("cucap_builder_reset", cucap_builder_reset(w->kept, &err));
+        b = w->kept;
+    } else
+        STEP("cucap_builder_create", cucap_builder_create(0, &b, &err));
     STEP("cucap_builder_begin", cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, &err));
     STEP("cuLaunchHostFunc", D.cuLaunchHostFunc(cucap_builder_stream(b), count_call, NULL));
     STEP("cucap_builder_split", cucap_builder_split(b, FORKS, f, &err));
     for (i = 0; i < FORKS - 1; i++)
         STEP("cuLaunchHostFunc (fork)", D.cuLaunchHostFunc(cucap_builder_stream(f[i]), count_call, NULL));
+    if (w->keep) {   /* the registry finds the fork's capture among the other threads' */
+        cucap_pool *pool = NULL;
+        CUdeviceptr a = 0;
+        STEP("cucap_device_pool", cucap_device_pool(0, &pool, &err));
+        STEP("cucap_pool_alloc (fork)", cucap_pool_alloc(pool, 256, cucap_builder_stream(f[0]), &a, &err));
+        STEP("cucap_pool_free (fork)", cucap_pool_free(pool, a, cucap_builder_stream(f[0]), &err));
+    }
     STEP("cucap_builder_join", cucap_builder_join((cucap_builder *const[]){ f[2], b, f[0], f[1] }, FORKS, &root,
                                                   &err));
     STEP("cucap_builder_end", cucap_builder_end(b, &err));
@@ -139,12 +154,12 @@ out:
     atomic_store(&w->where, "destroying");
     cucap_error_free(err);
     cucap_exec_destroy(exec);
-    /* destroy in a thread-dependent order */
-    if (w->index % 3 == 0)
+    /* destroy in a thread-dependent order; a kept builder at the thread's end */
+    if (w->index % 3 == 0 && !w->keep)
         cucap_builder_destroy(b);
     for (i = 0; i < FORKS - 1; i++)
         cucap_builder_destroy(f[(i + w->index) % (FORKS - 1)]);
-    if (w->index % 3 != 0)
+    if (w->index % 3 != 0 && !w->keep)
         cucap_builder_destroy(b);
     return ok;
 }
@@ -168,6 +183,8 @@ static void *capturing_thread(void *p)
     }
     for (r = 0; r < w->rounds; r++)
         w->completed += cycle(w, s);
+    cucap_builder_destroy(w->kept);
+    w->kept = NULL;
     atomic_store(&w->where, "synchronizing its launch stream");
     D.cuCtxSetCurrent(ctx);
     if (relaxed_synchronize(s) != CUDA_SUCCESS)
@@ -261,7 +278,7 @@ static void *invalidating_thread(void *p)
 
 enum beside { BESIDE_NOTHING, BESIDE_POOLS, BESIDE_INVALIDATOR };
 
-static void capturing_threads(enum beside beside, const char *what)
+static void capturing_threads(enum beside beside, int keep, const char *what)
 {
     pthread_t threads[THREADS], other[2];
     int pool_failures[2] = { 0, 0 }, completed = 0, capture_failures = 0, other_failures = 0, i, others = 0;
@@ -282,6 +299,7 @@ static void capturing_threads(enum beside beside, const char *what)
         workers[i].index = i;
         workers[i].rounds = ROUNDS;
         workers[i].tolerate_invalidation = beside == BESIDE_INVALIDATOR;
+        workers[i].keep = keep;
         pthread_create(&threads[i], NULL, capturing_thread, &workers[i]);
     }
     for (i = 0; i < THREADS; i++)
@@ -595,7 +613,7 @@ static int child_main(const char *name)
     }
     if (strcmp(name, "library-invalidator") == 0) {
         tests = 0;
-        capturing_threads(BESIDE_INVALIDATOR, "16 fresh threads beside a thread invalidating their captures");
+        capturing_threads(BESIDE_INVALIDATOR, 0, "16 fresh threads beside a thread invalidating their captures");
         return 0;
     }
     return 2;
@@ -647,8 +665,9 @@ int main(int argc, char **argv)
         return loaded < 0;
     cucap_set_warning_handler(quiet, NULL);
     start_watchdog();
-    capturing_threads(BESIDE_NOTHING, "16 fresh threads in global mode");
-    capturing_threads(BESIDE_POOLS, "16 fresh threads beside pool setup");
+    capturing_threads(BESIDE_NOTHING, 0, "16 fresh threads in global mode");
+    capturing_threads(BESIDE_POOLS, 0, "16 fresh threads beside pool setup");
+    capturing_threads(BESIDE_POOLS, 1, "16 fresh threads, each resetting one builder, beside pool setup");
     invalidator_scenarios(argv[0]);
     D.cuDevicePrimaryCtxRetain(&ctx, 0);
     D.cuCtxSetCurrent(ctx);

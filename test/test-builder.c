@@ -1904,3 +1904,109 @@ BACKEND_TEST(builder, reset_refuses_what_it_cannot_reset_and_forgets_old_forks)
     if (on_simulator())
         cr_assert_eq(sim_live_settled("graph"), 0);
 }
+
+/* One capture of a reset builder, invalidated (by a synchronize on its
+ * stream, then a pool call that fails, when pool_call) or not; its end's
+ * error, NULL when it ended well. */
+static cucap_error *capture_of_a_reset_builder(cucap_builder *b, CUdeviceptr d, int invalidate, int pool_call)
+{
+    cucap_builder *f = NULL;
+    cucap_pool *pool = NULL;
+    cucap_error *err = NULL;
+    CUdeviceptr a = 0;
+
+    cr_assert_eq(cucap_builder_reset(b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 2, &f, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d, 7, 64, cucap_builder_stream(f)), CUDA_SUCCESS);
+    if (invalidate) {
+        cr_assert_eq(D.cuStreamSynchronize(cucap_builder_stream(b)), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        if (pool_call) {
+            cr_assert_eq(cucap_device_pool(0, &pool, NULL), CUDA_SUCCESS);
+            cr_assert_eq(cucap_pool_alloc(pool, 64, cucap_builder_stream(f), &a, NULL),
+                         CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        }
+    }
+    if (!invalidate)   /* a join would be this capture's first failing library call */
+        cr_assert_eq(cucap_builder_join_forks(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    if (cucap_builder_end(b, &err) == CUDA_SUCCESS)
+        cr_assert(!invalidate, "an invalidated capture ended well");
+    cucap_builder_destroy(f);
+    return err;
+}
+
+/* A builder reset after every capture keeps its capture's records only
+ * for that capture: the registry finds its streams in the third capture
+ * (a pool call that fails is named), and the fourth, invalidated from
+ * outside, names no library call of the third. */
+BACKEND_TEST(builder, a_reset_builder_names_each_captures_own_failure)
+{
+    cucap_builder *b = NULL;
+    cucap_error *err;
+    CUdeviceptr d = 0;
+
+    cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
+    cr_assert_null(capture_of_a_reset_builder(b, d, 0, 0));
+    cr_assert_null(capture_of_a_reset_builder(b, d, 0, 0));
+    err = capture_of_a_reset_builder(b, d, 1, 1);
+    cr_assert_eq(cucap_error_code(err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cr_assert_eq(cucap_error_note_count(err), 1);
+    cr_assert_not_null(strstr(cucap_error_note(err, 0), "cucap_pool_alloc (cuMemAllocFromPoolAsync) failed"), "%s",
+                       cucap_error_note(err, 0));
+    cucap_error_free(err);
+    err = capture_of_a_reset_builder(b, d, 1, 0);
+    cr_assert_eq(cucap_error_code(err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cr_assert_eq(cucap_error_note_count(err), 1);
+    cr_assert_not_null(strstr(cucap_error_note(err, 0), "no libcucapture call on this capture failed"), "%s",
+                       cucap_error_note(err, 0));
+    cucap_error_free(err);
+    cr_assert_null(capture_of_a_reset_builder(b, d, 0, 0), "after two invalidated captures");
+    cr_assert_eq(cucap_builder_get_state(b), CUCAP_BUILDER_ENDED);
+    cucap_builder_destroy(b);
+    cr_assert_eq(D.cuMemFree(d), CUDA_SUCCESS);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("graph"), 0);
+        cr_assert_eq(sim_live_settled("stream"), 0);
+        cr_assert_eq(sim_live_settled("event"), 0);
+    }
+}
+
+/* A reset builder's split takes the streams and event its last capture
+ * gave back; when the split fails for want of more, they go to the cache
+ * (the next split makes none) and nothing leaks. */
+FAULT_BACKEND_TEST(builder, a_reset_builders_failed_split_gives_its_kept_streams_back)
+{
+    cucap_builder *b = NULL, *f[3] = { NULL, NULL, NULL };
+    cucap_error *err = NULL;
+    long made;
+    int c;
+
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
+    for (c = 0; c < 3; c++) {
+        cr_assert_eq(cucap_builder_reset(b, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+        if (c == 2) {
+            cr_assert_eq(set_rules("cuStreamCreate:1:CUDA_ERROR_OUT_OF_MEMORY"), 0);
+            cr_assert_eq(cucap_builder_split(b, 4, f, &err), CUDA_ERROR_OUT_OF_MEMORY);
+            cr_assert_not_null(strstr(cucap_error_message(err), "cuStreamCreate"), "%s", cucap_error_message(err));
+            cucap_error_free(err);
+            cr_assert_null(f[0]);
+            cr_assert_eq(set_rules(""), 0);
+        }
+        made = calls("cuStreamCreate") + calls("cuEventCreate");
+        cr_assert_eq(cucap_builder_split(b, 2, f, NULL), CUDA_SUCCESS);
+        if (c == 2)
+            cr_assert_eq(calls("cuStreamCreate") + calls("cuEventCreate"), made, "the split made a stream or event");
+        cr_assert_eq(cucap_builder_join_forks(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+        cr_assert_eq(cucap_builder_end(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+        cucap_builder_destroy(f[0]);
+        f[0] = NULL;
+    }
+    cucap_builder_destroy(b);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("stream"), 0);
+        cr_assert_eq(sim_live_settled("event"), 0);
+    }
+}
