@@ -584,6 +584,7 @@ static double alloc_raw_relaxed(void *p)
  * already has, launch it.  Both sides launch on one kept stream and wait
  * for it once per LOOP_BATCH iterations. */
 enum { LOOP_BATCH = 10 };
+#define LOOP_REPS(reps) (5 * (reps))   /* 10 iterations each: about 0.1 s a side per row */
 
 struct loop {
     int k;
@@ -965,7 +966,11 @@ static void loop_steps(void *arg, int k, double *lib, double *raw)
     for (i = 1; i < x->k; i++)
         all[i] = NULL;
     t[0] = now_us();
-    cucap_builder_create(0, &all[0], NULL);
+    if (x->keep) {
+        cucap_builder_reset(x->kept, NULL);
+        all[0] = x->kept;
+    } else
+        cucap_builder_create(0, &all[0], NULL);
     t[1] = now_us();
     cucap_builder_begin(all[0], CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
     t[2] = now_us();
@@ -983,7 +988,7 @@ static void loop_steps(void *arg, int k, double *lib, double *raw)
     t[7] = now_us();
     cucap_exec_launch(x->lib_exec, x->launch, NULL);
     t[8] = now_us();
-    destroy_all(all, x->k);
+    loop_release_lib(x, all);
     t[9] = now_us();
     for (i = 0; i < 9; i++)
         lib[i] = t[i + 1] - t[i];
@@ -1019,14 +1024,28 @@ static void loop_steps(void *arg, int k, double *lib, double *raw)
     D.cuStreamSynchronize(x->launch);
 }
 
+static const char *const loop_reset_step_names[] = {
+    "cucap_builder_reset (the graph with it)", "cucap_builder_begin", "cucap_builder_split", "the memsets",
+    "cucap_builder_join_forks", "cucap_builder_end", "cucap_exec_update", "cucap_exec_launch",
+    "cucap_builder_destroy (the forks)",
+};
+
 static void loop_steps_table(struct loop *x, int reps)
 {
     struct steps t = { "Where an update loop iteration's time goes", loop_ks, 2, loop_lib_step_names,
                        loop_raw_step_names, 9, 8, loop_steps, x };
+    struct steps kept = { "The same with one builder reset for every capture", loop_ks, 2, loop_reset_step_names,
+                          loop_raw_step_names, 9, 8, loop_steps, x };
 
     x->k = 0;
+    x->keep = 0;
     steps_table(&t, reps);
     loop_finish(x);
+    x->k = 0;
+    x->keep = 1;
+    steps_table(&kept, reps);
+    loop_finish(x);
+    x->keep = 0;
 }
 
 int tool_bench(int argc, char **argv)
@@ -1055,9 +1074,11 @@ int tool_bench(int argc, char **argv)
     if (tool_open_device("bench", &ctx) != 0)
         return TOOL_CANNOT_RUN;
     ctx_of_bench = ctx;
-    printf("libcucapture %s, driver %d%s, %d repetitions per row, medians in microseconds\n\n",
+    printf("libcucapture %s, driver %d%s, %d repetitions per row (%d for the update loop, whose differences are "
+           "smaller), medians in microseconds\n\n",
            cucap_version_string(), cucap_driver_version(),
-           tool_on_simulator() ? " [simulated driver, not a GPU: the times say nothing about a GPU]" : "", reps);
+           tool_on_simulator() ? " [simulated driver, not a GPU: the times say nothing about a GPU]" : "", reps,
+           LOOP_REPS(reps));
     printf("| %-52s | %12s | %12s | %6s | %-33s |\n", "work", "library", "raw driver", "ratio",
            "library - raw: median [p10, p90]");
     printf("|%s|%s|%s|%s|%s|\n", "------------------------------------------------------", "-------------:",
@@ -1114,7 +1135,7 @@ int tool_bench(int argc, char **argv)
         printf("| %-52s | not timed: the raw side's streams and events could not be made |\n", "update loop");
         mismatched++;
     } else
-        mismatched += loop_rows(&l, reps, quick ? 1 : 5);
+        mismatched += loop_rows(&l, LOOP_REPS(reps), quick ? 1 : 5);
 
     if (steps) {
         struct steps t = { "Where a capture's time goes", capture_step_ks, 2, lib_step_names, raw_step_names,
