@@ -42,6 +42,9 @@ struct cucap_builder {
 extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
 
 /* builder.c */
+/* Destroy the builders kept for the next cucap_builder_create (with
+ * cucap_i_drain_kept). */
+void cucap_i_builder_kept_drain(void);
 CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller, cucap_error **err);
 CUresult cucap_i_builder_no_graph(const char *caller, cucap_error **err);

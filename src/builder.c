@@ -20,6 +20,7 @@
 #include "context-hold.h"
 #include "fork-links.h"
 #include "graph.h"
+#include "spares.h"
 #include "streams.h"
 
 const char *const cucap_i_state_names[] = { "NOT_STARTED", "CAPTURING", "ENDED", "INVALIDATED", "CLOSED" };
@@ -42,6 +43,25 @@ CUresult cucap_i_builder_no_graph(const char *caller, cucap_error **err)
 
 /* ---------------------------------------------------------------- creation */
 
+/* Builders of cucap_builder_create destroyed between captures, kept whole
+ * (their stream, context hold and recycled hierarchy) for the next
+ * cucap_builder_create of their device, which then costs what a reset
+ * does; by device, for the first KEPT_DEVICES devices. */
+#define KEPT_DEVICES 8
+static struct cucap_spares kept_builders[KEPT_DEVICES];
+
+void cucap_i_builder_kept_drain(void)
+{
+    cucap_builder *b;
+    int dev;
+
+    for (dev = 0; dev < KEPT_DEVICES; dev++)
+        while ((b = cucap_i_spare_take(&kept_builders[dev])) != NULL) {
+            (void)cucap_i_builder_close_as(b, "cucap_builder_destroy", "destroying a kept builder", NULL);
+            cucap_i_builder_free(b);
+        }
+}
+
 CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_create";
@@ -52,6 +72,8 @@ CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **e
     if (!out)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
     *out = NULL;
+    if (dev >= 0 && dev < KEPT_DEVICES && (*out = cucap_i_spare_take(&kept_builders[dev])) != NULL)
+        return CUDA_SUCCESS;
     if ((rc = cucap_i_ctx_hold_primary(dev, &hold, caller, err)) != CUDA_SUCCESS)
         return rc;
     /* the stream comes from the cache and goes back to it (release) */
@@ -383,11 +405,38 @@ CUresult cucap_builder_close(cucap_builder *b, cucap_error **err)
     return cucap_i_builder_close_as(b, "cucap_builder_close", "closing a builder that was still capturing", err);
 }
 
+/* A builder of cucap_builder_create whose capture is over (or never
+ * began), made NOT_STARTED as a reset makes it and kept for the next
+ * cucap_builder_create of its device: 1, or 0 when it cannot be (it is
+ * then destroyed as any other, its hierarchy maybe recycled). */
+static int keep_for_create(cucap_builder *b)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+
+    if (b->kind != CUCAP_BUILDER_PRIMARY || b->state == CUCAP_BUILDER_CAPTURING || b->state == CUCAP_BUILDER_CLOSED ||
+        !b->cached_stream || !b->ctx->retained || b->ctx->dev < 0 || b->ctx->dev >= KEPT_DEVICES)
+        return 0;
+    if (b->h) {   /* ENDED or INVALIDATED */
+        drop_fork_links(b, b->h);
+        if (!cucap_i_hier_recycle(b->h))
+            return 0;
+        b->kept_h = b->h;
+        b->h = NULL;
+        b->joined_in_capture = 0;
+        b->state = CUCAP_BUILDER_NOT_STARTED;
+    }
+    /* as release proves before the cache gets the stream */
+    if (cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
+        status != CU_STREAM_CAPTURE_STATUS_NONE)
+        return 0;
+    return cucap_i_spare_give(&kept_builders[b->ctx->dev], b);
+}
+
 void cucap_builder_destroy(cucap_builder *b)
 {
     cucap_error *e = NULL;
 
-    if (!b)
+    if (!b || keep_for_create(b))
         return;
     if (cucap_i_builder_close_as(b, "cucap_builder_destroy", "destroying a builder that was still capturing", &e) != CUDA_SUCCESS)
         cucap_i_warn_error(e);

@@ -2,6 +2,7 @@
  * leak checks): above every object that keeps something. */
 #include "config.h"
 
+#include "builder-internal.h"
 #include "context-hold.h"
 #include "hierarchy.h"
 #include "internal.h"
@@ -12,6 +13,7 @@
 
 void cucap_i_drain_kept(void)
 {
+    cucap_i_builder_kept_drain();   /* first: they hold hierarchies, streams and contexts */
     cucap_i_ctx_holds_drain();
     cucap_i_builder_spares_drain();
     cucap_i_hier_spares_drain();

@@ -1905,16 +1905,26 @@ BACKEND_TEST(builder, reset_refuses_what_it_cannot_reset_and_forgets_old_forks)
         cr_assert_eq(sim_live_settled("graph"), 0);
 }
 
-/* One capture of a reset builder, invalidated (by a synchronize on its
- * stream, then a pool call that fails, when pool_call) or not; its end's
- * error, NULL when it ended well. */
-static cucap_error *capture_of_a_reset_builder(cucap_builder *b, CUdeviceptr d, int invalidate, int pool_call)
+/* One capture of *b, reset for it, or destroyed and a new one created
+ * when by_create; invalidated (by a synchronize on its stream, then a
+ * pool call that fails, when pool_call) or not; its end's error, NULL
+ * when it ended well. */
+static cucap_error *capture_again(cucap_builder **bp, int by_create, CUdeviceptr d, int invalidate, int pool_call)
 {
-    cucap_builder *f = NULL;
+    cucap_builder *b, *f = NULL;
     cucap_pool *pool = NULL;
     cucap_error *err = NULL;
     CUdeviceptr a = 0;
 
+    if (by_create) {
+        cucap_builder_destroy(*bp);
+        *bp = NULL;
+        cr_assert_eq(cucap_builder_create(0, bp, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+        cr_assert_eq(cucap_builder_get_state(*bp), CUCAP_BUILDER_NOT_STARTED);
+        cr_assert_eq(capture_status(cucap_builder_stream(*bp)), CU_STREAM_CAPTURE_STATUS_NONE);
+        cr_assert_eq(cucap_builder_join_forks(*bp, NULL), CUDA_SUCCESS, "no forks");
+    }
+    b = *bp;
     cr_assert_eq(cucap_builder_reset(b, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_split(b, 2, &f, NULL), CUDA_SUCCESS);
@@ -1935,41 +1945,57 @@ static cucap_error *capture_of_a_reset_builder(cucap_builder *b, CUdeviceptr d, 
     return err;
 }
 
-/* A builder reset after every capture keeps its capture's records only
- * for that capture: the registry finds its streams in the third capture
- * (a pool call that fails is named), and the fourth, invalidated from
- * outside, names no library call of the third. */
-BACKEND_TEST(builder, a_reset_builder_names_each_captures_own_failure)
+/* A builder reset after every capture (or destroyed and created again,
+ * by_create) keeps its capture's records only for that capture: the
+ * registry finds its streams in the third capture (a pool call that fails
+ * is named), and the fourth, invalidated from outside, names no library
+ * call of the third.  A graph reference of the first capture outlives
+ * the rest.  From a thread with no current context. */
+static void each_capture_names_its_own_failure(int by_create)
 {
     cucap_builder *b = NULL;
+    cucap_graph *first = NULL;
+    cucap_exec *exec = NULL;
     cucap_error *err;
     CUdeviceptr d = 0;
 
     cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_SUCCESS);
+    cr_assert_eq(D.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
-    cr_assert_null(capture_of_a_reset_builder(b, d, 0, 0));
-    cr_assert_null(capture_of_a_reset_builder(b, d, 0, 0));
-    err = capture_of_a_reset_builder(b, d, 1, 1);
+    cr_assert_null(capture_again(&b, by_create, d, 0, 0));
+    cr_assert_eq(cucap_builder_graph(b, &first, NULL), CUDA_SUCCESS);
+    cr_assert_null(capture_again(&b, by_create, d, 0, 0));
+    err = capture_again(&b, by_create, d, 1, 1);
     cr_assert_eq(cucap_error_code(err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     cr_assert_eq(cucap_error_note_count(err), 1);
     cr_assert_not_null(strstr(cucap_error_note(err, 0), "cucap_pool_alloc (cuMemAllocFromPoolAsync) failed"), "%s",
                        cucap_error_note(err, 0));
     cucap_error_free(err);
-    err = capture_of_a_reset_builder(b, d, 1, 0);
+    err = capture_again(&b, by_create, d, 1, 0);
     cr_assert_eq(cucap_error_code(err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     cr_assert_eq(cucap_error_note_count(err), 1);
     cr_assert_not_null(strstr(cucap_error_note(err, 0), "no libcucapture call on this capture failed"), "%s",
                        cucap_error_note(err, 0));
     cucap_error_free(err);
-    cr_assert_null(capture_of_a_reset_builder(b, d, 0, 0), "after two invalidated captures");
+    cr_assert_null(capture_again(&b, by_create, d, 0, 0), "after two invalidated captures");
     cr_assert_eq(cucap_builder_get_state(b), CUCAP_BUILDER_ENDED);
     cucap_builder_destroy(b);
+    cr_assert_eq(cucap_graph_instantiate(first, NULL, &exec, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cucap_exec_destroy(exec);
+    cucap_graph_unref(first);
+    gpu_make_current();
     cr_assert_eq(D.cuMemFree(d), CUDA_SUCCESS);
     if (on_simulator()) {
         cr_assert_eq(sim_live_settled("graph"), 0);
         cr_assert_eq(sim_live_settled("stream"), 0);
         cr_assert_eq(sim_live_settled("event"), 0);
     }
+}
+
+BACKEND_TEST(builder, a_reset_builder_names_each_captures_own_failure) { each_capture_names_its_own_failure(0); }
+BACKEND_TEST(builder, a_builder_created_after_each_capture_names_its_own_failure)
+{
+    each_capture_names_its_own_failure(1);
 }
 
 /* A reset builder's split takes the streams and event its last capture

@@ -19,10 +19,11 @@ else
     echo "not ok 5 - with two devices: exit $rc"; printf '%s\n' "$out" | sed 's/^/# /'
 fi
 # --steps: the capture phase step by step, 7 library calls and 6 raw steps,
-# then an update loop iteration, 9 library calls and 8 raw steps
+# then an update loop iteration, 9 library calls and 8 raw steps, with a
+# builder per capture and with one builder reset
 out=$(env -u CUCAPTURE_REQUIRE_GPU CUCAPTURE_DRIVER="$CUCAPTURE_TEST_SIM" ./tools/cucapture bench --quick --steps 2>&1); rc=$?
 steps=$(printf '%s\n' "$out" | grep -c -E '^\| (lib|raw) .*\| +[0-9.]+ \| +[0-9.]+ \|$')
 loop=$(printf '%s\n' "$out" | sed -n '/update loop iteration/,$p' | grep -c -E '^\| (lib|raw) .*\| +[0-9.]+ \| +[0-9.]+ \|$')
-if [ "$rc" -eq 0 ] && [ "$steps" -eq 30 ] && [ "$loop" -eq 17 ]; then
-    echo "ok 6 - --steps prints 13 capture steps for K=2 and K=64, 17 update loop steps for K=2 and K=8"
+if [ "$rc" -eq 0 ] && [ "$steps" -eq 47 ] && [ "$loop" -eq 34 ]; then
+    echo "ok 6 - --steps prints 13 capture steps for K=2 and K=64, 17 update loop steps for K=2 and K=8, twice"
 else echo "not ok 6 - --steps: exit $rc, $steps steps, $loop of the update loop"; printf '%s\n' "$out" | tail -16 | sed 's/^/# /'; fi
