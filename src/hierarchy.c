@@ -452,8 +452,9 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap
     h->deferred_count = h->deferred_cap = 0;
     atomic_store_explicit(&h->capture_over, 1, memory_order_release);
     pthread_mutex_unlock(&h->lock);
-    kept = ended && h->recycles ? keep_ready(h, d, n) : 0;
-    cucap_i_cache_give_items(d + kept, n - kept, "cucap_builder_end");
+    kept = ended && h->recycles && n ? keep_ready(h, d, n) : 0;
+    if (n > kept)
+        cucap_i_cache_give_items(d + kept, n - kept, "cucap_builder_end");
     if (d != h->few_deferred)   /* those stay: the hierarchy lives on, and no item is deferred any more */
         free(d);
 }
