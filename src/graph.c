@@ -294,10 +294,11 @@ CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const cha
     CUgraphExecUpdateResultInfo info;
     CUgraphNodeType type;
     CUcontext ctx = e->ctx, saved = NULL;
-    char where[96] = "";
+    char where[96];
     CUresult rc;
     int locked;
 
+    where[0] = '\0';
     if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
     memset(&info, 0, sizeof info);

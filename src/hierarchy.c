@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,7 @@ struct cucap_hier {
     atomic_int refs;
     pthread_mutex_t lock;            /* guards the fields below but the graphs' use */
     pthread_mutex_t graph_lock;      /* see cucap_i_hier_lock */
-    _Atomic(const void *) graph_owner;   /* the holding thread's mark, NULL when free */
+    atomic_uintptr_t graph_owner;    /* the holding thread (pthread_self), 0 when free */
     unsigned graph_depth;            /* how often the holder took it; the holder's */
     CUcontext ctx;
     /* the ownership tree */
@@ -104,7 +105,7 @@ struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx)
     atomic_init(&h->refs, 1);
     atomic_init(&h->owned, 0);
     atomic_init(&h->capture_over, 0);
-    atomic_init(&h->graph_owner, NULL);
+    atomic_init(&h->graph_owner, 0);
     pthread_mutex_init(&h->lock, NULL);
     h->ctx = ctx;
     return h;
@@ -135,13 +136,12 @@ int cucap_i_hier_is_owned(struct cucap_hier *h)
     return atomic_load_explicit(&h->owned, memory_order_acquire) && cucap_i_hier_root(h) != NULL;
 }
 
-/* A byte per thread, whose address names the thread as the holder of a
- * graph lock: only the holder ever reads its own mark in graph_owner. */
-static _Thread_local char thread_mark;
-
+/* The holder of a graph lock is named by pthread_self() (a thread-local
+ * variable would cost a __tls_get_addr call in a shared library); only
+ * the holder ever finds its own name in graph_owner. */
 void cucap_i_hier_lock(struct cucap_hier *h)
 {
-    const void *self = &thread_mark;
+    uintptr_t self = (uintptr_t)pthread_self();
 
     if (atomic_load_explicit(&h->graph_owner, memory_order_relaxed) == self) {
         h->graph_depth++;
@@ -156,7 +156,7 @@ void cucap_i_hier_unlock(struct cucap_hier *h)
 {
     if (--h->graph_depth > 0)
         return;
-    atomic_store_explicit(&h->graph_owner, NULL, memory_order_relaxed);
+    atomic_store_explicit(&h->graph_owner, 0, memory_order_relaxed);
     pthread_mutex_unlock(&h->graph_lock);
 }
 
