@@ -374,7 +374,7 @@ CUresult cucap_builder_reset(cucap_builder *b, cucap_error **err)
     /* ENDED or INVALIDATED: the capture is over, its streams out of it;
      * the last capture's forks are no longer b's */
     drop_fork_links(b, b->h);
-    if (cucap_i_hier_recycle(b->h))
+    if (cucap_i_hier_recycle(b->h, caller))
         b->kept_h = b->h;   /* for the next begin */
     else
         let_go(b, b->h);
@@ -418,7 +418,7 @@ static int keep_for_create(cucap_builder *b)
         return 0;
     if (b->h) {   /* ENDED or INVALIDATED */
         drop_fork_links(b, b->h);
-        if (!cucap_i_hier_recycle(b->h))
+        if (!cucap_i_hier_recycle(b->h, "cucap_builder_destroy"))
             return 0;
         b->kept_h = b->h;
         b->h = NULL;

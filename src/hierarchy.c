@@ -211,7 +211,7 @@ void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n)
         free(h);
 }
 
-int cucap_i_hier_recycle(struct cucap_hier *h)
+int cucap_i_hier_recycle(struct cucap_hier *h, const char *caller)
 {
     CUresult rc;
 
@@ -219,8 +219,8 @@ int cucap_i_hier_recycle(struct cucap_hier *h)
         !atomic_load_explicit(&h->capture_over, memory_order_acquire))
         return 0;
     if (h->owned && h->root.graph && (rc = cucap_i_drv.cuGraphDestroy(h->root.graph)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "cucap_builder_reset: cuGraphDestroy failed while destroying the last capture's graph: "
-                     CUCAP_I_RESULT_FMT, CUCAP_I_RESULT_ARGS(rc));
+        cucap_i_warn(rc, "%s: cuGraphDestroy failed while destroying the last capture's graph: " CUCAP_I_RESULT_FMT,
+                     caller, CUCAP_I_RESULT_ARGS(rc));
     while (h->root.next) {   /* the driver destroyed the graphs below the root with it */
         struct cucap_box *b = h->root.next;
         h->root.next = b->next;
@@ -390,16 +390,22 @@ static void unlink_locked(struct cucap_hier *h, struct cucap_registration *r);
 static void add_to_registry(struct cucap_hier *h);
 
 /* Under the graph lock: items of a capture that is over kept for the
- * next captures' splits, as many as there is room for; how many. */
+ * next captures' splits, as many as there is room for, up to READY_MAX
+ * (a join by events takes its events from the cache: those would pile up
+ * here otherwise); how many. */
+#define READY_MAX 64
 static size_t keep_ready(struct cucap_hier *h, const struct cucap_cache_item *items, size_t n)
 {
-    size_t room = h->ready_cap - h->ready_count, cap;
+    size_t room, cap;
     struct cucap_cache_item *grown;
 
     if (!h->ready) {
         h->ready = h->few_ready;
-        h->ready_cap = room = sizeof h->few_ready / sizeof h->few_ready[0];
+        h->ready_cap = sizeof h->few_ready / sizeof h->few_ready[0];
     }
+    if (n > READY_MAX - h->ready_count)
+        n = READY_MAX - h->ready_count;
+    room = h->ready_cap - h->ready_count;
     if (room < n) {
         cap = h->ready_count + n;
         if ((grown = h->ready == h->few_ready ? malloc(cap * sizeof *grown) : realloc(h->ready, cap * sizeof *grown))) {

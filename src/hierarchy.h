@@ -20,11 +20,12 @@ struct cucap_registration;
 struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx);
 /* A builder's hierarchy whose capture is over, made ready for the
  * builder's next capture (cucap_builder_reset) when the builder holds its
- * only reference: its graph destroyed, its records cleared; it keeps its
- * locks, its place in the registry and the streams and events its
- * captures gave back, for the next splits.  1 when done, 0 when it
+ * only reference: its graph destroyed (a failure goes to the warning
+ * handler as caller's), its records cleared; it keeps its locks, its
+ * place in the registry and the streams and events its captures gave
+ * back (a bounded number), for the next splits.  1 when done, 0 when it
  * cannot be (the caller then lets it go). */
-int cucap_i_hier_recycle(struct cucap_hier *h);
+int cucap_i_hier_recycle(struct cucap_hier *h, const char *caller);
 /* Under the graph lock, a split of a recycled hierarchy's capture: up to
  * n streams and, when *event is NULL, an event of context ctx that its
  * earlier captures gave back.  Returns how many streams. */

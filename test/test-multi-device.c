@@ -363,3 +363,33 @@ Test(multi_fault_gpu, fork_stream_on_another_device_is_reused)
     need_two_gpus();
     fork_stream_on_another_device_is_reused();
 }
+
+/* A builder reset for every capture whose fork is on another device:
+ * that join goes by events, taken from the cache, which the capture's
+ * hierarchy keeps for the next captures once it is over.  What it keeps
+ * stays bounded: 300 captures leave fewer than 150 live events and
+ * streams (one more event for each capture without the bound). */
+MULTI_TEST(a_reset_builder_joining_across_devices_keeps_a_bounded_number)
+{
+    cucap_builder *b = NULL, *f = NULL;
+    cucap_error *err = NULL;
+    int c;
+
+    cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
+    for (c = 0; c < 300; c++) {
+        cr_assert_eq(cucap_builder_reset(b, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_builder_split_on(b, 1, 2, &f, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+        cr_assert_eq(cucap_builder_join_forks(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+        cr_assert_eq(cucap_builder_end(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+        cucap_builder_destroy(f);
+    }
+    if (on_simulator())
+        cr_assert_lt(sim_live("event") + sim_live("stream"), 150, "%ld events and %ld streams live",
+                     sim_live("event"), sim_live("stream"));
+    cucap_builder_destroy(b);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("event"), 0);
+        cr_assert_eq(sim_live_settled("stream"), 0);
+    }
+}
