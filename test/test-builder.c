@@ -1998,6 +1998,42 @@ BACKEND_TEST(builder, a_builder_created_after_each_capture_names_its_own_failure
     each_capture_names_its_own_failure(1);
 }
 
+static char recycle_warning[512];
+
+static void keep_warning(const cucap_error *w, void *data)
+{
+    (void)data;
+    snprintf(recycle_warning, sizeof recycle_warning, "%s", cucap_error_message(w));
+}
+
+/* The last capture's graph is destroyed when its builder is reset or
+ * destroyed and kept for the next capture: a failure of that destroy goes
+ * to the warning handler under the name of the call that was made. */
+FAULT_BACKEND_TEST(builder, a_failed_graph_destroy_on_reset_or_destroy_names_the_call)
+{
+    static const char *const callers[] = { "cucap_builder_reset: cuGraphDestroy failed",
+                                           "cucap_builder_destroy: cuGraphDestroy failed" };
+    cucap_builder *b = NULL;
+    int c;
+
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
+    cucap_set_warning_handler(keep_warning, NULL);
+    for (c = 0; c < 2; c++) {
+        cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
+        recycle_warning[0] = '\0';
+        cr_assert_eq(set_rules("cuGraphDestroy:1:CUDA_ERROR_INVALID_VALUE"), 0);
+        if (c == 0)
+            cr_assert_eq(cucap_builder_reset(b, NULL), CUDA_SUCCESS, "a failed destroy is a warning");
+        else
+            cucap_builder_destroy(b);
+        cr_assert_eq(set_rules(""), 0);
+        cr_assert_eq(strncmp(recycle_warning, callers[c], strlen(callers[c])), 0, "%s", recycle_warning);
+    }
+    cucap_set_warning_handler(NULL, NULL);
+}
+
 /* A reset builder's split takes the streams and event its last capture
  * gave back; when the split fails for want of more, they go to the cache
  * (the next split makes none) and nothing leaks. */

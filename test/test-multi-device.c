@@ -393,3 +393,26 @@ MULTI_TEST(a_reset_builder_joining_across_devices_keeps_a_bounded_number)
         cr_assert_eq(sim_live_settled("stream"), 0);
     }
 }
+
+/* A builder destroyed between captures comes back from
+ * cucap_builder_create of its own device only. */
+MULTI_TEST(a_destroyed_builder_comes_back_for_its_own_device_only)
+{
+    cucap_builder *b = NULL;
+    CUcontext primary[2] = { NULL, NULL };
+    int dev, round;
+
+    for (dev = 0; dev < 2; dev++)
+        cr_assert_eq(D.cuDevicePrimaryCtxRetain(&primary[dev], dev), CUDA_SUCCESS);
+    for (round = 0; round < 4; round++)
+        for (dev = 0; dev < 2; dev++) {
+            int want = (dev + round) % 2;
+            cr_assert_eq(cucap_builder_create(want, &b, NULL), CUDA_SUCCESS);
+            cr_assert_eq(cucap_builder_context(b), primary[want], "round %d: device %d", round, want);
+            cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+            cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
+            cucap_builder_destroy(b);
+        }
+    for (dev = 0; dev < 2; dev++)
+        D.cuDevicePrimaryCtxRelease(dev);
+}
