@@ -34,7 +34,7 @@ struct cucap_builder {
     cucap_builder **forks;           /* NULL, few_forks, or on the heap when more */
     size_t fork_count, fork_cap;
     cucap_builder *few_forks[4];
-    unsigned long join_stamp;        /* the last join that checked it (fork.c) */
+    unsigned char join_mark;         /* set while a join checks it (fork.c) */
     int joined_in_capture;           /* a join saw its stream ACTIVE in h's capture */
     struct builder_slab *slab;       /* allocated with the other forks of its split, or NULL */
 };

@@ -282,21 +282,21 @@ CUresult cucap_builder_split_on(cucap_builder *b, CUdevice dev, size_t count, cu
     return rc;
 }
 
-/* No builder twice, in O(K): each join marks its builders with a stamp of
- * its own (a builder is in one thread's hands at a time).  Only a refused
- * join pays the pairwise scan that names the first repeat. */
+/* No builder twice, in O(K): each builder is marked while the check runs
+ * and unmarked after it (a builder is in one thread's hands at a time,
+ * so no other join marks it meanwhile).  Only a refused join pays the
+ * pairwise scan that names the first repeat. */
 static CUresult check_distinct(cucap_builder *const *builders, size_t count, const char *caller, cucap_error **err)
 {
-    static atomic_ulong stamps;
-    unsigned long stamp = atomic_fetch_add_explicit(&stamps, 1, memory_order_relaxed) + 1;
     size_t i, first;
     int repeat = 0;
 
     for (i = 0; i < count; i++) {
-        if (builders[i]->join_stamp == stamp)
-            repeat = 1;
-        builders[i]->join_stamp = stamp;
+        repeat |= builders[i]->join_mark;
+        builders[i]->join_mark = 1;
     }
+    for (i = 0; i < count; i++)
+        builders[i]->join_mark = 0;
     if (!repeat)
         return CUDA_SUCCESS;
     for (i = 1; i < count; i++)
@@ -304,7 +304,7 @@ static CUresult check_distinct(cucap_builder *const *builders, size_t count, con
             if (builders[first] == builders[i])
                 return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: builder %zu is builder %zu again", caller,
                                     i, first);
-    return CUDA_SUCCESS;   /* not reached: a stamp was seen twice */
+    return CUDA_SUCCESS;   /* not reached: a builder was marked twice */
 }
 
 /* join's checks before it touches anything: distinct, open builders, the
@@ -413,11 +413,11 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
             return 0;
     if (!running)
         goto out;
-    if (cucap_i_drv.cuStreamGetCaptureInfo(root->stream, &status, &root_id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
-        status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
-        goto out;
-    if (root->kind != CUCAP_BUILDER_FORKED && root->h)   /* the stream that began h's capture */
-        *learned = root_id;
+    /* the root is not asked: every builder but the root is of root's
+     * hierarchy, and a stream leaves a capture only at its end, which
+     * takes every stream out of it (doc/driver-facts.md, "Ending a
+     * capture"), so one ACTIVE in it proves the capture, and the root in
+     * it, still running */
     for (i = 0; i < count; i++) {
         const CUgraphNode *deps = NULL;
         const CUgraphEdgeData *data = NULL;
@@ -426,8 +426,9 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
             continue;
         if (cucap_i_drv.cuStreamGetCaptureInfo(builders[i]->stream, &status, &id, NULL, &deps, &data, &n) !=
                 CUDA_SUCCESS ||
-            status != CU_STREAM_CAPTURE_STATUS_ACTIVE || id != root_id)
+            status != CU_STREAM_CAPTURE_STATUS_ACTIVE || (root_id && id != root_id))
             goto out;
+        root_id = id;
         if (total + n > cap) {
             size_t want = 2 * (total + n);
             if (!(grown = all == local ? malloc(want * sizeof *all) : realloc(all, want * sizeof *all)))
@@ -460,6 +461,8 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
                                                                 CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
                : CUDA_SUCCESS;
     applied = 1;
+    if (*rc == CUDA_SUCCESS)   /* the root is in the capture the forks are in: h's */
+        *learned = root_id;
     if (*rc != CUDA_SUCCESS)
         *rc = cucap_i_fail_in_capture(root->h, root->stream, *rc, caller, "cuStreamUpdateCaptureDependencies", NULL,
                                       err);

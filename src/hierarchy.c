@@ -21,6 +21,7 @@
 #include "hierarchy.h"
 #include "internal.h"
 #include "spares.h"
+#include "spin-lock.h"
 #include "streams.h"
 
 struct cucap_box {
@@ -44,7 +45,7 @@ struct cucap_body_record {
  * graphs that use it. */
 struct cucap_hier {
     atomic_int refs;
-    pthread_mutex_t lock;            /* guards the fields below but the graphs' use */
+    struct cucap_spin_lock lock;     /* guards the fields below but the graphs' use (short sections) */
     pthread_mutex_t graph_lock;      /* see cucap_i_hier_lock */
     atomic_uintptr_t graph_owner;    /* the holding thread (pthread_self), 0 when free */
     unsigned graph_depth;            /* how often the holder took it; the holder's */
@@ -106,7 +107,7 @@ struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx)
     atomic_init(&h->owned, 0);
     atomic_init(&h->capture_over, 0);
     atomic_init(&h->graph_owner, 0);
-    pthread_mutex_init(&h->lock, NULL);
+    cucap_i_spin_init(&h->lock);
     h->ctx = ctx;
     return h;
 }
@@ -206,7 +207,6 @@ void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n)
     release_session(h);
     cucap_i_capture_registry_remove(h);   /* a recycled hierarchy that outlived its builder's hold */
     pthread_mutex_destroy(&h->graph_lock);
-    pthread_mutex_destroy(&h->lock);
     if (!cucap_i_spare_give(&spare_hiers, h))
         free(h);
 }
@@ -246,7 +246,7 @@ void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
 {
     struct cucap_box *b;
 
-    pthread_mutex_lock(&h->lock);
+    cucap_i_spin_lock(&h->lock);
     box->graph = NULL;
     box->retired = 1;
     /* parents come before children: one sweep retires every descendant */
@@ -255,7 +255,7 @@ void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
             b->graph = NULL;
             b->retired = 1;
         }
-    pthread_mutex_unlock(&h->lock);
+    cucap_i_spin_unlock(&h->lock);
 }
 
 struct cucap_box *cucap_i_hier_root_box(struct cucap_hier *h)
@@ -271,11 +271,11 @@ struct cucap_box *cucap_i_hier_add_child(struct cucap_hier *h, struct cucap_box 
         return NULL;
     box->graph = graph;
     box->parent = parent;
-    pthread_mutex_lock(&h->lock);
+    cucap_i_spin_lock(&h->lock);
     for (tail = &h->root.next; *tail; tail = &(*tail)->next)
         ;
     *tail = box;   /* after its parent, which is already listed */
-    pthread_mutex_unlock(&h->lock);
+    cucap_i_spin_unlock(&h->lock);
     return box;
 }
 
@@ -283,9 +283,9 @@ CUgraph cucap_i_box_graph(struct cucap_hier *h, const struct cucap_box *box)
 {
     CUgraph g;
 
-    pthread_mutex_lock(&h->lock);
+    cucap_i_spin_lock(&h->lock);
     g = box->graph;
-    pthread_mutex_unlock(&h->lock);
+    cucap_i_spin_unlock(&h->lock);
     return g;
 }
 
@@ -298,9 +298,9 @@ CUgraph cucap_i_hier_root(struct cucap_hier *h)
 {
     CUgraph g;
 
-    pthread_mutex_lock(&h->lock);
+    cucap_i_spin_lock(&h->lock);
     g = h->root.graph;
-    pthread_mutex_unlock(&h->lock);
+    cucap_i_spin_unlock(&h->lock);
     return g;
 }
 
@@ -366,11 +366,11 @@ static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle
     struct cucap_cache_item item = { ctx, dev, handle, is_event };
     int over, rc = 0;
 
-    pthread_mutex_lock(&h->lock);
+    cucap_i_spin_lock(&h->lock);
     over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
     if (!over)
         rc = defer_locked(h, &item, more);
-    pthread_mutex_unlock(&h->lock);
+    cucap_i_spin_unlock(&h->lock);
     if (over)   /* the capture is over already */
         give_item(&item, "cucap_builder_destroy");
     return rc;
@@ -445,7 +445,7 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap
     struct cucap_cache_item *d;
     size_t n, kept;
 
-    pthread_mutex_lock(&h->lock);
+    cucap_i_spin_lock(&h->lock);
     if (origin && origin->linked)
         unlink_locked(h, origin);
     if (ended) {   /* the ownership tree's root, in the same step */
@@ -457,7 +457,7 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap
     h->deferred = NULL;
     h->deferred_count = h->deferred_cap = 0;
     atomic_store_explicit(&h->capture_over, 1, memory_order_release);
-    pthread_mutex_unlock(&h->lock);
+    cucap_i_spin_unlock(&h->lock);
     kept = ended && h->recycles && n ? keep_ready(h, d, n) : 0;
     if (n > kept)
         cucap_i_cache_give_items(d + kept, n - kept, "cucap_builder_end");
@@ -489,10 +489,10 @@ struct cucap_body_record *cucap_i_hier_add_body(struct cucap_hier *h, const char
     snprintf(r->node, sizeof r->node, "%s", node);
     r->index = index;
     r->status = CUCAP_BODY_EMPTY;
-    pthread_mutex_lock(&h->lock);
+    cucap_i_spin_lock(&h->lock);
     r->next = h->bodies;
     h->bodies = r;
-    pthread_mutex_unlock(&h->lock);
+    cucap_i_spin_unlock(&h->lock);
     return r;
 }
 
@@ -508,9 +508,9 @@ const char *cucap_i_body_node(const struct cucap_body_record *r)
 
 void cucap_i_hier_set_body(struct cucap_hier *h, struct cucap_body_record *r, enum cucap_body_status status)
 {
-    pthread_mutex_lock(&h->lock);
+    cucap_i_spin_lock(&h->lock);
     r->status = status;
-    pthread_mutex_unlock(&h->lock);
+    cucap_i_spin_unlock(&h->lock);
 }
 
 /* Refuse to instantiate while a body failed or is still capturing: the
@@ -522,7 +522,7 @@ CUresult cucap_i_hier_check_bodies(struct cucap_hier *h, const char *caller, cuc
     unsigned int index = 0;
     enum cucap_body_status status = CUCAP_BODY_EMPTY;
 
-    pthread_mutex_lock(&h->lock);
+    cucap_i_spin_lock(&h->lock);
     for (r = h->bodies; r; r = r->next)
         if (r->status == CUCAP_BODY_FAILED || r->status == CUCAP_BODY_CAPTURING) {
             snprintf(node, sizeof node, "%s", r->node);
@@ -531,7 +531,7 @@ CUresult cucap_i_hier_check_bodies(struct cucap_hier *h, const char *caller, cuc
             if (status == CUCAP_BODY_FAILED)
                 break;
         }
-    pthread_mutex_unlock(&h->lock);
+    cucap_i_spin_unlock(&h->lock);
     if (status == CUCAP_BODY_FAILED)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: body %u of %s was invalidated (its capture failed); capture that body again "
@@ -600,7 +600,7 @@ static void record_failure(struct cucap_hier *h, const char *call, CUresult code
 {
     if (!h || !cucap_i_is_capture_error(code))
         return;
-    pthread_mutex_lock(&h->lock);
+    cucap_i_spin_lock(&h->lock);
     if (!h->first_failure_call[0]) {
         snprintf(h->first_failure_call, sizeof h->first_failure_call, "%s", call);
         h->first_failure_code = code;
@@ -609,7 +609,7 @@ static void record_failure(struct cucap_hier *h, const char *call, CUresult code
         else
             h->first_failure_streams[0] = '\0';
     }
-    pthread_mutex_unlock(&h->lock);
+    cucap_i_spin_unlock(&h->lock);
 }
 
 void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresult code)
@@ -650,11 +650,11 @@ void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
 
     if (!h)
         return;
-    pthread_mutex_lock(&h->lock);
+    cucap_i_spin_lock(&h->lock);
     snprintf(call, sizeof call, "%s", h->first_failure_call);
     snprintf(streams, sizeof streams, "%s", h->first_failure_streams);
     code = h->first_failure_code;
-    pthread_mutex_unlock(&h->lock);
+    cucap_i_spin_unlock(&h->lock);
     if (!call[0]) {
         /* no library call failed first: something outside the library did it */
         if (err && *err && cucap_error_code(*err) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
@@ -753,9 +753,9 @@ void cucap_i_capture_unregister(struct cucap_registration *r)
 {
     if (!r->linked)
         return;
-    pthread_mutex_lock(&r->h->lock);
+    cucap_i_spin_lock(&r->h->lock);
     unlink_locked(r->h, r);
-    pthread_mutex_unlock(&r->h->lock);
+    cucap_i_spin_unlock(&r->h->lock);
 }
 
 void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e, int keep_event,
@@ -767,7 +767,7 @@ void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice
     int over, kept = 0;
 
     cucap_i_hier_ref_by(h, n);
-    pthread_mutex_lock(&h->lock);
+    cucap_i_spin_lock(&h->lock);
     for (r = chain, i = 0; i < n && r; r = next, i++) {
         next = r->next;
         link_locked(h, r);
@@ -775,7 +775,7 @@ void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice
     over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
     if (keep_event && !over)   /* with room for the forks' streams, which their join defers */
         kept = defer_locked(h, &item, n) == 0;
-    pthread_mutex_unlock(&h->lock);
+    cucap_i_spin_unlock(&h->lock);
     if (keep_event && over)
         give_item(&item, "cucap_builder_split");
     else if (!kept)
@@ -791,10 +791,10 @@ int cucap_i_hier_join_and_unlock(struct cucap_hier *h, cuuint64_t id, const stru
 
     if (id)
         h->capture_id = id;
-    pthread_mutex_lock(&h->lock);
+    cucap_i_spin_lock(&h->lock);
     over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
     if (!over && h->deferred_count + n > h->deferred_cap && grow_deferred(h, h->deferred_count + n) != 0) {
-        pthread_mutex_unlock(&h->lock);
+        cucap_i_spin_unlock(&h->lock);
         return -1;
     }
     for (i = 0; i < n; i++)
@@ -804,7 +804,7 @@ int cucap_i_hier_join_and_unlock(struct cucap_hier *h, cuuint64_t id, const stru
         memcpy(h->deferred + h->deferred_count, items, n * sizeof *items);
         h->deferred_count += n;
     }
-    pthread_mutex_unlock(&h->lock);
+    cucap_i_spin_unlock(&h->lock);
     if (over)   /* the capture is over already */
         cucap_i_cache_give_items(items, n, "cucap_builder_join");
     cucap_i_hier_unref_by(h, n);   /* the joiner's reference stays: never the last */
@@ -823,14 +823,14 @@ static struct cucap_hier *capture_of_stream(CUstream s)
         return NULL;
     pthread_mutex_lock(&registry_lock);
     for (h = running; h && !found; h = h->registry_next) {
-        pthread_mutex_lock(&h->lock);
+        cucap_i_spin_lock(&h->lock);
         for (r = atomic_load_explicit(&h->capture_over, memory_order_acquire) ? NULL : h->streams; r; r = r->next)
             if (r->stream == s) {
                 found = h;
                 cucap_i_hier_ref(h);
                 break;
             }
-        pthread_mutex_unlock(&h->lock);
+        cucap_i_spin_unlock(&h->lock);
     }
     pthread_mutex_unlock(&registry_lock);
     return found;

@@ -1478,6 +1478,86 @@ BACKEND_TEST(builder, the_note_blames_the_call_outside_the_library)
     cucap_builder_destroy(b);
 }
 
+/* A join of forks active in the root's capture asks the driver about each
+ * fork once and never about the root (a fork active in the capture proves
+ * the root in it), adds their work to the root in one call and makes no
+ * event; from a thread with no current context, on both backends. */
+struct join_calls {
+    CUdeviceptr d;
+    CUresult split, join, end, complete, launch;
+    long queries, updates, records, waits;
+    unsigned char host[256];
+};
+
+static void *join_calls_thread(void *p)
+{
+    struct join_calls *r = p;
+    cucap_builder *b = NULL, *f[3] = { NULL, NULL, NULL };
+    cucap_exec *exec = NULL;
+    long q, u, e, w;
+    int i;
+
+    r->split = cucap_builder_create(0, &b, NULL);
+    if (r->split == CUDA_SUCCESS && (r->split = cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL)) ==
+                                        CUDA_SUCCESS)
+        r->split = cucap_builder_split(b, 4, f, NULL);
+    if (r->split != CUDA_SUCCESS)
+        return NULL;
+    D.cuCtxSetCurrent(cucap_builder_context(b));   /* the user's own driver calls */
+    for (i = 0; i < 3; i++)
+        D.cuMemsetD8Async(r->d + (CUdeviceptr)i * 64, (unsigned char)(i + 1), 64, cucap_builder_stream(f[i]));
+    D.cuCtxSetCurrent(NULL);
+    q = calls("cuStreamGetCaptureInfo");
+    u = calls("cuStreamUpdateCaptureDependencies");
+    e = calls("cuEventRecord");
+    w = calls("cuStreamWaitEvent");
+    r->join = cucap_builder_join_forks(b, NULL);
+    r->queries = calls("cuStreamGetCaptureInfo") - q;
+    r->updates = calls("cuStreamUpdateCaptureDependencies") - u;
+    r->records = calls("cuEventRecord") - e;
+    r->waits = calls("cuStreamWaitEvent") - w;
+    D.cuCtxSetCurrent(cucap_builder_context(b));
+    D.cuMemsetD8Async(r->d, 9, 192, cucap_builder_stream(b));   /* after every fork's work */
+    D.cuCtxSetCurrent(NULL);
+    r->end = cucap_builder_end(b, NULL);
+    r->complete = cucap_builder_complete(b, NULL, &exec, NULL);
+    r->launch = cucap_exec_launch(exec, NULL, NULL);
+    D.cuCtxSetCurrent(cucap_builder_context(b));
+    D.cuStreamSynchronize(NULL);
+    D.cuMemcpyDtoH(r->host, r->d, sizeof r->host);
+    D.cuCtxSetCurrent(NULL);
+    cucap_exec_destroy(exec);
+    for (i = 0; i < 3; i++)
+        cucap_builder_destroy(f[i]);
+    cucap_builder_destroy(b);
+    return NULL;
+}
+
+FAULT_BACKEND_TEST(builder, a_join_asks_each_fork_once_and_never_the_root)
+{
+    struct join_calls r;
+    pthread_t t;
+    int i;
+
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(D.cuMemAlloc(&r.d, 256), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8(r.d, 0, 256), CUDA_SUCCESS);
+    cr_assert_eq(pthread_create(&t, NULL, join_calls_thread, &r), 0);
+    pthread_join(t, NULL);
+    cr_assert_eq(r.split, CUDA_SUCCESS);
+    cr_assert_eq(r.join, CUDA_SUCCESS);
+    cr_assert_eq(r.queries, 3, "one query per fork, none of the root: %ld", r.queries);
+    cr_assert_eq(r.updates, 1, "one call adds every fork's work: %ld", r.updates);
+    cr_assert_eq(r.records + r.waits, 0, "no event: %ld records, %ld waits", r.records, r.waits);
+    cr_assert_eq(r.end, CUDA_SUCCESS);
+    cr_assert_eq(r.complete, CUDA_SUCCESS);
+    cr_assert_eq(r.launch, CUDA_SUCCESS);
+    for (i = 0; i < 256; i++)
+        cr_assert_eq(r.host[i], i < 192 ? 9 : 0, "byte %d: the root's work runs after every fork's", i);
+    D.cuMemFree(r.d);
+}
+
 /* ---------------------------------------------------------------- the update loop */
 
 /* One iteration of the loop programs with changing parameters run: a

@@ -283,6 +283,30 @@ void conf_rows_ending(void)
         s = conf_stream();
         D.cuStreamBeginCapture(s, *m);
         f = conf_fork(s);
+        D.cuMemsetD8Async(ptr, 4, 16, f);
+        conf_join(s, f);
+        {
+            CUstreamCaptureStatus fs = CU_STREAM_CAPTURE_STATUS_NONE, os = CU_STREAM_CAPTURE_STATUS_NONE;
+            cuuint64_t fid = 0, oid = 0;
+            D.cuStreamGetCaptureInfo(f, &fs, &fid, NULL, NULL, NULL, NULL);
+            D.cuStreamGetCaptureInfo(s, &os, &oid, NULL, NULL, NULL, NULL);
+            snprintf(text, sizeof text, "fork %s, %s the origin's capture", conf_status(f),
+                     fs == os && fid == oid && fid ? "in" : "not in");
+        }
+        g = NULL;
+        rc = D.cuStreamEndCapture(s, &g);
+        conf_append(text, sizeof text, "; ending the origin: %s; fork %s", ended(rc, g, s), conf_status(f));
+        conf_row("a fork joined back stays in the capture until the origin's end takes both out", mode, text,
+                 "fork ACTIVE, in the origin's capture; ending the origin: CUDA_SUCCESS, graph returned, stream "
+                 "NONE; fork NONE");
+        if (g)
+            D.cuGraphDestroy(g);
+        conf_drop(f);
+        conf_drop(s);
+
+        s = conf_stream();
+        D.cuStreamBeginCapture(s, *m);
+        f = conf_fork(s);
         D.cuMemsetD8Async(ptr, 3, 16, f);
         g = NULL;
         rc = D.cuStreamEndCapture(f, &g);
