@@ -120,6 +120,7 @@ void cucap_i_builder_free(cucap_builder *b)
         if (!cucap_i_spare_give(&spare_builders, b))
             free(b);
     }
-    else if (atomic_fetch_sub_explicit(&slab->live, 1, memory_order_acq_rel) == 1)
+    /* a split of one fork: no other builder shares the slab, no count to take */
+    else if (slab->count == 1 || atomic_fetch_sub_explicit(&slab->live, 1, memory_order_acq_rel) == 1)
         give_spare_slab(slab);
 }
