@@ -34,6 +34,14 @@ struct cucap_builder {
     cucap_builder **forks;           /* NULL, few_forks, or on the heap when more */
     size_t fork_count, fork_cap;
     cucap_builder *few_forks[4];
+    /* cucap_builder_split_kept (kept-forks.c): a PRIMARY builder's forks
+     * kept from one capture to the next, each with its stream */
+    cucap_builder **kept;            /* PRIMARY: its kept forks */
+    size_t kept_count, kept_cap;
+    unsigned long capture_serial;    /* PRIMARY: counts its captures */
+    int is_kept;                     /* FORKED: a kept fork, its builder's as well as the caller's */
+    atomic_int holders;              /* a kept fork: its builder and the caller, until each lets go */
+    unsigned long kept_serial;       /* a kept fork: the capture of its builder it was last split in */
     unsigned char join_mark;         /* set while a join checks it (fork.c) */
     int joined_in_capture;           /* a join saw its stream ACTIVE in h's capture */
     struct builder_slab *slab;       /* allocated with the other forks of its split, or NULL */

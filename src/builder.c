@@ -20,6 +20,7 @@
 #include "context-hold.h"
 #include "fork-links.h"
 #include "graph.h"
+#include "kept-forks.h"
 #include "spares.h"
 #include "streams.h"
 
@@ -178,6 +179,7 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
     }
     b->h = h;
     b->state = CUCAP_BUILDER_CAPTURING;
+    b->capture_serial++;
     cucap_i_capture_register_origin(&b->registration, b->stream, h);
     return CUDA_SUCCESS;
 }
@@ -322,6 +324,7 @@ static void release(cucap_builder *b, const char *caller)
     CUresult rc;
 
     cucap_i_capture_unregister(&b->registration);
+    cucap_i_kept_let_go_all(b);
     if (b->kind != CUCAP_BUILDER_FORKED) {
         let_go(b, b->kept_h);
         b->kept_h = NULL;
@@ -429,6 +432,7 @@ static int keep_for_create(cucap_builder *b)
     if (cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
         status != CU_STREAM_CAPTURE_STATUS_NONE)
         return 0;
+    cucap_i_kept_let_go_all(b);   /* its kept forks were its user's */
     return cucap_i_spare_give(&kept_builders[b->ctx->dev], b);
 }
 
@@ -440,19 +444,24 @@ void cucap_builder_destroy(cucap_builder *b)
         return;
     if (cucap_i_builder_close_as(b, "cucap_builder_destroy", "destroying a builder that was still capturing", &e) != CUDA_SUCCESS)
         cucap_i_warn_error(e);
-    cucap_i_builder_free(b);
+    if (b->is_kept)
+        cucap_i_kept_fork_destroy(b, "cucap_builder_destroy");
+    else
+        cucap_i_builder_free(b);
 }
 
 /* ---------------------------------------------------------------- queries */
 
+/* NULL once closed (a kept fork keeps its stream and context for its
+ * next split, but they are not the caller's meanwhile) */
 CUstream cucap_builder_stream(const cucap_builder *b)
 {
-    return b ? b->stream : NULL;
+    return b && b->state != CUCAP_BUILDER_CLOSED ? b->stream : NULL;
 }
 
 CUcontext cucap_builder_context(const cucap_builder *b)
 {
-    return b && b->ctx ? b->ctx->ctx : NULL;
+    return b && b->state != CUCAP_BUILDER_CLOSED && b->ctx ? b->ctx->ctx : NULL;
 }
 
 cucap_builder_kind cucap_builder_get_kind(const cucap_builder *b)

@@ -14,6 +14,7 @@
 #include "builder-memory.h"
 #include "context-hold.h"
 #include "fork-links.h"
+#include "kept-forks.h"
 #include "streams.h"
 
 /* The fast join (doc/driver-facts.md, "Joining by capture dependencies"):
@@ -282,6 +283,120 @@ CUresult cucap_builder_split_on(cucap_builder *b, CUdevice dev, size_t count, cu
     return rc;
 }
 
+/* Kept forks of b's earlier captures that were left unjoined (their
+ * capture is over, they still say so): closed, so that a split may take
+ * them again.  Before the graph lock: closing takes their own capture's. */
+static void close_stale_kept(cucap_builder *b, const char *caller)
+{
+    size_t i;
+
+    for (i = 0; i < b->kept_count; i++) {
+        cucap_builder *f = b->kept[i];
+        if (f->state != CUCAP_BUILDER_CLOSED && f->kept_serial != b->capture_serial &&
+            atomic_load_explicit(&f->holders, memory_order_acquire) == 2 &&
+            cucap_builder_get_state(f) != CUCAP_BUILDER_CAPTURING)
+            (void)cucap_i_builder_close_as(f, caller, "closing a kept fork that an earlier capture left unjoined",
+                                           NULL);
+    }
+}
+
+/* split_kept's forks ready for b's capture, under its graph lock: kept
+ * ones of earlier captures, new ones when there are too few, a stream
+ * for each that has none (one made by this call, or one whose stream a
+ * close took), and the split's event. */
+static CUresult take_kept(cucap_builder *b, size_t n, cucap_builder **forks, CUstream *streams, CUevent *ev,
+                          const char *caller, cucap_error **err)
+{
+    size_t got = cucap_i_kept_take(b, n, forks), bare = 0, i;
+    CUresult rc;
+
+    while (got < n && (forks[got] = cucap_i_kept_new(b)) != NULL)
+        got++;
+    if (got < n)
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    for (i = 0; i < n; i++)
+        bare += !forks[i]->stream;
+    if ((rc = take_split_handles(b, b->ctx, bare, streams, ev, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    for (i = 0, bare = 0; i < n; i++) {
+        cucap_builder *f = forks[i];
+        if (f->stream)
+            continue;
+        f->stream = streams[bare++];
+        if (!f->ctx) {   /* a close gave its context back */
+            f->ctx = b->ctx;
+            cucap_i_ctx_hold_ref_by(f->ctx, 1);
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_split_kept";
+    CUstream streams_local[64], *streams = streams_local;
+    CUevent ev = NULL;
+    size_t n, made = 0, i;
+    CUresult rc;
+
+    if ((rc = check_split_arguments(b, count, forks, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (b->kind != CUCAP_BUILDER_PRIMARY)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: only a primary builder keeps forks (this one is %s); "
+                            "use cucap_builder_split", caller,
+                            b->kind == CUCAP_BUILDER_FORKED ? "a fork" : "a conditional body");
+    if (b->state != CUCAP_BUILDER_CAPTURING)
+        return not_capturing(b, caller, err);
+    n = count - 1;
+    for (i = 0; i < n; i++)
+        forks[i] = NULL;
+    close_stale_kept(b, caller);
+    if (n > 64 && !(streams = malloc(n * sizeof *streams)))
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    (void)cucap_i_hier_lock_running(b->h);   /* b is CAPTURING: its own capture runs */
+    if ((rc = take_kept(b, n, forks, streams, &ev, caller, err)) != CUDA_SUCCESS) {
+        cucap_i_hier_unlock(b->h);
+        goto out;
+    }
+    if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
+        rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuEventRecord", NULL, err);
+        cucap_i_give_event(b->ctx, b->h, ev);
+        cucap_i_hier_unlock(b->h);
+        goto out;
+    }
+    for (made = 0; made < n; made++) {
+        cucap_builder *f = forks[made];
+        if ((rc = cucap_i_drv.cuStreamWaitEvent(f->stream, ev, 0)) != CUDA_SUCCESS) {
+            rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuStreamWaitEvent", NULL, err);
+            /* it may have joined the capture: destroying it is legal, the fork makes a new one next time */
+            cucap_i_drv.cuStreamDestroy(f->stream);
+            f->stream = NULL;
+            break;
+        }
+        f->state = CUCAP_BUILDER_CAPTURING;
+        f->h = b->h;
+        f->kept_serial = b->capture_serial;
+        f->joined_in_capture = 0;
+        f->registration.stream = f->stream;
+        f->registration.next = made ? &forks[made - 1]->registration : NULL;
+    }
+    if (rc == CUDA_SUCCESS && cucap_i_fork_links_add(b, forks, n) != 0)
+        rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    /* the forks' references to the hierarchy and registry entries, and the event */
+    cucap_i_hier_split_and_unlock(b->h, b->ctx->ctx, b->ctx->dev, ev, b->ctx->retained,
+                                  made ? &forks[made - 1]->registration : NULL, made);
+    if (rc != CUDA_SUCCESS)   /* a failed split hands out nothing: those in the capture leave it */
+        for (i = 0; i < made; i++)
+            (void)cucap_i_builder_close_as(forks[i], caller, "closing a fork of a split that failed", NULL);
+out:
+    if (rc != CUDA_SUCCESS)
+        for (i = 0; i < n; i++)
+            forks[i] = NULL;
+    if (streams != streams_local)
+        free(streams);
+    return rc;
+}
+
 /* No builder twice, in O(K): each builder is marked while the check runs
  * and unmarked after it (a builder is in one thread's hands at a time,
  * so no other join marks it meanwhile).  Only a refused join pays the
@@ -486,7 +601,7 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
     struct cucap_cache_item local[64], *items = local;
     struct cucap_registration *local_entries[64], **entries = local_entries;
     struct cucap_hier *h = root->h;
-    size_t i, n = 0;
+    size_t i, n = 0, n_items = 0;
     int deferred;
 
     if (count < 2)
@@ -504,25 +619,32 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
     }
     for (i = 0; i < count; i++)
         if (builders[i] != root) {
-            entries[n] = &builders[i]->registration;
-            items[n++] = (struct cucap_cache_item){ builders[i]->ctx->ctx, builders[i]->ctx->dev, builders[i]->stream, 0 };
+            entries[n++] = &builders[i]->registration;
+            if (!builders[i]->is_kept)   /* a kept fork keeps its stream for its next split */
+                items[n_items++] = (struct cucap_cache_item){ builders[i]->ctx->ctx, builders[i]->ctx->dev,
+                                                              builders[i]->stream, 0 };
         }
     /* as release does, in one step for all: out of the fork lists; out of
      * the registry, the streams deferred to the capture's end */
     cucap_i_fork_links_release_all(builders, count, root);
-    deferred = cucap_i_hier_join_and_unlock(h, learned, items, entries, n) == 0;
+    deferred = cucap_i_hier_join_and_unlock(h, learned, items, n_items, entries, n) == 0;
     if (items != local)
         free(items);
     if (entries != local_entries)
         free(entries);
     if (!deferred)
         return 0;   /* out of memory: each is released on its own */
-    {   /* the forks' context references, released by runs of one context */
+    {   /* the forks' context references, released by runs of one context
+         * (a kept fork keeps its stream and context) */
         struct ctx_hold *run = NULL;
         size_t run_length = 0;
         for (i = 0; i < count; i++) {
             cucap_builder *f = builders[i];
             if (f == root)
+                continue;
+            f->h = NULL;
+            f->state = CUCAP_BUILDER_CLOSED;
+            if (f->is_kept)
                 continue;
             if (f->ctx != run) {
                 if (run)
@@ -531,12 +653,11 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
                 run_length = 0;
             }
             run_length++;
-            f->h = NULL;
             f->ctx = NULL;
             f->stream = NULL;
-            f->state = CUCAP_BUILDER_CLOSED;
         }
-        cucap_i_ctx_hold_release_by(run, run_length);
+        if (run)
+            cucap_i_ctx_hold_release_by(run, run_length);
     }
     return 1;
 }

@@ -784,7 +784,7 @@ void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice
 }
 
 int cucap_i_hier_join_and_unlock(struct cucap_hier *h, cuuint64_t id, const struct cucap_cache_item *items,
-                                 struct cucap_registration *const *entries, size_t n)
+                                 size_t n_items, struct cucap_registration *const *entries, size_t n)
 {
     size_t i;
     int over;
@@ -793,20 +793,21 @@ int cucap_i_hier_join_and_unlock(struct cucap_hier *h, cuuint64_t id, const stru
         h->capture_id = id;
     cucap_i_spin_lock(&h->lock);
     over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
-    if (!over && h->deferred_count + n > h->deferred_cap && grow_deferred(h, h->deferred_count + n) != 0) {
+    if (!over && h->deferred_count + n_items > h->deferred_cap &&
+        grow_deferred(h, h->deferred_count + n_items) != 0) {
         cucap_i_spin_unlock(&h->lock);
         return -1;
     }
     for (i = 0; i < n; i++)
         if (entries[i]->linked)
             unlink_locked(h, entries[i]);
-    if (!over) {
-        memcpy(h->deferred + h->deferred_count, items, n * sizeof *items);
-        h->deferred_count += n;
+    if (!over && n_items) {
+        memcpy(h->deferred + h->deferred_count, items, n_items * sizeof *items);
+        h->deferred_count += n_items;
     }
     cucap_i_spin_unlock(&h->lock);
     if (over)   /* the capture is over already */
-        cucap_i_cache_give_items(items, n, "cucap_builder_join");
+        cucap_i_cache_give_items(items, n_items, "cucap_builder_join");
     cucap_i_hier_unref_by(h, n);   /* the joiner's reference stays: never the last */
     cucap_i_hier_unlock(h);
     return 0;

@@ -10,6 +10,7 @@ conditional 4
 embed 4
 builder-memory 4
 fork-links 4
+kept-forks 4
 pool 4
 live-pointers 4
 ptr-set 4

@@ -749,20 +749,50 @@ static CUresult update_cycle(CUdeviceptr d, cucap_exec *exec, unsigned char valu
     return rc;
 }
 
-enum workload { FORK_JOIN, UPDATE_LAUNCH };
+/* the same with one builder reset for every capture and a kept fork,
+ * both living from one cycle (and thread) to the next */
+static CUresult kept_update_cycle(CUdeviceptr d, cucap_exec *exec, cucap_builder **b, cucap_builder **fork)
+{
+    CUresult rc;
+
+    if (!*b && (rc = cucap_builder_create(0, b, NULL)) != CUDA_SUCCESS)
+        return rc;
+    if (cucap_builder_get_state(*b) == CUCAP_BUILDER_CAPTURING)   /* the last cycle's end failed: again */
+        (void)cucap_builder_end(*b, NULL);
+    if ((rc = cucap_builder_reset(*b, NULL)) == CUDA_SUCCESS &&
+        (rc = cucap_builder_begin(*b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL)) == CUDA_SUCCESS &&
+        (rc = cucap_builder_split_kept(*b, 2, fork, NULL)) == CUDA_SUCCESS &&
+        (rc = D.cuMemsetD8Async(d, 0x5a, 16, cucap_builder_stream(*b))) == CUDA_SUCCESS &&
+        (rc = D.cuMemsetD8Async(d + 16, 0x5a, 16, cucap_builder_stream(*fork))) == CUDA_SUCCESS)
+        rc = cucap_builder_join_forks(*b, NULL);
+    if (cucap_builder_get_state(*b) == CUCAP_BUILDER_CAPTURING) {
+        CUresult end = cucap_builder_end(*b, NULL);
+        if (rc == CUDA_SUCCESS)
+            rc = end;
+    }
+    if (rc == CUDA_SUCCESS && (rc = cucap_exec_update(exec, *b, NULL)) == CUDA_SUCCESS &&
+        (rc = cucap_exec_launch(exec, cucap_builder_stream(*b), NULL)) == CUDA_SUCCESS)
+        rc = D.cuStreamSynchronize(cucap_builder_stream(*b));
+    return rc;
+}
+
+enum workload { FORK_JOIN, UPDATE_LAUNCH, KEPT_UPDATE_LAUNCH };
 
 struct sweep_run {
     enum workload workload;
     CUdeviceptr d;
     cucap_exec *exec;   /* UPDATE_LAUNCH: made outside the faults */
     CUresult rc;
+    cucap_builder *kept, *kept_fork;   /* KEPT_UPDATE_LAUNCH: from cycle to cycle */
 };
 
 static void *sweep_thread(void *arg)
 {
     struct sweep_run *r = arg;
 
-    r->rc = r->workload == FORK_JOIN ? cycle(r->d) : update_cycle(r->d, r->exec, 0x5a);
+    r->rc = r->workload == FORK_JOIN       ? cycle(r->d)
+            : r->workload == UPDATE_LAUNCH ? update_cycle(r->d, r->exec, 0x5a)
+                                           : kept_update_cycle(r->d, r->exec, &r->kept, &r->kept_fork);
     return NULL;
 }
 
@@ -780,14 +810,14 @@ static void sweep_from_fresh_threads(enum workload workload, const char *name)
     static const CUresult codes[] = { CUDA_ERROR_UNKNOWN, CUDA_ERROR_OUT_OF_MEMORY,
                                       CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, CUDA_ERROR_DEINITIALIZED,
                                       CUDA_ERROR_ECC_UNCORRECTABLE };
-    struct sweep_run r = { workload, 0, NULL, CUDA_SUCCESS };
+    struct sweep_run r = { workload, 0, NULL, CUDA_SUCCESS, NULL, NULL };
     cucap_builder *b = NULL;
     size_t c;
     long total, i;
 
     cr_assert_eq(set_rules(""), 0);
     cr_assert_eq(D.cuMemAlloc(&r.d, 64), CUDA_SUCCESS);
-    if (workload == UPDATE_LAUNCH) {   /* the exec the loop updates */
+    if (workload != FORK_JOIN) {   /* the exec the loop updates */
         cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
         cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
         {
@@ -830,13 +860,26 @@ static void sweep_from_fresh_threads(enum workload workload, const char *name)
             cr_assert_eq(set_rules(""), 0);
             cr_assert_eq(run_fresh(&r), CUDA_SUCCESS, "%s, after rule %s (%s): the next cycle failed", name, rule,
                          failed);
-            if (on_simulator() && !is_cleanup(failed)) {
+            /* a kept builder's stream, its fork's and the split's event
+             * live in the builder, its recycled hierarchy or the cache,
+             * depending on what failed: bounded, every one of them gone
+             * with the builder (below) */
+            if (on_simulator() && workload == KEPT_UPDATE_LAUNCH) {
+                cr_assert_leq(sim_live_settled("stream"), 2, "%s, rule %s (%s) leaked a stream", name, rule, failed);
+                cr_assert_leq(sim_live_settled("event"), 1, "%s, rule %s (%s) leaked an event", name, rule, failed);
+            } else if (on_simulator() && !is_cleanup(failed)) {
                 cr_assert_eq(sim_live_settled("stream"), streams, "%s, rule %s (%s) leaked a stream", name, rule, failed);
                 cr_assert_eq(sim_live_settled("event"), events, "%s, rule %s (%s) leaked an event", name, rule, failed);
             }
         }
     cucap_set_warning_handler(NULL, NULL);
     cucap_exec_destroy(r.exec);
+    cucap_builder_destroy(r.kept_fork);
+    cucap_builder_destroy(r.kept);
+    if (on_simulator() && workload == KEPT_UPDATE_LAUNCH) {   /* (a graph whose destroy was made to fail stays) */
+        cr_assert_eq(sim_live_settled("stream"), 0, "%s: a stream outlived its builder", name);
+        cr_assert_eq(sim_live_settled("event"), 0, "%s: an event outlived its builder", name);
+    }
     D.cuMemFree(r.d);
 }
 
@@ -848,6 +891,11 @@ FAULT_BACKEND_TEST(builder, every_failure_of_a_fork_join_cycle_from_fresh_thread
 FAULT_BACKEND_TEST(builder, every_failure_of_an_update_and_launch_from_fresh_threads)
 {
     sweep_from_fresh_threads(UPDATE_LAUNCH, "update + launch");
+}
+
+FAULT_BACKEND_TEST(builder, every_failure_of_a_kept_fork_update_loop_from_fresh_threads)
+{
+    sweep_from_fresh_threads(KEPT_UPDATE_LAUNCH, "kept-fork update + launch");
 }
 
 /* ---------------------------------------------------------------- a capture another thread invalidated */
@@ -2147,6 +2195,271 @@ FAULT_BACKEND_TEST(builder, a_reset_builders_failed_split_gives_its_kept_streams
         f[0] = NULL;
     }
     cucap_builder_destroy(b);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("stream"), 0);
+        cr_assert_eq(sim_live_settled("event"), 0);
+    }
+}
+
+/* ---------------------------------------------------------------- kept forks (cucap_builder_split_kept) */
+
+/* A loop with one builder reset and kept forks, as a program runs it:
+ * from a thread with no current context (it makes the context current
+ * only for its own driver calls), four captures, each fork writing its
+ * own value; the same forks and streams come back every capture, closed
+ * between captures, and what each capture computed is right. */
+struct kept_loop {
+    CUdeviceptr d;
+    int failed_at;                   /* 0, or the line of the first failure */
+    CUresult rc;
+    cucap_builder *first[3], *again[3];
+    CUstream first_streams[3];
+    int same_forks, same_streams, closed_between, all_capturing;
+    unsigned char host[4][256];
+};
+
+#define KEPT_CHECK(r, call)                                                                  \
+    do {                                                                                     \
+        CUresult rc_ = (call);                                                               \
+        if (rc_ != CUDA_SUCCESS && !(r)->failed_at) {                                        \
+            (r)->failed_at = __LINE__;                                                       \
+            (r)->rc = rc_;                                                                   \
+        }                                                                                    \
+    } while (0)
+
+static void *kept_loop_thread(void *p)
+{
+    struct kept_loop *r = p;
+    cucap_builder *b = NULL, *f[3] = { NULL, NULL, NULL };
+    cucap_exec *exec = NULL;
+    int c, i;
+
+    r->same_forks = r->same_streams = r->closed_between = r->all_capturing = 1;
+    KEPT_CHECK(r, cucap_builder_create(0, &b, NULL));
+    for (c = 0; c < 4 && !r->failed_at; c++) {
+        KEPT_CHECK(r, cucap_builder_reset(b, NULL));
+        KEPT_CHECK(r, cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL));
+        KEPT_CHECK(r, cucap_builder_split_kept(b, 4, f, NULL));
+        if (r->failed_at)
+            break;
+        for (i = 0; i < 3; i++) {
+            if (c == 0) {
+                r->first[i] = f[i];
+                r->first_streams[i] = cucap_builder_stream(f[i]);
+            } else {
+                r->same_forks &= f[i] == r->first[i];
+                r->same_streams &= cucap_builder_stream(f[i]) == r->first_streams[i];
+            }
+            r->all_capturing &= cucap_builder_get_state(f[i]) == CUCAP_BUILDER_CAPTURING;
+        }
+        D.cuCtxSetCurrent(cucap_builder_context(b));
+        for (i = 0; i < 3; i++)
+            KEPT_CHECK(r, D.cuMemsetD8Async(r->d + (CUdeviceptr)i * 64, (unsigned char)(16 * c + i + 1), 64,
+                                            cucap_builder_stream(f[i])));
+        KEPT_CHECK(r, D.cuMemsetD8Async(r->d + 192, (unsigned char)(16 * c + 9), 64, cucap_builder_stream(b)));
+        D.cuCtxSetCurrent(NULL);
+        KEPT_CHECK(r, cucap_builder_join_forks(b, NULL));
+        for (i = 0; i < 3; i++)
+            r->closed_between &= cucap_builder_get_state(f[i]) == CUCAP_BUILDER_CLOSED &&
+                                 !cucap_builder_stream(f[i]) && !cucap_builder_context(f[i]);
+        KEPT_CHECK(r, cucap_builder_end(b, NULL));
+        KEPT_CHECK(r, cucap_builder_complete_into(b, NULL, &exec, NULL, NULL));
+        KEPT_CHECK(r, cucap_exec_launch(exec, cucap_builder_stream(b), NULL));
+        D.cuCtxSetCurrent(cucap_builder_context(b));
+        KEPT_CHECK(r, D.cuStreamSynchronize(cucap_builder_stream(b)));
+        KEPT_CHECK(r, D.cuMemcpyDtoH(r->host[c], r->d, 256));
+        D.cuCtxSetCurrent(NULL);
+    }
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(b);   /* before its kept forks: any order */
+    for (i = 0; i < 3; i++)
+        cucap_builder_destroy(f[i]);
+    return NULL;
+}
+
+BACKEND_TEST(builder, kept_forks_come_back_capture_after_capture)
+{
+    struct kept_loop r;
+    pthread_t t;
+    int c, i;
+
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(D.cuMemAlloc(&r.d, 256), CUDA_SUCCESS);
+    cr_assert_eq(pthread_create(&t, NULL, kept_loop_thread, &r), 0);
+    pthread_join(t, NULL);
+    cr_assert_eq(r.failed_at, 0, "the call at line %d failed: %s", r.failed_at, cucap_result_name(r.rc));
+    cr_assert(r.all_capturing, "a split hands its forks out capturing");
+    cr_assert(r.same_forks, "every capture gets the first capture's forks");
+    cr_assert(r.same_streams, "with their streams");
+    cr_assert(r.closed_between, "a join closes them: no stream, no context until the next split");
+    for (c = 0; c < 4; c++)
+        for (i = 0; i < 256; i++)
+            cr_assert_eq(r.host[c][i], i < 192 ? 16 * c + i / 64 + 1 : 16 * c + 9, "capture %d, byte %d", c, i);
+    D.cuMemFree(r.d);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("stream"), 0, "every stream went with the builders");
+        cr_assert_eq(sim_live_settled("event"), 0);
+        cr_assert_eq(sim_live_settled("graph"), 0);
+    }
+}
+
+/* Two kept splits in one capture get different forks; the next capture
+ * gets the same two again.  A kept fork the caller destroyed is given up
+ * (a new one takes its place); one left unjoined when its capture ended is
+ * closed by the next split and handed out again. */
+BACKEND_TEST(builder, kept_forks_per_capture_given_up_and_left_unjoined)
+{
+    cucap_builder *b = new_builder(), *a = NULL, *c = NULL, *a2 = NULL, *c2 = NULL, *g = NULL, *three[2];
+    cucap_error *err = NULL;
+    CUdeviceptr d;
+
+    cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split_kept(b, 2, &a, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split_kept(b, 2, &c, NULL), CUDA_SUCCESS);
+    cr_assert_neq(a, c, "a fork is handed out once per capture");
+    cr_assert_eq(cucap_builder_join_forks(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+
+    cr_assert_eq(cucap_builder_reset(b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split_kept(b, 2, &a2, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split_kept(b, 2, &c2, NULL), CUDA_SUCCESS);
+    cr_assert((a2 == a && c2 == c) || (a2 == c && c2 == a), "the next capture gets the same two");
+    cr_assert_eq(cucap_builder_join_forks(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cucap_builder_destroy(c);   /* given up */
+
+    cr_assert_eq(cucap_builder_reset(b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split_kept(b, 3, three, NULL), CUDA_SUCCESS, "a new fork takes the given-up one's place");
+    cr_assert(three[0] == a || three[1] == a, "the one kept");
+    cr_assert_eq(cucap_builder_join_forks(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+
+    /* a fork with work never joined: the end says UNJOINED */
+    cr_assert_eq(cucap_builder_reset(b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split_kept(b, 2, &g, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d, 1, 64, cucap_builder_stream(g)), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_ERROR_STREAM_CAPTURE_UNJOINED, "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_neq(cucap_builder_get_state(g), CUCAP_BUILDER_CAPTURING, "its capture is over");
+    cr_assert_eq(cucap_builder_reset(b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split_kept(b, 2, &a2, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split_kept(b, 2, &c2, NULL), CUDA_SUCCESS);
+    cr_assert(a2 == g || c2 == g, "the unjoined fork comes back");
+    cr_assert_eq(cucap_builder_get_state(g), CUCAP_BUILDER_CAPTURING);
+    cr_assert_eq(D.cuMemsetD8Async(d, 2, 64, cucap_builder_stream(g)), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_join_forks(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert(g == three[0] || g == three[1], "b has kept no other fork");
+    cucap_builder_destroy(three[0]);
+    cucap_builder_destroy(b);
+    cucap_builder_destroy(three[1]);
+    D.cuMemFree(d);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("stream"), 0);
+        cr_assert_eq(sim_live_settled("event"), 0);
+    }
+}
+
+BACKEND_TEST(builder, split_kept_refuses_what_it_cannot_keep)
+{
+    cucap_builder *b = new_builder(), *f = NULL, *kept[2] = { NULL, NULL };
+    cucap_error *err = NULL;
+
+    cr_assert_eq(cucap_builder_split_kept(NULL, 2, kept, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_split_kept(b, 1, kept, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_split_kept(b, 2, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_builder_split_kept(b, 2, kept, &err), CUDA_ERROR_ILLEGAL_STATE, "not capturing");
+    cr_assert_not_null(strstr(cucap_error_message(err), "must be building"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 2, &f, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split_kept(f, 3, kept, &err), CUDA_ERROR_ILLEGAL_STATE);
+    cr_assert_not_null(strstr(cucap_error_message(err), "only a primary builder keeps forks"), "%s",
+                       cucap_error_message(err));
+    cr_assert_null(kept[0]);
+    cucap_error_free(err);
+    cr_assert_eq(cucap_builder_join_forks(b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
+    cucap_builder_destroy(f);
+    cucap_builder_destroy(b);
+}
+
+/* Several threads, each with its own builder and kept forks, re-capture,
+ * update and launch at once; the builders go before or after their forks. */
+struct kept_worker {
+    CUdeviceptr d;
+    int index;
+    CUresult rc;
+};
+
+static void *kept_worker_thread(void *p)
+{
+    struct kept_worker *w = p;
+    cucap_builder *b = NULL, *f[2] = { NULL, NULL };
+    cucap_exec *exec = NULL;
+    int c, i;
+
+    if ((w->rc = cucap_builder_create(0, &b, NULL)) != CUDA_SUCCESS)
+        return NULL;
+    for (c = 0; c < 50 && w->rc == CUDA_SUCCESS; c++) {
+        if ((w->rc = cucap_builder_reset(b, NULL)) != CUDA_SUCCESS ||
+            (w->rc = cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, NULL)) != CUDA_SUCCESS ||
+            (w->rc = cucap_builder_split_kept(b, 3, f, NULL)) != CUDA_SUCCESS)
+            break;
+        D.cuCtxSetCurrent(cucap_builder_context(b));
+        for (i = 0; i < 2 && w->rc == CUDA_SUCCESS; i++)
+            w->rc = D.cuMemsetD8Async(w->d + (CUdeviceptr)(w->index * 2 + i) * 32, (unsigned char)c, 32,
+                                      cucap_builder_stream(f[i]));
+        D.cuCtxSetCurrent(NULL);
+        if (w->rc != CUDA_SUCCESS || (w->rc = cucap_builder_join_forks(b, NULL)) != CUDA_SUCCESS ||
+            (w->rc = cucap_builder_end(b, NULL)) != CUDA_SUCCESS ||
+            (w->rc = cucap_builder_complete_into(b, NULL, &exec, NULL, NULL)) != CUDA_SUCCESS)
+            break;
+        w->rc = cucap_exec_launch(exec, cucap_builder_stream(b), NULL);
+    }
+    D.cuCtxSetCurrent(cucap_builder_context(b));
+    if (D.cuStreamSynchronize(cucap_builder_stream(b)) != CUDA_SUCCESS && w->rc == CUDA_SUCCESS)
+        w->rc = CUDA_ERROR_UNKNOWN;
+    D.cuCtxSetCurrent(NULL);
+    cucap_exec_destroy(exec);
+    if (w->index % 2)
+        cucap_builder_destroy(b);
+    for (i = 0; i < 2; i++)
+        cucap_builder_destroy(f[i]);
+    if (!(w->index % 2))
+        cucap_builder_destroy(b);
+    return NULL;
+}
+
+BACKEND_TEST(builder, kept_forks_on_several_threads_at_once)
+{
+    struct kept_worker w[4];
+    pthread_t t[4];
+    unsigned char host[256];
+    int i;
+
+    cr_assert_eq(D.cuMemAlloc(&w[0].d, 256), CUDA_SUCCESS);
+    for (i = 0; i < 4; i++) {
+        w[i].d = w[0].d;
+        w[i].index = i;
+        w[i].rc = CUDA_ERROR_UNKNOWN;
+        cr_assert_eq(pthread_create(&t[i], NULL, kept_worker_thread, &w[i]), 0);
+    }
+    for (i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert_eq(w[i].rc, CUDA_SUCCESS, "thread %d: %s", i, cucap_result_name(w[i].rc));
+    }
+    cr_assert_eq(D.cuMemcpyDtoH(host, w[0].d, sizeof host), CUDA_SUCCESS);
+    for (i = 0; i < 256; i++)
+        cr_assert_eq(host[i], 49, "byte %d: every thread's last capture ran", i);
+    D.cuMemFree(w[0].d);
     if (on_simulator()) {
         cr_assert_eq(sim_live_settled("stream"), 0);
         cr_assert_eq(sim_live_settled("event"), 0);

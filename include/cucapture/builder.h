@@ -153,6 +153,45 @@ CUCAP_API CUresult cucap_builder_end(cucap_builder *b, cucap_error **err);
 CUCAP_API CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err);
 
 /**
+ * \brief       Split as cucap_builder_split(), into forks that stay b's from
+ *              one capture to the next
+ *
+ * For a loop that splits the same way every capture, as hand-written code
+ * keeps its fork streams: the forks are kept by b, each with its stream
+ * and context, and a call in a later capture of b (after
+ * cucap_builder_reset()) hands the same builders out again, capturing,
+ * instead of making new ones.  A capture of such a loop then makes no
+ * fork object and takes no stream, event or context reference of its
+ * own.
+ *
+ * Kept forks are forks in every other respect: they capture, split and
+ * join as those of cucap_builder_split() do, and a join closes them
+ * (CLOSED; cucap_builder_stream() and cucap_builder_context() then return
+ * NULL) until b's next capture hands them out again.  A fork is handed out
+ * at most once per capture: a second call in the same capture gets
+ * further forks.  One that is still open when its capture ended (never
+ * joined) is closed by the next call and handed out again.
+ *
+ * Each kept fork is still the caller's to destroy, once, when the caller
+ * is done with it (not after every capture), in any order with b:
+ * destroying it gives it up, and b makes a new one when it needs one.
+ * Destroying b leaves the kept forks the caller has not destroyed alive
+ * until it does.  Do not destroy a kept fork while another thread splits
+ * b.  A builder kept by cucap_builder_destroy() for the next
+ * cucap_builder_create() lets go of its kept forks first.
+ *
+ * \param       b       A CAPTURING PRIMARY builder.
+ * \param       count   2 to CUCAP_SPLIT_MAX: b and count - 1 forks.
+ * \param       forks   Receives count - 1 builders; all NULL on failure.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      as cucap_builder_split(); CUDA_ERROR_ILLEGAL_STATE for a
+ *              fork or a conditional body.
+ * \since       1.4.0 (LIBCUCAPTURE_1.4)
+ */
+CUCAP_API CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder **forks,
+                                            cucap_error **err);
+
+/**
  * \brief       Fork the capture onto another device
  *
  * As cucap_builder_split(), but the forks' streams belong to the primary

@@ -1,0 +1,91 @@
+/* A primary builder's kept forks: what cucap_builder_split_kept hands out
+ * again capture after capture, so that a loop that splits the same way
+ * each time makes no fork object and takes no stream or context
+ * reference per capture.  A kept fork has two holders, its builder and
+ * the caller; whichever lets go last frees it. */
+#include "config.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "builder-internal.h"
+#include "builder-memory.h"
+#include "context-hold.h"
+#include "driver.h"
+#include "kept-forks.h"
+#include "streams.h"
+
+static void let_go(cucap_builder *f)
+{
+    if (atomic_fetch_sub_explicit(&f->holders, 1, memory_order_acq_rel) == 1)
+        cucap_i_builder_free(f);
+}
+
+size_t cucap_i_kept_take(cucap_builder *b, size_t n, cucap_builder **out)
+{
+    size_t i, kept = 0, got = 0;
+
+    for (i = 0; i < b->kept_count; i++) {
+        cucap_builder *f = b->kept[i];
+        if (atomic_load_explicit(&f->holders, memory_order_acquire) == 1) {   /* the caller destroyed it */
+            let_go(f);
+            continue;
+        }
+        b->kept[kept++] = f;
+        if (got < n && f->state == CUCAP_BUILDER_CLOSED && f->kept_serial != b->capture_serial)
+            out[got++] = f;
+    }
+    b->kept_count = kept;
+    return got;
+}
+
+cucap_builder *cucap_i_kept_new(cucap_builder *b)
+{
+    cucap_builder *f, **grown;
+
+    if (b->kept_count == b->kept_cap) {
+        size_t cap = b->kept_cap ? 2 * b->kept_cap : 4;
+        if (!(grown = realloc(b->kept, cap * sizeof *grown)))
+            return NULL;
+        b->kept = grown;
+        b->kept_cap = cap;
+    }
+    if (!(f = cucap_i_builder_new(CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CLOSED, NULL, 1, b->ctx)))
+        return NULL;
+    f->cached_stream = 1;
+    f->is_kept = 1;
+    atomic_init(&f->holders, 2);
+    b->kept[b->kept_count++] = f;
+    return f;
+}
+
+void cucap_i_kept_let_go_all(cucap_builder *b)
+{
+    size_t i;
+
+    for (i = 0; i < b->kept_count; i++)
+        let_go(b->kept[i]);
+    free(b->kept);
+    b->kept = NULL;
+    b->kept_count = b->kept_cap = 0;
+}
+
+void cucap_i_kept_fork_destroy(cucap_builder *f, const char *caller)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult rc;
+
+    if (f->stream) {   /* closed by a join, which left it its stream */
+        rc = cucap_i_drv.cuStreamGetCaptureInfo(f->stream, &status, NULL, NULL, NULL, NULL, NULL);
+        if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE)
+            cucap_i_give_stream(f->ctx, f->stream, caller);
+        else if ((rc = cucap_i_drv.cuStreamDestroy(f->stream)) != CUDA_SUCCESS)
+            cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing a kept fork's stream: " CUCAP_I_RESULT_FMT,
+                         caller, CUCAP_I_RESULT_ARGS(rc));
+        f->stream = NULL;
+    }
+    if (f->ctx)
+        cucap_i_ctx_hold_release(f->ctx);
+    f->ctx = NULL;
+    let_go(f);
+}
