@@ -7,7 +7,7 @@ out=$(env -u CUCAPTURE_REQUIRE_GPU CUCAPTURE_DRIVER="$CUCAPTURE_TEST_SIM" ./tool
 echo "1..6"
 if [ "$rc" -eq 0 ]; then echo "ok 1 - cucapture bench --quick exits 0"; else echo "not ok 1 - exits $rc"; printf '%s\n' "$out" | sed 's/^/# /'; fi
 rows=$(printf '%s\n' "$out" | grep -c -E '^\| [a-z].*\| +[0-9.]+ \| +[0-9.]+ \| +[0-9.]+ \| .*\[.*\] \|$')
-if [ "$rows" -eq 17 ]; then echo "ok 2 - 17 timed rows with their spread"; else echo "not ok 2 - $rows timed rows"; fi
+if [ "$rows" -eq 19 ]; then echo "ok 2 - 19 timed rows with their spread"; else echo "not ok 2 - $rows timed rows"; fi
 if printf '%s\n' "$out" | grep -q 'not timed'; then echo "not ok 3 - a row was not timed"; else echo "ok 3 - every row's graphs have the same shape"; fi
 if printf '%s\n' "$out" | head -n 1 | grep -q 'simulated driver, not a GPU'; then echo "ok 4 - the header says the simulated driver ran"
 else echo "not ok 4 - the header does not name the simulated driver"; fi
@@ -20,10 +20,10 @@ else
 fi
 # --steps: the capture phase step by step, 7 library calls and 6 raw steps,
 # then an update loop iteration, 9 library calls and 8 raw steps, with a
-# builder per capture and with one builder reset
+# builder per capture, with one builder reset, and with kept forks too
 out=$(env -u CUCAPTURE_REQUIRE_GPU CUCAPTURE_DRIVER="$CUCAPTURE_TEST_SIM" ./tools/cucapture bench --quick --steps 2>&1); rc=$?
 steps=$(printf '%s\n' "$out" | grep -c -E '^\| (lib|raw) .*\| +[0-9.]+ \| +[0-9.]+ \|$')
 loop=$(printf '%s\n' "$out" | sed -n '/update loop iteration/,$p' | grep -c -E '^\| (lib|raw) .*\| +[0-9.]+ \| +[0-9.]+ \|$')
-if [ "$rc" -eq 0 ] && [ "$steps" -eq 47 ] && [ "$loop" -eq 34 ]; then
-    echo "ok 6 - --steps prints 13 capture steps for K=2 and K=64, 17 update loop steps for K=2 and K=8, twice"
+if [ "$rc" -eq 0 ] && [ "$steps" -eq 64 ] && [ "$loop" -eq 51 ]; then
+    echo "ok 6 - --steps prints 13 capture steps for K=2 and K=64, 17 update loop steps for K=2 and K=8, three times"
 else echo "not ok 6 - --steps: exit $rc, $steps steps, $loop of the update loop"; printf '%s\n' "$out" | tail -16 | sed 's/^/# /'; fi

@@ -595,8 +595,23 @@ struct loop {
     cucap_exec *lib_exec;
     CUgraphExec raw_exec;
     cucap_builder *kept;             /* the library side's one builder when keep */
-    int keep;
+    cucap_builder *kept_forks[MAX_K];   /* and its kept forks when keep == LOOP_KEPT_FORKS */
+    int keep;                        /* LOOP_PER_CAPTURE, LOOP_RESET, LOOP_KEPT_FORKS */
 };
+enum { LOOP_PER_CAPTURE, LOOP_RESET, LOOP_KEPT_FORKS };
+
+/* The library side's split: kept forks come back every capture. */
+static void loop_split(struct loop *x, cucap_builder **all)
+{
+    int i;
+
+    if (x->keep == LOOP_KEPT_FORKS) {
+        cucap_builder_split_kept(all[0], (size_t)x->k, all + 1, NULL);
+        for (i = 1; i < x->k; i++)
+            x->kept_forks[i] = all[i];
+    } else
+        cucap_builder_split(all[0], (size_t)x->k, all + 1, NULL);
+}
 
 static void loop_memsets(struct loop *x, CUstream const *streams)
 {
@@ -624,7 +639,7 @@ static cucap_builder *loop_capture_lib(struct loop *x, cucap_builder **all)
     } else
         cucap_builder_create(0, &all[0], NULL);
     cucap_builder_begin(all[0], CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
-    cucap_builder_split(all[0], (size_t)x->k, all + 1, NULL);
+    loop_split(x, all);
     for (i = 0; i < x->k; i++)
         streams[i] = cucap_builder_stream(all[i]);
     loop_memsets(x, streams);
@@ -656,12 +671,12 @@ static CUgraph loop_capture_raw(struct loop *x)
 }
 
 /* What one capture of the library side made: all of it, or with keep its
- * forks only. */
+ * forks only, or nothing when they are kept too. */
 static void loop_release_lib(struct loop *x, cucap_builder **all)
 {
-    if (x->keep)
+    if (x->keep == LOOP_RESET)
         destroy_all(all + 1, x->k - 1);
-    else
+    else if (x->keep == LOOP_PER_CAPTURE)
         destroy_all(all, x->k);
 }
 
@@ -736,6 +751,8 @@ static void loop_finish(struct loop *x)
     if (x->raw_exec)
         D.cuGraphExecDestroy(x->raw_exec);
     cucap_builder_destroy(x->kept);
+    destroy_all(x->kept_forks + 1, MAX_K - 1);
+    memset(x->kept_forks, 0, sizeof x->kept_forks);
     x->lib_exec = NULL;
     x->raw_exec = NULL;
     x->kept = NULL;
@@ -747,12 +764,12 @@ static int loop_rows(struct loop *x, int reps, int warm)
 {
     int i, mismatched = 0;
 
-    for (i = 0; i < 4; i++) {
+    for (i = 0; i < 6; i++) {
+        static const char *const kinds[] = { "per iteration", "one builder reset", "reset, kept forks" };
         char name[80];
         x->k = loop_ks[i % 2];
-        x->keep = i >= 2;
-        snprintf(name, sizeof name, x->keep ? "update loop, K=%d, one builder reset" : "update loop, K=%d, per iteration",
-                 x->k);
+        x->keep = i / 2;
+        snprintf(name, sizeof name, "update loop, K=%d, %s", x->k, kinds[x->keep]);
         if (loop_prepare(name, x))
             row(name, loop_lib, loop_raw, x, reps, warm);
         else
@@ -974,7 +991,7 @@ static void loop_steps(void *arg, int k, double *lib, double *raw)
     t[1] = now_us();
     cucap_builder_begin(all[0], CU_STREAM_CAPTURE_MODE_GLOBAL, NULL);
     t[2] = now_us();
-    cucap_builder_split(all[0], (size_t)x->k, all + 1, NULL);
+    loop_split(x, all);
     t[3] = now_us();
     for (i = 0; i < x->k; i++)
         streams[i] = cucap_builder_stream(all[i]);
@@ -1030,22 +1047,34 @@ static const char *const loop_reset_step_names[] = {
     "cucap_builder_destroy (the forks)",
 };
 
+static const char *const loop_kept_step_names[] = {
+    "cucap_builder_reset (the graph with it)", "cucap_builder_begin", "cucap_builder_split_kept", "the memsets",
+    "cucap_builder_join_forks", "cucap_builder_end", "cucap_exec_update", "cucap_exec_launch",
+    "nothing to destroy (the forks are kept)",
+};
+
 static void loop_steps_table(struct loop *x, int reps)
 {
     struct steps t = { "Where an update loop iteration's time goes", loop_ks, 2, loop_lib_step_names,
                        loop_raw_step_names, 9, 8, loop_steps, x };
-    struct steps kept = { "The same with one builder reset for every capture", loop_ks, 2, loop_reset_step_names,
+    struct steps reset = { "The same with one builder reset for every capture", loop_ks, 2, loop_reset_step_names,
+                           loop_raw_step_names, 9, 8, loop_steps, x };
+    struct steps kept = { "The same with one builder reset and kept forks", loop_ks, 2, loop_kept_step_names,
                           loop_raw_step_names, 9, 8, loop_steps, x };
 
     x->k = 0;
-    x->keep = 0;
+    x->keep = LOOP_PER_CAPTURE;
     steps_table(&t, reps);
     loop_finish(x);
     x->k = 0;
-    x->keep = 1;
+    x->keep = LOOP_RESET;
+    steps_table(&reset, reps);
+    loop_finish(x);
+    x->k = 0;
+    x->keep = LOOP_KEPT_FORKS;
     steps_table(&kept, reps);
     loop_finish(x);
-    x->keep = 0;
+    x->keep = LOOP_PER_CAPTURE;
 }
 
 int tool_bench(int argc, char **argv)
