@@ -356,6 +356,31 @@ public:
     std::vector<builder> split(std::size_t count) { return split_with(count, nullptr); }
     /** \brief   cucap_builder_split_on(): the forks' streams on device dev */
     std::vector<builder> split_on(CUdevice dev, std::size_t count) { return split_with(count, &dev); }
+    /**
+     * \brief   cucap_builder_split_kept(): count - 1 forks that stay this
+     *          builder's from one capture to the next
+     *
+     * kept owns every fork the builder keeps for the caller: this
+     * capture's forks are moved to its front in the C call's order, new
+     * ones added, the others left after them.  Keep it alive across the
+     * captures (its destructors destroy each fork once, when done).
+     * \return  Nothing: kept's first count - 1 elements are this capture's forks.
+     */
+    void split_kept(std::size_t count, std::vector<builder> &kept)
+    {
+        std::vector<cucap_builder *> raw(count > 1 ? count - 1 : 1, nullptr);
+        kept.reserve(kept.size() + raw.size());   /* nothing can throw once the forks are handed out */
+        detail::error_slot e;
+        e.check(cucap_builder_split_kept(b_, count, raw.data(), e.out()));
+        for (std::size_t i = 0; i < raw.size(); ++i) {
+            std::size_t j = i;
+            while (j < kept.size() && kept[j].get() != raw[i])
+                ++j;
+            if (j == kept.size())
+                kept.emplace_back(raw[i]);
+            std::swap(kept[i], kept[j]);
+        }
+    }
     /** \brief   cucap_builder_join_forks(): join every open fork split from this builder */
     void join_forks()
     {

@@ -230,6 +230,49 @@ BACKEND_TEST(cxx, one_builder_reset_for_every_capture)
     D.cuMemFree(d);
 }
 
+// The same loop with kept forks: split_kept hands the same forks back
+// every capture, at the front of the vector that owns them.
+BACKEND_TEST(cxx, kept_forks_come_back_every_capture)
+{
+    CUdeviceptr d = device_buffer(3 * 64);
+    unsigned char host[3 * 64];
+    std::string failure = on_fresh_thread([&] {
+        cucap::builder b = cucap::builder::create();
+        cucap::exec e;
+        std::vector<cucap::builder> kept;
+        cucap_builder *first[2] = { nullptr, nullptr };
+        for (int round = 0; round < 3; round++) {
+            b.reset();
+            b.begin();
+            b.split_kept(3, kept);
+            EXPECT(kept.size() == 2);
+            for (int i = 0; i < 2; i++) {
+                if (round == 0)
+                    first[i] = kept[i].get();
+                EXPECT(kept[i].get() == first[i]);
+                EXPECT(kept[i].state() == CUCAP_BUILDER_CAPTURING);
+                EXPECT(D.cuMemsetD8Async(d + 64 * (i + 1), (unsigned char)(round + 11 * (i + 1)), 64,
+                                         kept[i].stream()) == CUDA_SUCCESS);
+            }
+            EXPECT(D.cuMemsetD8Async(d, (unsigned char)(round + 1), 64, b.stream()) == CUDA_SUCCESS);
+            b.join_forks();
+            EXPECT(kept[0].state() == CUCAP_BUILDER_CLOSED && kept[0].stream() == nullptr);
+            b.end();
+            b.complete_into(e);
+            e.launch(b.stream());
+            with_context(b.context());
+            EXPECT(D.cuStreamSynchronize(b.stream()) == CUDA_SUCCESS);
+            D.cuCtxSetCurrent(NULL);
+        }
+    });
+    cr_assert(failure.empty(), "%s", failure.c_str());
+    read_back(d, host, sizeof host);
+    cr_assert_eq(host[0], 3, "the last capture's values ran");
+    cr_assert_eq(host[64], 13);
+    cr_assert_eq(host[128], 24);
+    D.cuMemFree(d);
+}
+
 // A bad argument, a failed join, an invalidated capture ended and
 // destroyed: each throws cucap::error with the C error's code, message and
 // notes, and nothing leaks or crashes.
