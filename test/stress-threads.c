@@ -82,8 +82,8 @@ struct worker {
     int index;
     int rounds;
     int tolerate_invalidation;       /* scenario 3: capture errors are expected */
-    int keep;                        /* one builder for every cycle, reset between */
-    cucap_builder *kept;
+    int keep;                        /* one builder for every cycle, reset between (2: with kept forks) */
+    cucap_builder *kept, *kept_forks[FORKS - 1];
     int completed, capture_failures, other_failures;
     char first_failure[512];
 };
@@ -133,7 +133,12 @@ static int cycle(struct worker *w, CUstream launch_stream)
         STEP("cucap_builder_create", cucap_builder_create(0, &b, &err));
     STEP("cucap_builder_begin", cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, &err));
     STEP("cuLaunchHostFunc", D.cuLaunchHostFunc(cucap_builder_stream(b), count_call, NULL));
-    STEP("cucap_builder_split", cucap_builder_split(b, FORKS, f, &err));
+    if (w->keep == 2) {
+        STEP("cucap_builder_split_kept", cucap_builder_split_kept(b, FORKS, f, &err));
+        for (i = 0; i < FORKS - 1; i++)
+            w->kept_forks[i] = f[i];   /* the same ones every cycle: destroyed at the thread's end */
+    } else
+        STEP("cucap_builder_split", cucap_builder_split(b, FORKS, f, &err));
     for (i = 0; i < FORKS - 1; i++)
         STEP("cuLaunchHostFunc (fork)", D.cuLaunchHostFunc(cucap_builder_stream(f[i]), count_call, NULL));
     if (w->keep) {   /* the registry finds the fork's capture among the other threads' */
@@ -157,7 +162,7 @@ out:
     /* destroy in a thread-dependent order; a kept builder at the thread's end */
     if (w->index % 3 == 0 && !w->keep)
         cucap_builder_destroy(b);
-    for (i = 0; i < FORKS - 1; i++)
+    for (i = 0; i < FORKS - 1 && w->keep != 2; i++)
         cucap_builder_destroy(f[(i + w->index) % (FORKS - 1)]);
     if (w->index % 3 != 0 && !w->keep)
         cucap_builder_destroy(b);
@@ -183,7 +188,12 @@ static void *capturing_thread(void *p)
     }
     for (r = 0; r < w->rounds; r++)
         w->completed += cycle(w, s);
-    cucap_builder_destroy(w->kept);
+    if (w->index % 2)   /* kept forks and their builder in either order */
+        cucap_builder_destroy(w->kept);
+    for (r = 0; r < FORKS - 1; r++)
+        cucap_builder_destroy(w->kept_forks[r]);
+    if (!(w->index % 2))
+        cucap_builder_destroy(w->kept);
     w->kept = NULL;
     atomic_store(&w->where, "synchronizing its launch stream");
     D.cuCtxSetCurrent(ctx);
@@ -668,6 +678,8 @@ int main(int argc, char **argv)
     capturing_threads(BESIDE_NOTHING, 0, "16 fresh threads in global mode");
     capturing_threads(BESIDE_POOLS, 0, "16 fresh threads beside pool setup");
     capturing_threads(BESIDE_POOLS, 1, "16 fresh threads, each resetting one builder, beside pool setup");
+    capturing_threads(BESIDE_POOLS, 2, "16 fresh threads, each resetting one builder with kept forks, beside pool "
+                                       "setup");
     invalidator_scenarios(argv[0]);
     D.cuDevicePrimaryCtxRetain(&ctx, 0);
     D.cuCtxSetCurrent(ctx);
