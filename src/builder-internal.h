@@ -39,8 +39,9 @@ struct cucap_builder {
     cucap_builder **kept;            /* PRIMARY: its kept forks */
     size_t kept_count, kept_cap;
     unsigned long capture_serial;    /* PRIMARY: counts its captures */
-    int is_kept;                     /* FORKED: a kept fork, its builder's as well as the caller's */
-    atomic_int holders;              /* a kept fork: its builder and the caller, until each lets go */
+    int is_kept;                     /* FORKED: a kept fork, its builder's (and the caller's once handed out) */
+    int handed_out;                  /* a kept fork: a split handed it to the caller */
+    atomic_int holders;              /* a kept fork: its builder, and the caller once handed out */
     unsigned long kept_serial;       /* a kept fork: the capture of its builder it was last split in */
     unsigned char join_mark;         /* set while a join checks it (fork.c) */
     int joined_in_capture;           /* a join saw its stream ACTIVE in h's capture */

@@ -324,7 +324,7 @@ static void release(cucap_builder *b, const char *caller)
     CUresult rc;
 
     cucap_i_capture_unregister(&b->registration);
-    cucap_i_kept_let_go_all(b);
+    cucap_i_kept_let_go_all(b, caller);
     if (b->kind != CUCAP_BUILDER_FORKED) {
         let_go(b, b->kept_h);
         b->kept_h = NULL;
@@ -432,7 +432,7 @@ static int keep_for_create(cucap_builder *b)
     if (cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
         status != CU_STREAM_CAPTURE_STATUS_NONE)
         return 0;
-    cucap_i_kept_let_go_all(b);   /* its kept forks were its user's */
+    cucap_i_kept_let_go_all(b, "cucap_builder_destroy");   /* its kept forks were its user's */
     return cucap_i_spare_give(&kept_builders[b->ctx->dev], b);
 }
 

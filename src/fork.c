@@ -293,7 +293,7 @@ static void close_stale_kept(cucap_builder *b, const char *caller)
     for (i = 0; i < b->kept_count; i++) {
         cucap_builder *f = b->kept[i];
         if (f->state != CUCAP_BUILDER_CLOSED && f->kept_serial != b->capture_serial &&
-            atomic_load_explicit(&f->holders, memory_order_acquire) == 2 &&
+            (!f->handed_out || atomic_load_explicit(&f->holders, memory_order_acquire) == 2) &&
             cucap_builder_get_state(f) != CUCAP_BUILDER_CAPTURING)
             (void)cucap_i_builder_close_as(f, caller, "closing a kept fork that an earlier capture left unjoined",
                                            NULL);
@@ -388,6 +388,9 @@ CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder 
     if (rc != CUDA_SUCCESS)   /* a failed split hands out nothing: those in the capture leave it */
         for (i = 0; i < made; i++)
             (void)cucap_i_builder_close_as(forks[i], caller, "closing a fork of a split that failed", NULL);
+    else
+        for (i = 0; i < n; i++)
+            cucap_i_kept_handed_out(forks[i]);
 out:
     if (rc != CUDA_SUCCESS)
         for (i = 0; i < n; i++)

@@ -1,8 +1,9 @@
 /* A primary builder's kept forks: what cucap_builder_split_kept hands out
  * again capture after capture, so that a loop that splits the same way
  * each time makes no fork object and takes no stream or context
- * reference per capture.  A kept fork has two holders, its builder and
- * the caller; whichever lets go last frees it. */
+ * reference per capture.  A kept fork has two holders once a split
+ * handed it out, its builder and the caller; whichever lets go last
+ * frees it. */
 #include "config.h"
 
 #include <stdatomic.h>
@@ -21,13 +22,35 @@ static void let_go(cucap_builder *f)
         cucap_i_builder_free(f);
 }
 
+/* A closed kept fork's stream (to the cache when it is in no capture,
+ * destroyed otherwise, which is legal in a capture) and context
+ * reference. */
+static void release_kept(cucap_builder *f, const char *caller)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult rc;
+
+    if (f->stream) {
+        rc = cucap_i_drv.cuStreamGetCaptureInfo(f->stream, &status, NULL, NULL, NULL, NULL, NULL);
+        if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE)
+            cucap_i_give_stream(f->ctx, f->stream, caller);
+        else if ((rc = cucap_i_drv.cuStreamDestroy(f->stream)) != CUDA_SUCCESS)
+            cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing a kept fork's stream: " CUCAP_I_RESULT_FMT,
+                         caller, CUCAP_I_RESULT_ARGS(rc));
+        f->stream = NULL;
+    }
+    if (f->ctx)
+        cucap_i_ctx_hold_release(f->ctx);
+    f->ctx = NULL;
+}
+
 size_t cucap_i_kept_take(cucap_builder *b, size_t n, cucap_builder **out)
 {
     size_t i, kept = 0, got = 0;
 
     for (i = 0; i < b->kept_count; i++) {
         cucap_builder *f = b->kept[i];
-        if (atomic_load_explicit(&f->holders, memory_order_acquire) == 1) {   /* the caller destroyed it */
+        if (f->handed_out && atomic_load_explicit(&f->holders, memory_order_acquire) == 1) {   /* the caller destroyed it */
             let_go(f);
             continue;
         }
@@ -54,17 +77,29 @@ cucap_builder *cucap_i_kept_new(cucap_builder *b)
         return NULL;
     f->cached_stream = 1;
     f->is_kept = 1;
-    atomic_init(&f->holders, 2);
+    atomic_init(&f->holders, 1);   /* the caller's once a split hands it out (cucap_i_kept_handed_out) */
     b->kept[b->kept_count++] = f;
     return f;
 }
 
-void cucap_i_kept_let_go_all(cucap_builder *b)
+void cucap_i_kept_handed_out(cucap_builder *f)
+{
+    if (f->handed_out)
+        return;
+    f->handed_out = 1;
+    atomic_store_explicit(&f->holders, 2, memory_order_relaxed);   /* nobody else holds it yet */
+}
+
+void cucap_i_kept_let_go_all(cucap_builder *b, const char *caller)
 {
     size_t i;
 
-    for (i = 0; i < b->kept_count; i++)
-        let_go(b->kept[i]);
+    for (i = 0; i < b->kept_count; i++) {
+        cucap_builder *f = b->kept[i];
+        if (!f->handed_out)   /* made by a split that failed: only b ever held it */
+            release_kept(f, caller);
+        let_go(f);
+    }
     free(b->kept);
     b->kept = NULL;
     b->kept_count = b->kept_cap = 0;
@@ -72,20 +107,6 @@ void cucap_i_kept_let_go_all(cucap_builder *b)
 
 void cucap_i_kept_fork_destroy(cucap_builder *f, const char *caller)
 {
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult rc;
-
-    if (f->stream) {   /* closed by a join, which left it its stream */
-        rc = cucap_i_drv.cuStreamGetCaptureInfo(f->stream, &status, NULL, NULL, NULL, NULL, NULL);
-        if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE)
-            cucap_i_give_stream(f->ctx, f->stream, caller);
-        else if ((rc = cucap_i_drv.cuStreamDestroy(f->stream)) != CUDA_SUCCESS)
-            cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing a kept fork's stream: " CUCAP_I_RESULT_FMT,
-                         caller, CUCAP_I_RESULT_ARGS(rc));
-        f->stream = NULL;
-    }
-    if (f->ctx)
-        cucap_i_ctx_hold_release(f->ctx);
-    f->ctx = NULL;
+    release_kept(f, caller);   /* a join left it its stream */
     let_go(f);
 }

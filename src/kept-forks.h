@@ -17,9 +17,13 @@ size_t cucap_i_kept_take(cucap_builder *b, size_t n, cucap_builder **out);
 /* A new kept fork of b: CLOSED, b's context, no stream yet; NULL when out
  * of memory. */
 cucap_builder *cucap_i_kept_new(cucap_builder *b);
+/* A split hands kept fork f out: the caller holds it from now on, until
+ * it destroys it. */
+void cucap_i_kept_handed_out(cucap_builder *f);
 /* b lets go of its kept forks (b is closed, or kept for another create):
- * each is freed once the caller destroyed it too. */
-void cucap_i_kept_let_go_all(cucap_builder *b);
+ * each is freed once the caller destroyed it too (one never handed out
+ * at once, with its stream and context). */
+void cucap_i_kept_let_go_all(cucap_builder *b, const char *caller);
 /* The caller destroys kept fork f, which is closed: its stream goes back
  * (to the cache when in no capture, destroyed otherwise, which is legal
  * in a capture), its context reference goes, and f is freed once its

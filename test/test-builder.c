@@ -2465,3 +2465,23 @@ BACKEND_TEST(builder, kept_forks_on_several_threads_at_once)
         cr_assert_eq(sim_live_settled("event"), 0);
     }
 }
+
+/* A kept split that fails (here in a capture invalidated before it) hands
+ * out nothing, and what it made for the caller goes with the builder. */
+BACKEND_TEST(builder, a_failed_split_kept_leaves_nothing_behind)
+{
+    cucap_builder *b = new_builder(), *f[3] = { NULL, NULL, NULL };
+    cucap_error *err = NULL;
+
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(cucap_builder_stream(b)), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cucap_builder_split_kept(b, 4, f, &err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "%s",
+                 cucap_error_message(err));
+    cr_assert(!f[0] && !f[1] && !f[2], "a failed split hands out nothing");
+    cucap_error_free(err);
+    cucap_builder_destroy(b);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("stream"), 0, "the forks made for the split went with the builder");
+        cr_assert_eq(sim_live_settled("event"), 0);
+    }
+}

@@ -332,6 +332,20 @@ static void adopt(cucap_builder *b)
     st.seen[i] = cucap_builder_get_state(b);
 }
 
+/* A kept fork handed out again (CLOSED to CAPTURING, which only that
+ * allows) is already the input's: seen anew, not adopted twice. */
+static void adopt_once(cucap_builder *b)
+{
+    int i;
+
+    for (i = 0; i < BUILDERS; i++)
+        if (st.b[i] == b) {
+            st.seen[i] = cucap_builder_get_state(b);
+            return;
+        }
+    adopt(b);
+}
+
 static const char *const trace_states[] = { "NOT_STARTED", "CAPTURING", "ENDED", "INVALIDATED", "CLOSED" };
 
 static CUstream stream_of(struct input *in)
@@ -395,12 +409,13 @@ static void run_step(struct input *in)
     case 3: {
         cucap_builder *forks[4] = { NULL, NULL, NULL, NULL };
         size_t count = 1 + c % 4;
-        rc = cucap_builder_split(b, count, forks, &err);
-        checked(rc, err, "cucap_builder_split");
+        int kept = (c >> 4) & 1;
+        rc = kept ? cucap_builder_split_kept(b, count, forks, &err) : cucap_builder_split(b, count, forks, &err);
+        checked(rc, err, kept ? "cucap_builder_split_kept" : "cucap_builder_split");
         for (i = 0; i < 4; i++) {
             CHECK(rc == CUDA_SUCCESS || !forks[i], "a failed split handed out a fork");
             if (forks[i])
-                adopt(forks[i]);
+                adopt_once(forks[i]);
         }
         break;
     }
