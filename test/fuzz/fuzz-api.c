@@ -287,9 +287,9 @@ static int allowed(cucap_builder_kind kind, cucap_builder_state from, cucap_buil
         return to != CUCAP_BUILDER_NOT_STARTED;
     case CUCAP_BUILDER_ENDED:
     case CUCAP_BUILDER_INVALIDATED:
-        (void)kind;
-        /* a body whose capture failed may capture again */
-        return to == CUCAP_BUILDER_CLOSED || (kind == CUCAP_BUILDER_BODY && to == CUCAP_BUILDER_CAPTURING);
+        /* a body whose capture failed may capture again; a reset primary begins again */
+        return to == CUCAP_BUILDER_CLOSED || (kind == CUCAP_BUILDER_BODY && to == CUCAP_BUILDER_CAPTURING) ||
+               (kind == CUCAP_BUILDER_PRIMARY && to == CUCAP_BUILDER_NOT_STARTED);
     default: return 0;
     }
 }
@@ -402,6 +402,11 @@ static void run_step(struct input *in)
         break;
     }
     case 2:
+        if (c & 0x40) {   /* a loop's next capture on the same builder */
+            rc = cucap_builder_reset(b, &err);
+            checked(rc, err, "cucap_builder_reset");
+            break;
+        }
         rc = cucap_builder_end(b, &err);
 
         checked(rc, err, "cucap_builder_end");
