@@ -267,7 +267,8 @@ CUCAP_API CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
  * the last capture's graph: references from cucap_builder_graph() and
  * executable graphs made from it stay valid.  The last capture's forks
  * stay the caller's to destroy and are no longer the builder's forks
- * (cucap_builder_join_forks() does not see them).  A NOT_STARTED builder
+ * (cucap_builder_join_forks() does not see them); kept forks
+ * (cucap_builder_split_kept()) stay kept for the next capture.  A NOT_STARTED builder
  * is left as it is.  No driver call is made but the graph's destruction
  * when this was its last reference.
  *
