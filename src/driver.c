@@ -28,6 +28,7 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static PFN_cuGetProcAddress_v12000 loaded_get_proc;
 static atomic_int driver_loaded;   /* 1 once the table is filled */
 static atomic_int driver_version;
+static atomic_int one_device;      /* 1 when the driver sees exactly one device */
 
 static void load_failed(CUresult code, const char *fmt, ...) CUCAP_PRINTF(2, 3);
 
@@ -141,9 +142,16 @@ static void load_driver(void)
     cucap_i_error_use_driver(cucap_i_drv.cuGetErrorName, cucap_i_drv.cuGetErrorString);
 
     rc = cucap_i_drv.cuInit(0);
-    if (rc != CUDA_SUCCESS)
+    if (rc != CUDA_SUCCESS) {
         load_failed(rc, "cuInit of the CUDA driver '%s' failed: " CUCAP_I_RESULT_FMT, path,
                     CUCAP_I_RESULT_ARGS(rc));
+        return;
+    }
+    {   /* the count a process sees is fixed once cuInit succeeded */
+        int count = 0;
+        if (cucap_i_drv.cuDeviceGetCount(&count) == CUDA_SUCCESS && count == 1)
+            atomic_store_explicit(&one_device, 1, memory_order_relaxed);
+    }
 }
 
 CUresult cucap_i_driver(const char *caller, cucap_error **err)
@@ -168,6 +176,11 @@ CUresult cucap_i_check_device(CUdevice dev, const char *caller, cucap_error **er
                             "%s: device ordinal %d is out of range (the driver reports %d device%s)", caller,
                             (int)dev, count, count == 1 ? "" : "s");
     return CUDA_SUCCESS;
+}
+
+int cucap_i_one_device(void)
+{
+    return atomic_load_explicit(&one_device, memory_order_relaxed);
 }
 
 CUresult cucap_init(cucap_error **err)

@@ -34,6 +34,10 @@ CUresult cucap_i_driver(const char *caller, cucap_error **err);
  * message starting with `caller` otherwise). */
 CUresult cucap_i_check_device(CUdevice dev, const char *caller, cucap_error **err);
 
+/* 1 when the loaded driver sees exactly one device (read once, after
+ * cuInit), 0 otherwise or before a load. */
+int cucap_i_one_device(void);
+
 /* An entry point at a given CUDA version's ABI, NULL when the driver has
  * none (or no driver is loaded). */
 void *cucap_i_driver_entry_point_at(const char *symbol, int cuda_version);

@@ -191,6 +191,21 @@ CUresult cucap_graph_instantiate(cucap_graph *g, const cucap_complete_options *o
 }
 
 /* cuGraphLaunch or cuGraphUpload on s, in the graph's context. */
+/* Whether a call on an executable graph, and for a launch or upload on
+ * stream s, needs the graph's context current.  With one device the
+ * driver takes the context from the handles: update, launch and upload on
+ * a stream run in the graph's context whatever is current, or with
+ * nothing current (doc/driver-facts.md, "The current context and an
+ * executable graph").  The legacy and per-thread streams are the current
+ * context's, and across devices it was not measured: then the graph's
+ * context is made current around the call. */
+static int needs_current_context(CUstream s, int on_stream)
+{
+    if (!cucap_i_one_device())
+        return 1;
+    return on_stream && (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD);
+}
+
 static CUresult exec_on_stream(cucap_exec *e, CUstream s, int upload, const char *caller, cucap_error **err)
 {
     const char *call = upload ? "cuGraphUpload" : "cuGraphLaunch";
@@ -199,7 +214,9 @@ static CUresult exec_on_stream(cucap_exec *e, CUstream s, int upload, const char
 
     if (!e)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
-    if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
+    if (!needs_current_context(s, 1))
+        saved = e->ctx;   /* nothing to enter or leave */
+    else if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
     rc = upload ? cucap_i_drv.cuGraphUpload(e->exec, s) : cucap_i_drv.cuGraphLaunch(e->exec, s);
     if (rc != CUDA_SUCCESS) {
@@ -299,7 +316,9 @@ CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const cha
     int locked;
 
     where[0] = '\0';
-    if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) != CUDA_SUCCESS)
+    if (!needs_current_context(NULL, 0))
+        saved = ctx;   /* nothing to enter or leave */
+    else if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
     memset(&info, 0, sizeof info);
     locked = cucap_i_hier_lock_unless_sole(h);

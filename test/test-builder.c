@@ -1675,6 +1675,153 @@ FAULT_BACKEND_TEST(builder, the_update_loop_makes_and_destroys_no_stream_once_wa
     }
 }
 
+struct context_calls {
+    CUdeviceptr d;
+    CUstream launch;                 /* made by the main thread */
+    CUresult rc;
+    long on_stream, on_null;          /* context calls of update + launch on a stream; of a NULL-stream launch */
+    CUcontext after_stream, after_null;
+    unsigned char host[64];
+};
+
+/* One capture of `value` into d, completed or updated into *exec. */
+static CUresult capture_value(cucap_builder *b, CUdeviceptr d, unsigned char value, cucap_exec **exec,
+                              long *context_calls)
+{
+    CUresult rc;
+    long before;
+
+    if ((rc = cucap_builder_reset(b, NULL)) != CUDA_SUCCESS ||
+        (rc = cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL)) != CUDA_SUCCESS)
+        return rc;
+    D.cuCtxSetCurrent(cucap_builder_context(b));   /* the user's own driver call */
+    D.cuMemsetD8Async(d, value, 64, cucap_builder_stream(b));
+    D.cuCtxSetCurrent(NULL);
+    if ((rc = cucap_builder_end(b, NULL)) != CUDA_SUCCESS)
+        return rc;
+    if (!*exec)
+        return cucap_builder_complete(b, NULL, exec, NULL);
+    before = calls("cuCtxGetCurrent") + calls("cuCtxSetCurrent");
+    rc = cucap_exec_update(*exec, b, NULL);
+    *context_calls += calls("cuCtxGetCurrent") + calls("cuCtxSetCurrent") - before;
+    return rc;
+}
+
+static void *context_calls_thread(void *p)
+{
+    struct context_calls *r = p;
+    cucap_builder *b = NULL;
+    cucap_exec *exec = NULL;
+    long before;
+    int n;
+
+    if ((r->rc = cucap_builder_create(0, &b, NULL)) != CUDA_SUCCESS)
+        goto out;
+    for (n = 1; n <= 4 && r->rc == CUDA_SUCCESS; n++) {
+        if ((r->rc = capture_value(b, r->d, (unsigned char)n, &exec, &r->on_stream)) != CUDA_SUCCESS)
+            break;
+        before = calls("cuCtxGetCurrent") + calls("cuCtxSetCurrent");
+        r->rc = cucap_exec_launch(exec, r->launch, NULL);
+        r->on_stream += calls("cuCtxGetCurrent") + calls("cuCtxSetCurrent") - before;
+    }
+    D.cuCtxGetCurrent(&r->after_stream);
+    D.cuCtxSetCurrent(cucap_builder_context(b));
+    D.cuStreamSynchronize(r->launch);   /* before the legacy stream's launch writes the last value */
+    D.cuCtxSetCurrent(NULL);
+    if (r->rc == CUDA_SUCCESS && (r->rc = capture_value(b, r->d, 9, &exec, &r->on_stream)) == CUDA_SUCCESS) {
+        before = calls("cuCtxGetCurrent") + calls("cuCtxSetCurrent");
+        r->rc = cucap_exec_launch(exec, NULL, NULL);   /* the legacy stream of the graph's context */
+        r->on_null = calls("cuCtxGetCurrent") + calls("cuCtxSetCurrent") - before;
+    }
+    D.cuCtxGetCurrent(&r->after_null);
+    D.cuCtxSetCurrent(cucap_builder_context(b));
+    D.cuStreamSynchronize(NULL);
+    D.cuMemcpyDtoH(r->host, r->d, sizeof r->host);
+    D.cuCtxSetCurrent(NULL);
+out:
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(b);
+    return NULL;
+}
+
+/* Update and a launch on a stream ask nothing about the thread's context
+ * where there is one device: the driver takes it from the handles
+ * (doc/driver-facts.md, "The current context and an executable graph").
+ * From a fresh thread with no context current, each update writes the
+ * new value, and the thread is left as it was. */
+FAULT_BACKEND_TEST(builder, update_and_launch_on_a_stream_leave_the_threads_context_alone)
+{
+    struct context_calls r;
+    pthread_t t;
+    int devices = 0, i;
+
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(D.cuDeviceGetCount(&devices), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemAlloc(&r.d, 64), CUDA_SUCCESS);
+    r.launch = new_stream();
+    cr_assert_eq(pthread_create(&t, NULL, context_calls_thread, &r), 0);
+    pthread_join(t, NULL);
+    cr_assert_eq(r.rc, CUDA_SUCCESS);
+    for (i = 0; i < 64; i++)
+        cr_assert_eq(r.host[i], 9, "byte %d: the last update's value, launched on the legacy stream", i);
+    cr_assert_null(r.after_stream, "the fresh thread has no context after update and launch on a stream");
+    cr_assert_null(r.after_null, "the fresh thread has no context after a launch on the legacy stream");
+    if (devices == 1)
+        cr_assert_eq(r.on_stream, 0, "one device: %ld context calls in 4 updates and 4 launches", r.on_stream);
+    else
+        cr_assert_gt(r.on_stream, 0, "%d devices: the graph's context is made current", devices);
+    cr_assert_gt(r.on_null, 0, "the legacy stream is the current context's: the graph's is made current");
+    cr_assert_eq(D.cuStreamDestroy(r.launch), CUDA_SUCCESS);
+    D.cuMemFree(r.d);
+}
+
+/* The same with a second context of the device current (one the user
+ * made): the graph runs in its own context, and the user's stays current. */
+BACKEND_TEST(builder, update_and_launch_with_another_context_of_the_device_current)
+{
+    cucap_builder *b = NULL;
+    cucap_exec *exec = NULL;
+    CUcontext own = NULL, other = NULL, current = NULL;
+    CUdeviceptr d = 0;
+    CUstream launch = new_stream();
+    unsigned char host[64];
+    long ignored = 0;
+    CUresult rc;
+    int n, i;
+
+    cr_assert_eq(D.cuCtxGetCurrent(&own), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(capture_value(b, d, 1, &exec, &ignored), CUDA_SUCCESS);
+    rc = D.cuCtxCreate ? D.cuCtxCreate(&other, 0, 0) : CUDA_ERROR_NOT_SUPPORTED;
+    if (rc == CUDA_ERROR_NOT_SUPPORTED && on_simulator()) {
+        cucap_exec_destroy(exec);
+        cucap_builder_destroy(b);
+        cr_assert_eq(D.cuCtxSetCurrent(own), CUDA_SUCCESS);
+        cr_skip_test("the simulated driver models primary contexts only (cuCtxCreate is not modelled)");
+    }
+    cr_assert_eq(rc, CUDA_SUCCESS);   /* the new context is current now */
+    for (n = 2; n <= 3; n++) {
+        cr_assert_eq(capture_value(b, d, (unsigned char)n, &exec, &ignored), CUDA_SUCCESS);
+        cr_assert_eq(D.cuCtxSetCurrent(other), CUDA_SUCCESS);   /* capture_value leaves none current */
+        cr_assert_eq(cucap_exec_launch(exec, launch, NULL), CUDA_SUCCESS);
+        cr_assert_eq(D.cuCtxGetCurrent(&current), CUDA_SUCCESS);
+        cr_assert_eq(current, other, "the user's context stays current");
+    }
+    cr_assert_eq(D.cuCtxSetCurrent(own), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(launch), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemcpyDtoH(host, d, sizeof host), CUDA_SUCCESS);
+    for (i = 0; i < 64; i++)
+        cr_assert_eq(host[i], 3, "byte %d: the last update ran in the graph's own context", i);
+    cr_assert_eq(D.cuCtxDestroy(other), CUDA_SUCCESS);
+    cr_assert_eq(D.cuCtxSetCurrent(own), CUDA_SUCCESS);
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(b);
+    cr_assert_eq(D.cuStreamDestroy(launch), CUDA_SUCCESS);
+    D.cuMemFree(d);
+}
+
 /* Streams handed out by the cache to builders of several fresh threads at
  * once: no stream is ever held by two live builders. */
 enum { SHARING_THREADS = 8, SHARING_ROUNDS = 40, HELD_MAX = 3 * SHARING_THREADS };

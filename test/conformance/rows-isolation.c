@@ -197,7 +197,7 @@ static void rows_calls_from_another_thread(void)
 
 struct no_context {
     struct objects *o;
-    char text[200];
+    char text[256];
 };
 
 static void *no_context_thread(void *p)
@@ -207,17 +207,20 @@ static void *no_context_thread(void *p)
     CUgraphExec exec = NULL;
     CUdeviceptr a = 0, b = 0;
     CUcontext current = (CUcontext)1;
-    CUresult inst, alloc_null, alloc_stream, launch;
+    CUgraphExecUpdateResultInfo info;
+    CUresult inst, alloc_null, alloc_stream, launch, update;
 
     D.cuCtxGetCurrent(&current);
     inst = instantiate(&exec, o->graph, NULL);
     alloc_null = D.cuMemAllocFromPoolAsync(&a, 256, o->pool, NULL);
     alloc_stream = D.cuMemAllocFromPoolAsync(&b, 256, o->pool, o->stream);
     launch = D.cuGraphLaunch(o->exec, o->stream);
+    memset(&info, 0, sizeof info);
+    update = D.cuGraphExecUpdate(o->exec, o->graph, &info);
     snprintf(nc->text, sizeof nc->text,
-             "current %s; instantiate %s; pool alloc on NULL %s; pool alloc on a stream %s; launch on a stream %s",
-             current ? "set" : "NULL", conf_code(inst), conf_code(alloc_null), conf_code(alloc_stream),
-             conf_code(launch));
+             "current %s; instantiate %s; pool alloc on NULL %s; pool alloc on a stream %s; launch on a stream %s; "
+             "exec update %s", current ? "set" : "NULL", conf_code(inst), conf_code(alloc_null),
+             conf_code(alloc_stream), conf_code(launch), conf_code(update));
     D.cuCtxSetCurrent(conf_ctx);
     if (exec)
         D.cuGraphExecDestroy(exec);
@@ -241,7 +244,7 @@ static void rows_no_current_context(void)
         pthread_join(t, NULL);
     conf_row("a fresh thread that never made a context current", "none", nc.text,
              "current NULL; instantiate CUDA_ERROR_INVALID_CONTEXT; pool alloc on NULL CUDA_ERROR_INVALID_CONTEXT; "
-             "pool alloc on a stream CUDA_SUCCESS; launch on a stream CUDA_SUCCESS");
+             "pool alloc on a stream CUDA_SUCCESS; launch on a stream CUDA_SUCCESS; exec update CUDA_SUCCESS");
     drop_objects(&o);
 }
 

@@ -74,3 +74,5 @@ FAULT_WRAP(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync, PFN_cuMemcpyHtoDAsync_v3020, 30
 FAULT_WRAP(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync, PFN_cuMemcpyDtoDAsync_v3020, 3020, (CUdeviceptr_v2 dstDevice, CUdeviceptr_v2 srcDevice, size_t ByteCount, CUstream hStream), (dstDevice, srcDevice, ByteCount, hStream))
 FAULT_WRAP(cuMemcpyAsync, cuMemcpyAsync, PFN_cuMemcpyAsync_v4000, 4000, (CUdeviceptr_v2 dst, CUdeviceptr_v2 src, size_t ByteCount, CUstream hStream), (dst, src, ByteCount, hStream))
 FAULT_WRAP(cuLaunchHostFunc, cuLaunchHostFunc, PFN_cuLaunchHostFunc_v10000, 10000, (CUstream hStream, CUhostFn fn, void *userData), (hStream, fn, userData))
+FAULT_WRAP(cuCtxCreate, cuCtxCreate, PFN_cuCtxCreate_v3020, 3020, (CUcontext *pctx, unsigned int flags, CUdevice_v1 dev), (pctx, flags, dev))
+FAULT_WRAP(cuCtxDestroy, cuCtxDestroy, PFN_cuCtxDestroy_v4000, 4000, (CUcontext ctx), (ctx))
