@@ -39,6 +39,8 @@ struct cucap_builder {
     cucap_builder **kept;            /* PRIMARY: its kept forks */
     size_t kept_count, kept_cap;
     unsigned long capture_serial;    /* PRIMARY: counts its captures */
+    CUevent split_event;             /* PRIMARY of a retained context: its splits' event, kept from one
+                                        capture to the next (one capture of it runs at a time) */
     int is_kept;                     /* FORKED: a kept fork, its builder's (and the caller's once handed out) */
     int handed_out;                  /* a kept fork: a split handed it to the caller */
     atomic_int holders;              /* a kept fork: its builder, and the caller once handed out */

@@ -324,6 +324,13 @@ static void release(cucap_builder *b, const char *caller)
     CUresult rc;
 
     cucap_i_capture_unregister(&b->registration);
+    if (b->split_event) {   /* in b's capture while it runs: reused once that is over */
+        if (b->h)
+            cucap_i_give_event(b->ctx, b->h, b->split_event);
+        else
+            cucap_i_cache_give_event(b->ctx->ctx, b->ctx->dev, b->split_event, caller);
+        b->split_event = NULL;
+    }
     cucap_i_kept_let_go_all(b, caller);
     if (b->kind != CUCAP_BUILDER_FORKED) {
         let_go(b, b->kept_h);

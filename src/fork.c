@@ -174,6 +174,8 @@ static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t
             if (*ev) {   /* the event was ready (so the context is retained): the streams failed */
                 failed = "cuStreamCreate";
                 cucap_i_cache_give_event(on->ctx, on->dev, *ev, caller);
+                if (b->split_event == *ev)
+                    b->split_event = NULL;
                 *ev = NULL;
             }
             for (i = 0; i < ready; i++)   /* in no capture: their last one is over */
@@ -191,11 +193,30 @@ static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t
     return CUDA_SUCCESS;
 }
 
+/* A primary builder of a retained context records its splits on an event
+ * it keeps (builder.c gives it back): its captures run one at a time, so
+ * the event is never in two captures that both run.  Any other builder's
+ * split event waits for its capture's end, deferred to the hierarchy. */
+static int keeps_split_event(const cucap_builder *b, const struct ctx_hold *on)
+{
+    return b->kind == CUCAP_BUILDER_PRIMARY && on == b->ctx && b->ctx->retained;
+}
+
+/* After the split's record on ev: the event kept by b, or NULL when it
+ * goes to the hierarchy with the split (cucap_i_hier_split_and_unlock). */
+static CUevent keep_split_event(cucap_builder *b, const struct ctx_hold *on, CUevent ev)
+{
+    if (!keeps_split_event(b, on))
+        return ev;
+    b->split_event = ev;
+    return NULL;
+}
+
 /* split_on's work, with the forks' memory and room for their streams. */
 static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
                            CUstream *streams, struct builder_slab *slab, const char *caller, cucap_error **err)
 {
-    CUevent ev = NULL;
+    CUevent ev = keeps_split_event(b, on) ? b->split_event : NULL;
     size_t made = 0, i;
     CUresult rc;
 
@@ -213,6 +234,8 @@ static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, 
     if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
         rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuEventRecord", NULL, err);
         cucap_i_give_event(b->ctx, b->h, ev);
+        if (keeps_split_event(b, on))
+            b->split_event = NULL;
         for (i = 0; i < count - 1; i++)
             cucap_i_give_stream(on, streams[i], caller);
         cucap_i_hier_unlock(b->h);
@@ -245,7 +268,7 @@ static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, 
         forks[i]->registration.stream = forks[i]->stream;
         forks[i]->registration.next = i + 1 < made ? &forks[i + 1]->registration : NULL;
     }
-    cucap_i_hier_split_and_unlock(b->h, b->ctx->ctx, b->ctx->dev, ev, b->ctx->retained,
+    cucap_i_hier_split_and_unlock(b->h, b->ctx->ctx, b->ctx->dev, keep_split_event(b, on, ev), b->ctx->retained,
                                   made ? &forks[0]->registration : NULL, made);
     cucap_i_builder_slab_done(slab, made);
     if (rc != CUDA_SUCCESS) {
@@ -335,7 +358,7 @@ CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder 
 {
     static const char caller[] = "cucap_builder_split_kept";
     CUstream streams_local[64], *streams = streams_local;
-    CUevent ev = NULL;
+    CUevent ev;
     size_t n, made = 0, i;
     CUresult rc;
 
@@ -354,6 +377,7 @@ CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder 
     if (n > 64 && !(streams = malloc(n * sizeof *streams)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     (void)cucap_i_hier_lock_running(b->h);   /* b is CAPTURING: its own capture runs */
+    ev = keeps_split_event(b, b->ctx) ? b->split_event : NULL;
     if ((rc = take_kept(b, n, forks, streams, &ev, caller, err)) != CUDA_SUCCESS) {
         cucap_i_hier_unlock(b->h);
         goto out;
@@ -361,6 +385,8 @@ CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder 
     if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
         rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuEventRecord", NULL, err);
         cucap_i_give_event(b->ctx, b->h, ev);
+        if (keeps_split_event(b, b->ctx))
+            b->split_event = NULL;
         cucap_i_hier_unlock(b->h);
         goto out;
     }
@@ -383,8 +409,8 @@ CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder 
     if (rc == CUDA_SUCCESS && cucap_i_fork_links_add(b, forks, n) != 0)
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     /* the forks' references to the hierarchy and registry entries, and the event */
-    cucap_i_hier_split_and_unlock(b->h, b->ctx->ctx, b->ctx->dev, ev, b->ctx->retained,
-                                  made ? &forks[made - 1]->registration : NULL, made);
+    cucap_i_hier_split_and_unlock(b->h, b->ctx->ctx, b->ctx->dev, keep_split_event(b, b->ctx, ev),
+                                  b->ctx->retained, made ? &forks[made - 1]->registration : NULL, made);
     if (rc != CUDA_SUCCESS)   /* a failed split hands out nothing: those in the capture leave it */
         for (i = 0; i < made; i++)
             (void)cucap_i_builder_close_as(forks[i], caller, "closing a fork of a split that failed", NULL);
@@ -665,43 +691,16 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
     return 1;
 }
 
-CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_builder **root_out,
-                            cucap_error **err)
+/* The join once its checks passed, with one hold of the capture's lock
+ * (running: whether root's capture still runs), which it releases. */
+static CUresult join_checked(cucap_builder *const *builders, size_t count, cucap_builder *root, int running,
+                             const char *caller, cucap_error **err)
 {
-    static const char caller[] = "cucap_builder_join";
-    cucap_builder *root = NULL;
     CUresult rc = CUDA_SUCCESS, closed;
     cuuint64_t learned = 0;
     size_t i;
-    int running, applied;
+    int applied;
 
-    /* inputs are read before any output is written: root_out may point into builders */
-    if (!builders || count < 2) {
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: must join at least two builders, got %zu", caller,
-                            builders ? count : 0);
-    }
-    for (i = 0; i < count; i++) {
-        if (!builders[i])
-            return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: builder %zu is NULL", caller, i);
-        if (builders[i]->state == CUCAP_BUILDER_CLOSED)
-            return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: builder %zu has been closed", caller, i);
-    }
-    for (i = 0; i < count && !root; i++)
-        if (builders[i]->kind != CUCAP_BUILDER_FORKED)
-            root = builders[i];
-    if (!root)
-        root = builders[0];
-    if ((rc = check_join(builders, count, root, 0, caller, err)) != CUDA_SUCCESS)
-        return rc;
-
-    /* the one-step join and the close of its forks under one hold of the
-     * capture's lock */
-    if (!(running = cucap_i_capture_lock(root))) {
-        cucap_i_capture_unlock(root);
-        if ((rc = check_join(builders, count, root, 1, caller, err)) != CUDA_SUCCESS)
-            return rc;
-        (void)cucap_i_capture_lock(root);
-    }
     applied = join_by_dependencies(root, builders, count, running, caller, err, &rc, &learned);
     if (applied && rc == CUDA_SUCCESS && release_joined(builders, count, root, learned))
         ;   /* every fork closed in one step, the lock released */
@@ -750,9 +749,65 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
         }
         cucap_error_free(close_err);
     }
+    return rc;
+}
+
+CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_builder **root_out,
+                            cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_join";
+    cucap_builder *root = NULL;
+    CUresult rc;
+    size_t i;
+    int running;
+
+    /* inputs are read before any output is written: root_out may point into builders */
+    if (!builders || count < 2) {
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: must join at least two builders, got %zu", caller,
+                            builders ? count : 0);
+    }
+    for (i = 0; i < count; i++) {
+        if (!builders[i])
+            return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: builder %zu is NULL", caller, i);
+        if (builders[i]->state == CUCAP_BUILDER_CLOSED)
+            return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: builder %zu has been closed", caller, i);
+    }
+    for (i = 0; i < count && !root; i++)
+        if (builders[i]->kind != CUCAP_BUILDER_FORKED)
+            root = builders[i];
+    if (!root)
+        root = builders[0];
+    if ((rc = check_join(builders, count, root, 0, caller, err)) != CUDA_SUCCESS)
+        return rc;
+
+    /* the one-step join and the close of its forks under one hold of the
+     * capture's lock */
+    if (!(running = cucap_i_capture_lock(root))) {
+        cucap_i_capture_unlock(root);
+        if ((rc = check_join(builders, count, root, 1, caller, err)) != CUDA_SUCCESS)
+            return rc;
+        (void)cucap_i_capture_lock(root);
+    }
+    rc = join_checked(builders, count, root, running, caller, err);
     if (root_out)
         *root_out = root;
     return rc;
+}
+
+/* Whether join's checks pass for b and its open forks, all[1 .. n], as
+ * join_forks finds them with the capture's lock held: b and every fork
+ * capturing in b's running capture (distinct and open, as the list keeps
+ * them), so that the join may skip them. */
+static int forks_ready_to_join(cucap_builder *b, cucap_builder *const *all, size_t n)
+{
+    size_t i;
+
+    if (b->state != CUCAP_BUILDER_CAPTURING || cucap_i_hier_is_capture_over(b->h))
+        return 0;
+    for (i = 1; i <= n; i++)
+        if (all[i]->state != CUCAP_BUILDER_CAPTURING || all[i]->h != b->h)
+            return 0;
+    return 1;
 }
 
 CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
@@ -774,8 +829,15 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     else if (n == 0)
         rc = CUDA_SUCCESS;   /* nothing to join */
-    else if ((rc = cucap_builder_join(all, n + 1, NULL, err)) != CUDA_SUCCESS && err && *err)
-        cucap_i_error_add_note(*err, "%s joined the %zu open forks split from this builder", caller, n);
+    else {
+        if (forks_ready_to_join(b, all, n)) {
+            cucap_i_hier_lock(h);   /* the hold join_checked releases */
+            rc = join_checked(all, n + 1, b, 1, "cucap_builder_join", err);
+        } else
+            rc = cucap_builder_join(all, n + 1, NULL, err);
+        if (rc != CUDA_SUCCESS && err && *err)
+            cucap_i_error_add_note(*err, "%s joined the %zu open forks split from this builder", caller, n);
+    }
     cucap_i_hier_unlock(h);
     if (all != room)
         free(all);

@@ -21,6 +21,7 @@
 #include "hierarchy.h"
 #include "internal.h"
 #include "spares.h"
+#include "sleep-lock.h"
 #include "spin-lock.h"
 #include "streams.h"
 
@@ -46,7 +47,7 @@ struct cucap_body_record {
 struct cucap_hier {
     atomic_int refs;
     struct cucap_spin_lock lock;     /* guards the fields below but the graphs' use (short sections) */
-    pthread_mutex_t graph_lock;      /* see cucap_i_hier_lock */
+    struct cucap_sleep_lock graph_lock;   /* see cucap_i_hier_lock */
     atomic_uintptr_t graph_owner;    /* the holding thread (pthread_self), 0 when free */
     unsigned graph_depth;            /* how often the holder took it; the holder's */
     CUcontext ctx;
@@ -99,10 +100,7 @@ struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx)
         memset(h, 0, sizeof *h);
     else if (!(h = calloc(1, sizeof *h)))
         return NULL;
-    if (pthread_mutex_init(&h->graph_lock, NULL) != 0) {
-        free(h);
-        return NULL;
-    }
+    cucap_i_sleep_init(&h->graph_lock);
     atomic_init(&h->refs, 1);
     atomic_init(&h->owned, 0);
     atomic_init(&h->capture_over, 0);
@@ -148,7 +146,7 @@ void cucap_i_hier_lock(struct cucap_hier *h)
         h->graph_depth++;
         return;
     }
-    pthread_mutex_lock(&h->graph_lock);
+    cucap_i_sleep_lock(&h->graph_lock);
     atomic_store_explicit(&h->graph_owner, self, memory_order_relaxed);
     h->graph_depth = 1;
 }
@@ -158,7 +156,7 @@ void cucap_i_hier_unlock(struct cucap_hier *h)
     if (--h->graph_depth > 0)
         return;
     atomic_store_explicit(&h->graph_owner, 0, memory_order_relaxed);
-    pthread_mutex_unlock(&h->graph_lock);
+    cucap_i_sleep_unlock(&h->graph_lock);
 }
 
 int cucap_i_hier_lock_unless_sole(struct cucap_hier *h)
@@ -206,7 +204,6 @@ void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n)
     }
     release_session(h);
     cucap_i_capture_registry_remove(h);   /* a recycled hierarchy that outlived its builder's hold */
-    pthread_mutex_destroy(&h->graph_lock);
     if (!cucap_i_spare_give(&spare_hiers, h))
         free(h);
 }
@@ -773,12 +770,12 @@ void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice
         link_locked(h, r);
     }
     over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
-    if (keep_event && !over)   /* with room for the forks' streams, which their join defers */
+    if (e && keep_event && !over)   /* with room for the forks' streams, which their join defers */
         kept = defer_locked(h, &item, n) == 0;
     cucap_i_spin_unlock(&h->lock);
-    if (keep_event && over)
+    if (e && keep_event && over)
         give_item(&item, "cucap_builder_split");
-    else if (!kept)
+    else if (e && !kept)
         destroy_item(&item);
     cucap_i_hier_unlock(h);
 }

@@ -159,7 +159,8 @@ void cucap_i_capture_registry_end(struct cucap_hier *h);
  * each with its stream) registered, the split's event e deferred to the
  * capture's end with room for the forks' streams when it can be kept (a
  * context the library retained), destroyed otherwise (legal in a
- * capture), and the graph lock released. */
+ * capture), or nothing when e is NULL (the builder keeps it), and the
+ * graph lock released. */
 void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e, int keep_event,
                                    struct cucap_registration *chain, size_t n);
 /* A one-step join's last step on h, whose graph lock the caller holds:
