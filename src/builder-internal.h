@@ -12,21 +12,18 @@
 #include "internal.h"
 
 struct cucap_builder {
+    /* what a capture loop touches, first */
     cucap_builder_kind kind;
     cucap_builder_state state;
     CUstream stream;
-    int owns_stream;
     struct ctx_hold *ctx;
     struct cucap_hier *h;            /* from begin (forks: their parent's) */
     struct cucap_hier *kept_h;       /* PRIMARY, after a reset: the last capture's hierarchy, for the next */
+    int owns_stream;
     int cached_stream;               /* the stream comes from the stream cache */
+    unsigned char join_mark;         /* set while a join checks it (fork.c) */
+    int joined_in_capture;           /* a join saw its stream ACTIVE in h's capture */
     struct cucap_registration registration;    /* the stream's entry in the capture registry */
-    /* BODY only: the body graph of a conditional node in the parent's
-     * hierarchy, which the body's standalone capture is attached to */
-    struct cucap_hier *parent_h;
-    struct cucap_box *body_box;
-    struct cucap_body_record *record;
-    int record_failed;               /* the last capture failed or could not be attached */
     /* forks split from this builder and still open, for
      * cucap_builder_join_forks; guarded by h's graph lock (fork-links.c) */
     cucap_builder *split_parent;
@@ -45,9 +42,13 @@ struct cucap_builder {
     int handed_out;                  /* a kept fork: a split handed it to the caller */
     atomic_int holders;              /* a kept fork: its builder, and the caller once handed out */
     unsigned long kept_serial;       /* a kept fork: the capture of its builder it was last split in */
-    unsigned char join_mark;         /* set while a join checks it (fork.c) */
-    int joined_in_capture;           /* a join saw its stream ACTIVE in h's capture */
     struct builder_slab *slab;       /* allocated with the other forks of its split, or NULL */
+    /* BODY only: the body graph of a conditional node in the parent's
+     * hierarchy, which the body's standalone capture is attached to */
+    struct cucap_hier *parent_h;
+    struct cucap_box *body_box;
+    struct cucap_body_record *record;
+    int record_failed;               /* the last capture failed or could not be attached */
 };
 
 extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */

@@ -356,7 +356,10 @@ static void release(cucap_builder *b, const char *caller)
         release_cached_stream(b, caller);
         cucap_i_capture_unlock(b);
     }
-    cucap_i_hier_unref(b->h);
+    if (b->kind == CUCAP_BUILDER_FORKED)
+        cucap_i_hier_fork_unref(b->h);
+    else
+        cucap_i_hier_unref(b->h);
     cucap_i_hier_unref(b->parent_h);
     cucap_i_ctx_hold_release(b->ctx);
     b->h = NULL;

@@ -45,39 +45,43 @@ struct cucap_body_record {
  * by reference among the builders, graph references and executable
  * graphs that use it. */
 struct cucap_hier {
-    atomic_int refs;
+    /* what every capture touches first, in the first cache lines */
+    atomic_int refs;                 /* every holder's but a fork's */
+    atomic_int fork_refs;            /* forks' (their splits and joins change it under lock, with no
+                                        atomic operation of its own); h goes when both are 0 */
     struct cucap_spin_lock lock;     /* guards the fields below but the graphs' use (short sections) */
     struct cucap_sleep_lock graph_lock;   /* see cucap_i_hier_lock */
-    atomic_uintptr_t graph_owner;    /* the holding thread (pthread_self), 0 when free */
     unsigned graph_depth;            /* how often the holder took it; the holder's */
+    atomic_uintptr_t graph_owner;    /* the holding thread (pthread_self), 0 when free */
     CUcontext ctx;
     /* the ownership tree */
     struct cucap_box root;
     atomic_int owned;                /* the capture's end returned the root */
     /* the capture session */
-    cuuint64_t capture_id;           /* 0 until a join sees it; under the graph lock */
     atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
+    cuuint64_t capture_id;           /* 0 until a join sees it; under the graph lock */
     int body_capture;                /* the standalone capture of a conditional body */
+    int recycles;                    /* recycled by its builder (cucap_i_hier_recycle) */
+    int in_registry;
+    CUresult first_failure_code;     /* CUDA_SUCCESS until a library call on the capture failed */
     struct cucap_cache_item *deferred;   /* few_deferred, or on the heap when more */
     size_t deferred_count, deferred_cap;
-    struct cucap_cache_item few_deferred[4];
-    /* recycled by its builder (cucap_i_hier_recycle): what its captures
-     * deferred stays here once they are over, for its next capture's
-     * splits, under the graph lock; and it stays in the registry */
-    int recycles;
+    /* recycled: what its captures deferred stays here once they are over,
+     * for its next capture's splits, under the graph lock; and it stays
+     * in the registry */
     struct cucap_cache_item *ready;  /* few_ready, or on the heap when more */
     size_t ready_count, ready_cap;
-    struct cucap_cache_item few_ready[4];
-    char first_failure_call[128];
-    CUresult first_failure_code;
-    char first_failure_streams[256];   /* for a call that found the capture invalidated */
     struct cucap_body_record *bodies;
     /* the registry: the entries of the capture's streams, under
      * lock, and the hierarchy's place among the running captures, under
      * the registry's lock */
     struct cucap_registration *streams;
     struct cucap_hier *registry_prev, *registry_next;
-    int in_registry;
+    /* the rest */
+    struct cucap_cache_item few_deferred[4];
+    struct cucap_cache_item few_ready[4];
+    char first_failure_call[128];
+    char first_failure_streams[256];   /* for a call that found the capture invalidated */
 };
 
 static void release_session(struct cucap_hier *h);
@@ -102,6 +106,7 @@ struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx)
         return NULL;
     cucap_i_sleep_init(&h->graph_lock);
     atomic_init(&h->refs, 1);
+    atomic_init(&h->fork_refs, 0);
     atomic_init(&h->owned, 0);
     atomic_init(&h->capture_over, 0);
     atomic_init(&h->graph_owner, 0);
@@ -159,9 +164,16 @@ void cucap_i_hier_unlock(struct cucap_hier *h)
     cucap_i_sleep_unlock(&h->graph_lock);
 }
 
+/* No holder but the caller's one reference. */
+static int sole(struct cucap_hier *h)
+{
+    return atomic_load_explicit(&h->refs, memory_order_acquire) == 1 &&
+           atomic_load_explicit(&h->fork_refs, memory_order_acquire) == 0;
+}
+
 int cucap_i_hier_lock_unless_sole(struct cucap_hier *h)
 {
-    if (atomic_load_explicit(&h->refs, memory_order_acquire) == 1)
+    if (sole(h))
         return 0;
     cucap_i_hier_lock(h);
     return 1;
@@ -178,22 +190,18 @@ void cucap_i_hier_ref(struct cucap_hier *h)
     atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
 }
 
-void cucap_i_hier_ref_by(struct cucap_hier *h, size_t n)
+/* Under lock: the forks' references changed by n (no atomic operation:
+ * every change is under lock). */
+static void add_fork_refs_locked(struct cucap_hier *h, int n)
 {
-    atomic_fetch_add_explicit(&h->refs, (int)n, memory_order_relaxed);
+    atomic_store_explicit(&h->fork_refs, atomic_load_explicit(&h->fork_refs, memory_order_relaxed) + n,
+                          memory_order_release);
 }
 
-void cucap_i_hier_unref(struct cucap_hier *h)
-{
-    cucap_i_hier_unref_by(h, 1);
-}
-
-void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n)
+static void destroy_hier(struct cucap_hier *h)
 {
     CUresult rc;
 
-    if (!h || n == 0 || atomic_fetch_sub_explicit(&h->refs, (int)n, memory_order_acq_rel) != (int)n)
-        return;
     if (h->owned && h->root.graph && (rc = cucap_i_drv.cuGraphDestroy(h->root.graph)) != CUDA_SUCCESS)
         cucap_i_warn(rc, "cucap_graph_unref: cuGraphDestroy failed while destroying the last reference's graph: "
                      CUCAP_I_RESULT_FMT, CUCAP_I_RESULT_ARGS(rc));
@@ -208,11 +216,47 @@ void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n)
         free(h);
 }
 
+void cucap_i_hier_unref(struct cucap_hier *h)
+{
+    int refs, last;
+
+    if (!h)
+        return;
+    /* not the last: one atomic operation; the last is taken under lock,
+     * where a fork's release checks it (cucap_i_hier_fork_unref) */
+    refs = atomic_load_explicit(&h->refs, memory_order_relaxed);
+    while (refs > 1)
+        if (atomic_compare_exchange_weak_explicit(&h->refs, &refs, refs - 1, memory_order_acq_rel,
+                                                  memory_order_relaxed))
+            return;
+    cucap_i_spin_lock(&h->lock);
+    last = atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1 &&
+           atomic_load_explicit(&h->fork_refs, memory_order_acquire) == 0;
+    cucap_i_spin_unlock(&h->lock);
+    if (last)
+        destroy_hier(h);
+}
+
+void cucap_i_hier_fork_unref(struct cucap_hier *h)
+{
+    int last;
+
+    if (!h)
+        return;
+    cucap_i_spin_lock(&h->lock);
+    add_fork_refs_locked(h, -1);
+    last = atomic_load_explicit(&h->fork_refs, memory_order_relaxed) == 0 &&
+           atomic_load_explicit(&h->refs, memory_order_acquire) == 0;
+    cucap_i_spin_unlock(&h->lock);
+    if (last)
+        destroy_hier(h);
+}
+
 int cucap_i_hier_recycle(struct cucap_hier *h, const char *caller)
 {
     CUresult rc;
 
-    if (atomic_load_explicit(&h->refs, memory_order_acquire) != 1 || h->body_capture ||
+    if (!sole(h) || h->body_capture ||
         !atomic_load_explicit(&h->capture_over, memory_order_acquire))
         return 0;
     if (h->owned && h->root.graph && (rc = cucap_i_drv.cuGraphDestroy(h->root.graph)) != CUDA_SUCCESS)
@@ -232,9 +276,11 @@ int cucap_i_hier_recycle(struct cucap_hier *h, const char *caller)
     h->root.retired = 0;
     atomic_store_explicit(&h->owned, 0, memory_order_relaxed);
     h->capture_id = 0;
-    h->first_failure_call[0] = '\0';
-    h->first_failure_code = CUDA_SUCCESS;
-    h->first_failure_streams[0] = '\0';
+    if (h->first_failure_code != CUDA_SUCCESS) {   /* the text only when a failure wrote it */
+        h->first_failure_call[0] = '\0';
+        h->first_failure_code = CUDA_SUCCESS;
+        h->first_failure_streams[0] = '\0';
+    }
     h->recycles = 1;
     return 1;
 }
@@ -763,8 +809,8 @@ void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice
     size_t i;
     int over, kept = 0;
 
-    cucap_i_hier_ref_by(h, n);
     cucap_i_spin_lock(&h->lock);
+    add_fork_refs_locked(h, (int)n);
     for (r = chain, i = 0; i < n && r; r = next, i++) {
         next = r->next;
         link_locked(h, r);
@@ -802,10 +848,10 @@ int cucap_i_hier_join_and_unlock(struct cucap_hier *h, cuuint64_t id, const stru
         memcpy(h->deferred + h->deferred_count, items, n_items * sizeof *items);
         h->deferred_count += n_items;
     }
+    add_fork_refs_locked(h, -(int)n);   /* the joiner's reference stays: never the last */
     cucap_i_spin_unlock(&h->lock);
     if (over)   /* the capture is over already */
         cucap_i_cache_give_items(items, n_items, "cucap_builder_join");
-    cucap_i_hier_unref_by(h, n);   /* the joiner's reference stays: never the last */
     cucap_i_hier_unlock(h);
     return 0;
 }

@@ -66,11 +66,12 @@ int cucap_i_hier_lock_unless_sole(struct cucap_hier *h);
 /* Lock, then whether the capture still runs (it is not over). */
 int cucap_i_hier_lock_running(struct cucap_hier *h);
 void cucap_i_hier_ref(struct cucap_hier *h);
-void cucap_i_hier_ref_by(struct cucap_hier *h, size_t n);
-void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n);
 /* The last reference destroys the root graph when it is owned and live;
  * a failure goes to the warning handler. */
 void cucap_i_hier_unref(struct cucap_hier *h);
+/* A fork's reference, which its split took (cucap_i_hier_split_and_unlock)
+ * and a join did not release, let go of. */
+void cucap_i_hier_fork_unref(struct cucap_hier *h);
 
 /* The driver discarded a graph: retire its box and every box below it, so
  * nothing reads or destroys them again.  Does not allocate, report or call
