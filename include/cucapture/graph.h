@@ -85,7 +85,14 @@ CUCAP_API CUgraph cucap_graph_handle(const cucap_graph *g);
 CUCAP_API CUresult cucap_graph_instantiate(cucap_graph *g, const cucap_complete_options *opts, cucap_exec **out,
                                            cucap_error **err);
 
-/** \brief Launch the executable graph on s (cuGraphLaunch) */
+/**
+ * \brief       Launch the executable graph on s (cuGraphLaunch)
+ *
+ * The graph runs in the context it was instantiated in, whatever context
+ * the calling thread has current (or none); the thread's is left as it
+ * was.  s NULL (or CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) is the legacy
+ * or per-thread stream of the graph's context.
+ */
 CUCAP_API CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err);
 
 /** \brief Upload the executable graph on s (cuGraphUpload) */
