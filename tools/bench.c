@@ -597,7 +597,9 @@ struct loop {
     cucap_builder *kept;             /* the library side's one builder when keep */
     cucap_builder *kept_forks[MAX_K];   /* and its kept forks when keep == LOOP_KEPT_FORKS */
     int keep;                        /* LOOP_PER_CAPTURE, LOOP_RESET, LOOP_KEPT_FORKS */
+    int cut;                         /* LOOP_WHOLE, or the loop cut short (--steps) */
 };
+enum { LOOP_WHOLE, LOOP_NO_LAUNCH, LOOP_CAPTURE_ONLY };
 enum { LOOP_PER_CAPTURE, LOOP_RESET, LOOP_KEPT_FORKS };
 
 /* The library side's split: kept forks come back every capture. */
@@ -690,8 +692,10 @@ static double loop_lib(void *p)
     for (n = 0; n < LOOP_BATCH; n++) {
         x->value++;
         loop_capture_lib(x, all);
-        cucap_exec_update(x->lib_exec, all[0], NULL);
-        cucap_exec_launch(x->lib_exec, x->launch, NULL);
+        if (x->cut != LOOP_CAPTURE_ONLY)
+            cucap_exec_update(x->lib_exec, all[0], NULL);
+        if (x->cut == LOOP_WHOLE)
+            cucap_exec_launch(x->lib_exec, x->launch, NULL);
         loop_release_lib(x, all);
     }
     D.cuStreamSynchronize(x->launch);
@@ -709,8 +713,10 @@ static double loop_raw(void *p)
         CUgraph g;
         x->value++;
         g = loop_capture_raw(x);
-        D.cuGraphExecUpdate(x->raw_exec, g, &info);
-        D.cuGraphLaunch(x->raw_exec, x->launch);
+        if (x->cut != LOOP_CAPTURE_ONLY)
+            D.cuGraphExecUpdate(x->raw_exec, g, &info);
+        if (x->cut == LOOP_WHOLE)
+            D.cuGraphLaunch(x->raw_exec, x->launch);
         D.cuGraphDestroy(g);
     }
     D.cuStreamSynchronize(x->launch);
@@ -1053,6 +1059,38 @@ static const char *const loop_kept_step_names[] = {
     "nothing to destroy (the forks are kept)",
 };
 
+/* The kept-fork loop cut short after each of its phases, each side timed
+ * whole as the rows are: the step tables time every call on its own,
+ * which a loop that runs them back to back does not pay for. */
+static int loop_cut_table(struct loop *x, int reps)
+{
+    static const char *const cuts[] = { "the whole iteration", "up to the update", "up to the end" };
+    int i, mismatched = 0;
+
+    printf("\nThe loop with one builder reset and kept forks, cut short (medians of %d rounds of %d iterations, "
+           "microseconds per iteration):\n\n", reps, LOOP_BATCH);
+    printf("| %-52s | %12s | %12s | %6s | %33s |\n", "work", "library", "raw driver", "ratio",
+           "library - raw: median [p10, p90]");
+    printf("|------------------------------------------------------|-------------:|-------------:|-------:|"
+           "----------------------------------:|\n");
+    for (i = 0; i < 6; i++) {
+        char name[80];
+        x->k = loop_ks[i / 3];
+        x->keep = LOOP_KEPT_FORKS;
+        x->cut = LOOP_WHOLE;   /* the first capture makes the executable graphs */
+        snprintf(name, sizeof name, "kept-fork loop, K=%d, %s", x->k, cuts[i % 3]);
+        if (loop_prepare(name, x)) {
+            x->cut = i % 3;
+            row(name, loop_lib, loop_raw, x, reps, 5);
+        } else
+            mismatched++;
+        loop_finish(x);
+    }
+    x->cut = LOOP_WHOLE;
+    x->keep = LOOP_PER_CAPTURE;
+    return mismatched;
+}
+
 static void loop_steps_table(struct loop *x, int reps)
 {
     struct steps t = { "Where an update loop iteration's time goes", loop_ks, 2, loop_lib_step_names,
@@ -1170,8 +1208,10 @@ int tool_bench(int argc, char **argv)
         struct steps t = { "Where a capture's time goes", capture_step_ks, 2, lib_step_names, raw_step_names,
                            LIB_STEPS, RAW_STEPS, capture_steps, &c };
         steps_table(&t, quick ? 5 : STEP_REPS);
-        if (l.launch)
+        if (l.launch) {
             loop_steps_table(&l, quick ? 5 : STEP_REPS);
+            mismatched += loop_cut_table(&l, LOOP_REPS(reps));
+        }
     }
     loop_close(&l);
     for (i = 1; i < MAX_K; i++) {
