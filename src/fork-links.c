@@ -43,7 +43,7 @@ int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t
 /* b's list gone (its memory, when on the heap). */
 static void drop_list(cucap_builder *b)
 {
-    if (b->forks != b->few_forks)
+    if (b->forks && b->forks != b->few_forks)
         free(b->forks);
     b->forks = NULL;
     b->fork_count = b->fork_cap = 0;

@@ -339,6 +339,8 @@ static CUresult take_kept(cucap_builder *b, size_t n, cucap_builder **forks, CUs
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     for (i = 0; i < n; i++)
         bare += !forks[i]->stream;
+    if (bare == 0 && *ev)
+        return CUDA_SUCCESS;   /* every fork has its stream, the builder its event */
     if ((rc = take_split_handles(b, b->ctx, bare, streams, ev, caller, err)) != CUDA_SUCCESS)
         return rc;
     for (i = 0, bare = 0; i < n; i++) {
@@ -532,6 +534,33 @@ static long unique_dependencies(struct dependency *all, size_t n)
     return (long)kept;
 }
 
+/* join_by_dependencies for a root and one fork f: f's dependency arrays
+ * are the driver's until the next call on f's stream, and the one call
+ * that reads them is on the root's. */
+static int join_one_by_dependencies(cucap_builder *root, cucap_builder *f, const char *caller, cucap_error **err,
+                                    CUresult *rc, cuuint64_t *learned)
+{
+    const CUgraphNode *deps = NULL;
+    const CUgraphEdgeData *data = NULL;
+    CUstreamCaptureStatus status;
+    cuuint64_t id = 0;
+    size_t n = 0;
+
+    /* (without edge data, never seen, the event join runs) */
+    if (cucap_i_drv.cuStreamGetCaptureInfo(f->stream, &status, &id, NULL, &deps, &data, &n) != CUDA_SUCCESS ||
+        status != CU_STREAM_CAPTURE_STATUS_ACTIVE || (n && !data))
+        return 0;
+    *rc = n ? cucap_i_drv.cuStreamUpdateCaptureDependencies(root->stream, (CUgraphNode *)deps, (CUgraphEdgeData *)data,
+                                                             n, CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
+            : CUDA_SUCCESS;
+    if (*rc == CUDA_SUCCESS)   /* the root is in the capture the fork is in: h's */
+        *learned = id;
+    else
+        *rc = cucap_i_fail_in_capture(root->h, root->stream, *rc, caller, "cuStreamUpdateCaptureDependencies", NULL,
+                                      err);
+    return 1;
+}
+
 /* The whole join in one step when every builder is ACTIVE in the root's
  * capture and context (doc/driver-facts.md, "Joining by capture
  * dependencies"): each builder's dependency nodes, with their edge data
@@ -557,6 +586,8 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
             return 0;
     if (!running)
         goto out;
+    if (count == 2)   /* one fork: its arrays as the driver gave them, to the root's stream */
+        return join_one_by_dependencies(root, builders[builders[0] == root], caller, err, rc, learned);
     /* the root is not asked: every builder but the root is of root's
      * hierarchy, and a stream leaves a capture only at its end, which
      * takes every stream out of it (doc/driver-facts.md, "Ending a
