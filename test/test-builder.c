@@ -1479,6 +1479,58 @@ BACKEND_TEST(builder, a_primary_destroyed_before_its_forks)
     cucap_builder_destroy(f);
 }
 
+struct left_behind {
+    CUresult rc;
+    cucap_builder_state fork_state;
+};
+
+/* Destroyed mid-capture, from a fresh thread: a builder whose kept forks
+ * and split fork are still in its capture, then the forks, in the order
+ * a program unwinding on an error might (the builder's kept split event
+ * waits for the capture's end; the last fork's reference frees the
+ * capture's hierarchy). */
+static void *left_behind_thread(void *p)
+{
+    struct left_behind *r = p;
+    cucap_builder *b = NULL, *kept[2] = { NULL, NULL }, *f = NULL;
+    int round;
+
+    for (round = 0; round < 3 && r->rc == CUDA_SUCCESS; round++) {
+        if ((r->rc = cucap_builder_create(0, &b, NULL)) != CUDA_SUCCESS ||
+            (r->rc = cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL)) != CUDA_SUCCESS ||
+            (r->rc = cucap_builder_split_kept(b, 3, kept, NULL)) != CUDA_SUCCESS ||
+            (r->rc = cucap_builder_split(b, 2, &f, NULL)) != CUDA_SUCCESS)
+            break;
+        cucap_builder_destroy(b);   /* ends the capture: the forks did no work, so it ends well */
+        r->fork_state = cucap_builder_get_state(kept[0]);
+        cucap_builder_destroy(f);
+        cucap_builder_destroy(kept[1]);
+        cucap_builder_destroy(kept[0]);
+        b = f = kept[0] = kept[1] = NULL;
+    }
+    return NULL;
+}
+
+BACKEND_TEST(builder, a_builder_destroyed_mid_capture_before_its_kept_forks_leaves_nothing)
+{
+    struct left_behind r = { CUDA_SUCCESS, CUCAP_BUILDER_CAPTURING };
+    pthread_t t;
+
+    warnings = 0;
+    cucap_set_warning_handler(count_warning, NULL);
+    cr_assert_eq(pthread_create(&t, NULL, left_behind_thread, &r), 0);
+    pthread_join(t, NULL);
+    cucap_set_warning_handler(NULL, NULL);
+    cr_assert_eq(r.rc, CUDA_SUCCESS, "%s", cucap_result_name(r.rc));
+    cr_assert_eq(warnings, 0, "nothing failed on the way down: %s", cucap_result_name(last_warning));
+    cr_assert_neq(r.fork_state, CUCAP_BUILDER_CAPTURING, "a kept fork's capture is over with its builder's");
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("event"), 0, "the kept split event went back");
+        cr_assert_eq(sim_live_settled("stream"), 0);
+        cr_assert_eq(sim_live_settled("graph"), 0, "the capture's graph went with its last fork");
+    }
+}
+
 BACKEND_TEST(builder, the_context_of_a_builder_is_its_devices_primary_context)
 {
     cucap_builder *b = new_builder(), *f = NULL;
