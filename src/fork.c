@@ -356,6 +356,26 @@ static CUresult take_kept(cucap_builder *b, size_t n, cucap_builder **forks, CUs
     return CUDA_SUCCESS;
 }
 
+/* split_kept's forks when the first n kept ones come back as the last
+ * split left them: closed by their join, with their stream and b's
+ * context, held by the caller still, and b with its split event.  0,
+ * taking none, when any is not (take_kept then sorts them out). */
+static int kept_as_last_time(cucap_builder *b, size_t n, cucap_builder **forks)
+{
+    size_t i;
+
+    if (n > b->kept_count || !b->split_event)
+        return 0;
+    for (i = 0; i < n; i++) {
+        cucap_builder *f = b->kept[i];
+        if (f->state != CUCAP_BUILDER_CLOSED || !f->stream || f->ctx != b->ctx || !f->handed_out ||
+            f->kept_serial == b->capture_serial || atomic_load_explicit(&f->holders, memory_order_acquire) != 2)
+            return 0;
+        forks[i] = f;
+    }
+    return 1;
+}
+
 CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_split_kept";
@@ -373,16 +393,21 @@ CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder 
     if (b->state != CUCAP_BUILDER_CAPTURING)
         return not_capturing(b, caller, err);
     n = count - 1;
-    for (i = 0; i < n; i++)
-        forks[i] = NULL;
-    close_stale_kept(b, caller);
-    if (n > 64 && !(streams = malloc(n * sizeof *streams)))
-        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    (void)cucap_i_hier_lock_running(b->h);   /* b is CAPTURING: its own capture runs */
-    ev = keeps_split_event(b, b->ctx) ? b->split_event : NULL;
-    if ((rc = take_kept(b, n, forks, streams, &ev, caller, err)) != CUDA_SUCCESS) {
-        cucap_i_hier_unlock(b->h);
-        goto out;
+    if (kept_as_last_time(b, n, forks)) {
+        cucap_i_hier_lock(b->h);
+        ev = b->split_event;
+    } else {
+        for (i = 0; i < n; i++)
+            forks[i] = NULL;
+        close_stale_kept(b, caller);
+        if (n > 64 && !(streams = malloc(n * sizeof *streams)))
+            return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+        cucap_i_hier_lock(b->h);   /* b is CAPTURING: its own capture runs */
+        ev = keeps_split_event(b, b->ctx) ? b->split_event : NULL;
+        if ((rc = take_kept(b, n, forks, streams, &ev, caller, err)) != CUDA_SUCCESS) {
+            cucap_i_hier_unlock(b->h);
+            goto out;
+        }
     }
     if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
         rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuEventRecord", NULL, err);
@@ -722,12 +747,41 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
     return 1;
 }
 
+/* Whatever a join did (rc), no builder but the root is left open. */
+static CUresult close_unjoined(cucap_builder *const *builders, size_t count, cucap_builder *root, CUresult rc,
+                               const char *caller, cucap_error **err)
+{
+    CUresult closed;
+    size_t i;
+
+    for (i = 0; i < count; i++) {
+        cucap_error *close_err = NULL;
+        if (builders[i] == root || builders[i]->state == CUCAP_BUILDER_CLOSED)
+            continue;
+        closed = cucap_i_builder_close_as(builders[i], caller, "closing a builder that join could not join", &close_err);
+        if (closed != CUDA_SUCCESS) {
+            if (rc == CUDA_SUCCESS) {
+                rc = closed;
+                if (err)
+                    *err = close_err;
+                close_err = NULL;
+            } else {
+                char what[64];
+                snprintf(what, sizeof what, "closing builder %zu, which join could not join", i);
+                cucap_i_note_failure(err, "cucap_builder_close", what, closed);
+            }
+        }
+        cucap_error_free(close_err);
+    }
+    return rc;
+}
+
 /* The join once its checks passed, with one hold of the capture's lock
  * (running: whether root's capture still runs), which it releases. */
 static CUresult join_checked(cucap_builder *const *builders, size_t count, cucap_builder *root, int running,
                              const char *caller, cucap_error **err)
 {
-    CUresult rc = CUDA_SUCCESS, closed;
+    CUresult rc = CUDA_SUCCESS;
     cuuint64_t learned = 0;
     size_t i;
     int applied;
@@ -760,27 +814,7 @@ static CUresult join_checked(cucap_builder *const *builders, size_t count, cucap
                 rc = close_joined(builders[i], caller, err);
         }
     }
-    /* whatever happened, no builder but the root is left open */
-    for (i = 0; i < count; i++) {
-        cucap_error *close_err = NULL;
-        if (builders[i] == root || builders[i]->state == CUCAP_BUILDER_CLOSED)
-            continue;
-        closed = cucap_i_builder_close_as(builders[i], caller, "closing a builder that join could not join", &close_err);
-        if (closed != CUDA_SUCCESS) {
-            if (rc == CUDA_SUCCESS) {
-                rc = closed;
-                if (err)
-                    *err = close_err;
-                close_err = NULL;
-            } else {
-                char what[64];
-                snprintf(what, sizeof what, "closing builder %zu, which join could not join", i);
-                cucap_i_note_failure(err, "cucap_builder_close", what, closed);
-            }
-        }
-        cucap_error_free(close_err);
-    }
-    return rc;
+    return close_unjoined(builders, count, root, rc, caller, err);
 }
 
 CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_builder **root_out,
@@ -841,6 +875,37 @@ static int forks_ready_to_join(cucap_builder *b, cucap_builder *const *all, size
     return 1;
 }
 
+/* join_forks of b's one open fork when it is a kept one, ACTIVE in b's
+ * running capture (the loop that splits the same way every capture), in
+ * the hold of the capture's lock that join_forks took: its dependencies
+ * added to b's, and it closed as release_joined closes it, keeping its
+ * stream.  0, nothing changed, when that does not apply. */
+static int join_one_kept(cucap_builder *b, struct cucap_hier *h, CUresult *rc, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_join";
+    cucap_builder *f = b->forks[0];
+    struct cucap_registration *entry = &f->registration;
+    cuuint64_t learned = 0;
+
+    if (!f->is_kept || f->state != CUCAP_BUILDER_CAPTURING || f->h != h || f->forks || f->ctx->ctx != b->ctx->ctx ||
+        b->state != CUCAP_BUILDER_CAPTURING || cucap_i_hier_is_capture_over(h) ||
+        !join_one_by_dependencies(b, f, caller, err, rc, &learned))
+        return 0;
+    if (*rc != CUDA_SUCCESS) {
+        *rc = close_unjoined(&f, 1, b, *rc, caller, err);
+        return 1;
+    }
+    cucap_i_fork_links_release(b);
+    cucap_i_hier_lock(h);   /* the hold join_and_unlock releases; its join_forks' stays */
+    if (cucap_i_hier_join_and_unlock(h, learned, NULL, 0, &entry, 1) != 0) {
+        cucap_i_hier_unlock(h);   /* out of memory for no item: never */
+        return 1;
+    }
+    f->h = NULL;
+    f->state = CUCAP_BUILDER_CLOSED;
+    return 1;
+}
+
 CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_join_forks";
@@ -848,6 +913,7 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
     struct cucap_hier *h;
     size_t n;
     CUresult rc;
+    int joined = 0;
 
     if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
         return rc;
@@ -856,19 +922,20 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
     /* the list and the join under one hold of the lock that guards it
      * (the join, b its root, takes it again) */
     cucap_i_hier_lock(h);
-    if (!(all = cucap_i_fork_links_snapshot(b, room, sizeof room / sizeof room[0], &n)))
+    all = room;
+    if ((n = b->fork_count) == 1 && join_one_kept(b, h, &rc, err))
+        joined = 1;
+    else if (!(all = cucap_i_fork_links_snapshot(b, room, sizeof room / sizeof room[0], &n)))
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     else if (n == 0)
         rc = CUDA_SUCCESS;   /* nothing to join */
-    else {
-        if (forks_ready_to_join(b, all, n)) {
-            cucap_i_hier_lock(h);   /* the hold join_checked releases */
-            rc = join_checked(all, n + 1, b, 1, "cucap_builder_join", err);
-        } else
-            rc = cucap_builder_join(all, n + 1, NULL, err);
-        if (rc != CUDA_SUCCESS && err && *err)
-            cucap_i_error_add_note(*err, "%s joined the %zu open forks split from this builder", caller, n);
-    }
+    else if ((joined = 1) && forks_ready_to_join(b, all, n)) {
+        cucap_i_hier_lock(h);   /* the hold join_checked releases */
+        rc = join_checked(all, n + 1, b, 1, "cucap_builder_join", err);
+    } else
+        rc = cucap_builder_join(all, n + 1, NULL, err);
+    if (joined && rc != CUDA_SUCCESS && err && *err)
+        cucap_i_error_add_note(*err, "%s joined the %zu open forks split from this builder", caller, n);
     cucap_i_hier_unlock(h);
     if (all != room)
         free(all);
