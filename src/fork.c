@@ -678,7 +678,7 @@ out:
 
 /* Close, as release does, the forks a one-step join just joined into
  * root's capture, in one step for all, and release the capture's lock,
- * which the caller holds; learned as cucap_i_hier_join_and_unlock takes
+ * which the caller holds; learned as cucap_i_hier_forks_joined takes
  * it.  0, the lock still held and nothing changed that matters, when
  * that does not apply (each is then closed on its own). */
 static int release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root, cuuint64_t learned)
@@ -712,7 +712,8 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
     /* as release does, in one step for all: out of the fork lists; out of
      * the registry, the streams deferred to the capture's end */
     cucap_i_fork_links_release_all(builders, count, root);
-    deferred = cucap_i_hier_join_and_unlock(h, learned, items, n_items, entries, n) == 0;
+    if ((deferred = cucap_i_hier_forks_joined(h, learned, items, n_items, entries, n) == 0))
+        cucap_i_hier_unlock(h);
     if (items != local)
         free(items);
     if (entries != local_entries)
@@ -896,11 +897,7 @@ static int join_one_kept(cucap_builder *b, struct cucap_hier *h, CUresult *rc, c
         return 1;
     }
     cucap_i_fork_links_release(b);
-    cucap_i_hier_lock(h);   /* the hold join_and_unlock releases; its join_forks' stays */
-    if (cucap_i_hier_join_and_unlock(h, learned, NULL, 0, &entry, 1) != 0) {
-        cucap_i_hier_unlock(h);   /* out of memory for no item: never */
-        return 1;
-    }
+    (void)cucap_i_hier_forks_joined(h, learned, NULL, 0, &entry, 1);   /* with no item, never out of memory */
     f->h = NULL;
     f->state = CUCAP_BUILDER_CLOSED;
     return 1;

@@ -219,6 +219,8 @@ static CUresult exec_on_stream(cucap_exec *e, CUstream s, int upload, const char
     else if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
     rc = upload ? cucap_i_drv.cuGraphUpload(e->exec, s) : cucap_i_drv.cuGraphLaunch(e->exec, s);
+    if (rc == CUDA_SUCCESS && saved == e->ctx)
+        return rc;
     if (rc != CUDA_SUCCESS) {
         cucap_i_fail(err, rc, "%s: %s failed: " CUCAP_I_RESULT_FMT "%s", caller, call, CUCAP_I_RESULT_ARGS(rc),
                      rc == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
@@ -332,6 +334,8 @@ CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const cha
     }
     if (locked)
         cucap_i_hier_unlock(h);
+    if (rc == CUDA_SUCCESS && saved == ctx)
+        return rc;
     if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
         cucap_i_fail(err, rc, "%s: the executable graph cannot be updated from this graph: %s%s", caller,
                      update_result_text(info.result), where);

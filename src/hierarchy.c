@@ -504,7 +504,7 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap
     kept = ended && h->recycles && n ? keep_ready(h, d, n) : 0;
     if (n > kept)
         cucap_i_cache_give_items(d + kept, n - kept, "cucap_builder_end");
-    if (d != h->few_deferred)   /* those stay: the hierarchy lives on, and no item is deferred any more */
+    if (d && d != h->few_deferred)   /* those stay: the hierarchy lives on, and no item is deferred any more */
         free(d);
 }
 
@@ -826,8 +826,8 @@ void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice
     cucap_i_hier_unlock(h);
 }
 
-int cucap_i_hier_join_and_unlock(struct cucap_hier *h, cuuint64_t id, const struct cucap_cache_item *items,
-                                 size_t n_items, struct cucap_registration *const *entries, size_t n)
+int cucap_i_hier_forks_joined(struct cucap_hier *h, cuuint64_t id, const struct cucap_cache_item *items,
+                              size_t n_items, struct cucap_registration *const *entries, size_t n)
 {
     size_t i;
     int over;
@@ -850,9 +850,8 @@ int cucap_i_hier_join_and_unlock(struct cucap_hier *h, cuuint64_t id, const stru
     }
     add_fork_refs_locked(h, -(int)n);   /* the joiner's reference stays: never the last */
     cucap_i_spin_unlock(&h->lock);
-    if (over)   /* the capture is over already */
+    if (over && n_items)   /* the capture is over already */
         cucap_i_cache_give_items(items, n_items, "cucap_builder_join");
-    cucap_i_hier_unlock(h);
     return 0;
 }
 

@@ -166,12 +166,11 @@ void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice
                                    struct cucap_registration *chain, size_t n);
 /* A one-step join's last step on h, whose graph lock the caller holds:
  * the capture's id learned (when id is not 0), the n joined forks'
- * entries forgotten and their references to h dropped, the n_items
- * streams of those that give theirs back deferred to the capture's end,
- * and the graph lock released.  -1, changing nothing but the id and
- * leaving the lock held, when out of memory. */
-int cucap_i_hier_join_and_unlock(struct cucap_hier *h, cuuint64_t id, const struct cucap_cache_item *items,
-                                 size_t n_items, struct cucap_registration *const *entries, size_t n);
+ * entries forgotten and their references to h dropped, and the n_items
+ * streams of those that give theirs back deferred to the capture's end.
+ * -1, changing nothing but the id, when out of memory. */
+int cucap_i_hier_forks_joined(struct cucap_hier *h, cuuint64_t id, const struct cucap_cache_item *items,
+                              size_t n_items, struct cucap_registration *const *entries, size_t n);
 void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code);
 /* For a call that only knows a stream: the graph lock of the capture the
  * stream takes part in, referenced (NULL, locking nothing, for a stream
