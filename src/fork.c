@@ -876,30 +876,43 @@ static int forks_ready_to_join(cucap_builder *b, cucap_builder *const *all, size
     return 1;
 }
 
-/* join_forks of b's one open fork when it is a kept one, ACTIVE in b's
- * running capture (the loop that splits the same way every capture), in
- * the hold of the capture's lock that join_forks took: its dependencies
- * added to b's, and it closed as release_joined closes it, keeping its
- * stream.  0, nothing changed, when that does not apply. */
-static int join_one_kept(cucap_builder *b, struct cucap_hier *h, CUresult *rc, cucap_error **err)
+/* join_forks of b's one open fork, ACTIVE in b's running capture (the
+ * loop that splits in two every capture), in the hold of the capture's
+ * lock that join_forks took: its dependencies added to b's, and it
+ * closed as release_joined closes it (a kept fork keeps its stream, any
+ * other gives it to the capture's end).  0, nothing changed, when that
+ * does not apply. */
+static int join_one_fork(cucap_builder *b, struct cucap_hier *h, CUresult *rc, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_join";
     cucap_builder *f = b->forks[0];
     struct cucap_registration *entry = &f->registration;
+    struct cucap_cache_item item;
     cuuint64_t learned = 0;
+    int kept = f->is_kept;
 
-    if (!f->is_kept || f->state != CUCAP_BUILDER_CAPTURING || f->h != h || f->forks || f->ctx->ctx != b->ctx->ctx ||
-        b->state != CUCAP_BUILDER_CAPTURING || cucap_i_hier_is_capture_over(h) ||
-        !join_one_by_dependencies(b, f, caller, err, rc, &learned))
+    if (f->state != CUCAP_BUILDER_CAPTURING || f->h != h || f->fork_count || f->ctx->ctx != b->ctx->ctx ||
+        (!kept && (!f->cached_stream || !f->ctx->retained)) || b->state != CUCAP_BUILDER_CAPTURING ||
+        cucap_i_hier_is_capture_over(h) || !join_one_by_dependencies(b, f, caller, err, rc, &learned))
         return 0;
     if (*rc != CUDA_SUCCESS) {
         *rc = close_unjoined(&f, 1, b, *rc, caller, err);
         return 1;
     }
-    cucap_i_fork_links_release(b);
-    (void)cucap_i_hier_forks_joined(h, learned, NULL, 0, &entry, 1);   /* with no item, never out of memory */
+    item = (struct cucap_cache_item){ f->ctx->ctx, f->ctx->dev, f->stream, 0 };
+    if (cucap_i_hier_forks_joined(h, learned, &item, !kept, &entry, 1) != 0) {
+        f->joined_in_capture = 1;   /* out of memory: closed on its own, as join_checked closes it */
+        *rc = close_joined(f, caller, err);
+        return 1;
+    }
+    cucap_i_fork_links_forks_joined(b);
     f->h = NULL;
     f->state = CUCAP_BUILDER_CLOSED;
+    if (!kept) {
+        cucap_i_ctx_hold_release(f->ctx);
+        f->ctx = NULL;
+        f->stream = NULL;
+    }
     return 1;
 }
 
@@ -920,7 +933,7 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
      * (the join, b its root, takes it again) */
     cucap_i_hier_lock(h);
     all = room;
-    if ((n = b->fork_count) == 1 && join_one_kept(b, h, &rc, err))
+    if ((n = b->fork_count) == 1 && join_one_fork(b, h, &rc, err))
         joined = 1;
     else if (!(all = cucap_i_fork_links_snapshot(b, room, sizeof room / sizeof room[0], &n)))
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
