@@ -11,41 +11,37 @@
 #include "hierarchy.h"
 #include "internal.h"
 
-/* The fields a capture loop touches come first, within two cache lines
- * for a kept fork and three for its builder: builders are allocated on
- * 64-byte boundaries (builder-memory.c). */
 struct cucap_builder {
-    _Alignas(64) cucap_builder_kind kind;
+    /* what a capture loop touches, first */
+    cucap_builder_kind kind;
     cucap_builder_state state;
     CUstream stream;
     struct ctx_hold *ctx;
     struct cucap_hier *h;            /* from begin (forks: their parent's) */
-    unsigned long kept_serial;       /* a kept fork: the capture of its builder it was last split in */
-    unsigned char is_kept;           /* FORKED: a kept fork, its builder's (and the caller's once handed out) */
-    unsigned char handed_out;        /* a kept fork: a split handed it to the caller */
-    unsigned char cached_stream;     /* the stream comes from the stream cache */
-    unsigned char owns_stream;
+    struct cucap_hier *kept_h;       /* PRIMARY, after a reset: the last capture's hierarchy, for the next */
+    int owns_stream;
+    int cached_stream;               /* the stream comes from the stream cache */
     unsigned char join_mark;         /* set while a join checks it (fork.c) */
-    unsigned char joined_in_capture; /* a join saw its stream ACTIVE in h's capture */
-    atomic_int holders;              /* a kept fork: its builder, and the caller once handed out */
+    int joined_in_capture;           /* a join saw its stream ACTIVE in h's capture */
+    struct cucap_registration registration;    /* the stream's entry in the capture registry */
     /* forks split from this builder and still open, for
      * cucap_builder_join_forks; guarded by h's graph lock (fork-links.c) */
-    cucap_builder **forks;           /* NULL, few_forks, or on the heap when more */
-    size_t fork_count;
     cucap_builder *split_parent;
     size_t split_index;              /* its place in split_parent->forks */
-    struct cucap_registration registration;    /* the stream's entry in the capture registry */
-    /* a PRIMARY builder's */
-    struct cucap_hier *kept_h;       /* after a reset: the last capture's hierarchy, for the next */
-    unsigned long capture_serial;    /* counts its captures */
-    CUevent split_event;             /* of a retained context: its splits' event, kept from one capture
-                                        to the next (one capture of it runs at a time) */
-    cucap_builder **kept;            /* its kept forks (cucap_builder_split_kept, kept-forks.c), each with
-                                        its stream */
-    size_t kept_count;
-    size_t fork_cap;
+    cucap_builder **forks;           /* NULL, few_forks, or on the heap when more */
+    size_t fork_count, fork_cap;
     cucap_builder *few_forks[4];
-    size_t kept_cap;
+    /* cucap_builder_split_kept (kept-forks.c): a PRIMARY builder's forks
+     * kept from one capture to the next, each with its stream */
+    cucap_builder **kept;            /* PRIMARY: its kept forks */
+    size_t kept_count, kept_cap;
+    unsigned long capture_serial;    /* PRIMARY: counts its captures */
+    CUevent split_event;             /* PRIMARY of a retained context: its splits' event, kept from one
+                                        capture to the next (one capture of it runs at a time) */
+    int is_kept;                     /* FORKED: a kept fork, its builder's (and the caller's once handed out) */
+    int handed_out;                  /* a kept fork: a split handed it to the caller */
+    atomic_int holders;              /* a kept fork: its builder, and the caller once handed out */
+    unsigned long kept_serial;       /* a kept fork: the capture of its builder it was last split in */
     struct builder_slab *slab;       /* allocated with the other forks of its split, or NULL */
     /* BODY only: the body graph of a conditional node in the parent's
      * hierarchy, which the body's standalone capture is attached to */

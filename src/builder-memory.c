@@ -32,8 +32,10 @@ cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state 
 {
     cucap_builder *b = cucap_i_spare_take(&spare_builders);
 
-    if (b || (b = aligned_alloc(_Alignof(cucap_builder), sizeof *b)) != NULL)
+    if (b)
         memset(b, 0, sizeof *b);
+    else
+        b = calloc(1, sizeof *b);
     if (b) {
         builder_init(b, kind, state, s, owns, ctx);
         cucap_i_ctx_hold_ref_by(ctx, 1);
@@ -83,9 +85,8 @@ struct builder_slab *cucap_i_builder_slab_new(size_t count)
         while (capacity < count && capacity <= SIZE_MAX / 2)
             capacity *= 2;
         if (capacity < count || capacity > (SIZE_MAX - sizeof *slab) / sizeof slab->builders[0] ||
-            !(slab = aligned_alloc(_Alignof(struct builder_slab), sizeof *slab + capacity * sizeof slab->builders[0])))
+            !(slab = calloc(1, sizeof *slab + capacity * sizeof slab->builders[0])))
             return NULL;
-        memset(slab, 0, sizeof *slab + capacity * sizeof slab->builders[0]);
         slab->capacity = capacity;
     }
     atomic_init(&slab->live, count);

@@ -45,37 +45,37 @@ struct cucap_body_record {
  * by reference among the builders, graph references and executable
  * graphs that use it. */
 struct cucap_hier {
-    /* what every capture touches, in the first two cache lines
-     * (hierarchies are allocated on 64-byte boundaries) */
-    _Alignas(64) atomic_int refs;    /* every holder's but a fork's */
+    /* what every capture touches first, in the first cache lines */
+    atomic_int refs;                 /* every holder's but a fork's */
     atomic_int fork_refs;            /* forks' (their splits and joins change it under lock, with no
                                         atomic operation of its own); h goes when both are 0 */
     struct cucap_spin_lock lock;     /* guards the fields below but the graphs' use (short sections) */
     struct cucap_sleep_lock graph_lock;   /* see cucap_i_hier_lock */
     unsigned graph_depth;            /* how often the holder took it; the holder's */
-    atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
     atomic_uintptr_t graph_owner;    /* the holding thread (pthread_self), 0 when free */
     CUcontext ctx;
-    /* the registry: the entries of the capture's streams, under lock */
-    struct cucap_registration *streams;
-    struct cucap_body_record *bodies;
-    atomic_int owned;                /* the capture's end returned the root */
-    CUresult first_failure_code;     /* CUDA_SUCCESS until a library call on the capture failed */
     /* the ownership tree */
     struct cucap_box root;
+    atomic_int owned;                /* the capture's end returned the root */
     /* the capture session */
+    atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
     cuuint64_t capture_id;           /* 0 until a join sees it; under the graph lock */
-    unsigned char body_capture;      /* the standalone capture of a conditional body */
-    unsigned char recycles;          /* recycled by its builder (cucap_i_hier_recycle) */
-    unsigned char in_registry;
+    int body_capture;                /* the standalone capture of a conditional body */
+    int recycles;                    /* recycled by its builder (cucap_i_hier_recycle) */
+    int in_registry;
+    CUresult first_failure_code;     /* CUDA_SUCCESS until a library call on the capture failed */
     struct cucap_cache_item *deferred;   /* few_deferred, or on the heap when more */
-    unsigned deferred_count, deferred_cap;
+    size_t deferred_count, deferred_cap;
     /* recycled: what its captures deferred stays here once they are over,
      * for its next capture's splits, under the graph lock; and it stays
      * in the registry */
     struct cucap_cache_item *ready;  /* few_ready, or on the heap when more */
     size_t ready_count, ready_cap;
-    /* its place among the running captures, under the registry's lock */
+    struct cucap_body_record *bodies;
+    /* the registry: the entries of the capture's streams, under
+     * lock, and the hierarchy's place among the running captures, under
+     * the registry's lock */
+    struct cucap_registration *streams;
     struct cucap_hier *registry_prev, *registry_next;
     /* the rest */
     struct cucap_cache_item few_deferred[4];
@@ -100,9 +100,10 @@ struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx)
 {
     struct cucap_hier *h = cucap_i_spare_take(&spare_hiers);
 
-    if (!h && !(h = aligned_alloc(_Alignof(struct cucap_hier), sizeof *h)))
+    if (h)
+        memset(h, 0, sizeof *h);
+    else if (!(h = calloc(1, sizeof *h)))
         return NULL;
-    memset(h, 0, sizeof *h);
     cucap_i_sleep_init(&h->graph_lock);
     atomic_init(&h->refs, 1);
     atomic_init(&h->fork_refs, 0);
