@@ -206,30 +206,43 @@ static int needs_current_context(CUstream s, int on_stream)
     return on_stream && (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD);
 }
 
+/* A launch or upload that the driver refused, reported. */
+static CUresult exec_failed(CUstream s, int upload, CUresult rc, const char *caller, cucap_error **err)
+{
+    cucap_i_fail(err, rc, "%s: %s failed: " CUCAP_I_RESULT_FMT "%s", caller, upload ? "cuGraphUpload" : "cuGraphLaunch",
+                 CUCAP_I_RESULT_ARGS(rc),
+                 rc == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+                     ? " (an executable graph cannot be launched into a stream that is capturing; the "
+                       "driver invalidated that capture; embed a graph with cucap_builder_embed instead)" : "");
+    cucap_i_capture_stream_failed(s, upload ? "cucap_exec_upload (cuGraphUpload)" : "cucap_exec_launch (cuGraphLaunch)",
+                                  rc);
+    return rc;
+}
+
+/* The same with the graph's context current around the call. */
+static CUresult exec_in_context(cucap_exec *e, CUstream s, int upload, const char *caller, cucap_error **err)
+{
+    CUcontext saved = NULL;
+    CUresult rc;
+
+    if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    rc = upload ? cucap_i_drv.cuGraphUpload(e->exec, s) : cucap_i_drv.cuGraphLaunch(e->exec, s);
+    if (rc != CUDA_SUCCESS)
+        exec_failed(s, upload, rc, caller, err);
+    return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
+}
+
 static CUresult exec_on_stream(cucap_exec *e, CUstream s, int upload, const char *caller, cucap_error **err)
 {
-    const char *call = upload ? "cuGraphUpload" : "cuGraphLaunch";
-    CUcontext saved = NULL;
     CUresult rc;
 
     if (!e)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
-    if (!needs_current_context(s, 1))
-        saved = e->ctx;   /* nothing to enter or leave */
-    else if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
-        return rc;
+    if (needs_current_context(s, 1))
+        return exec_in_context(e, s, upload, caller, err);
     rc = upload ? cucap_i_drv.cuGraphUpload(e->exec, s) : cucap_i_drv.cuGraphLaunch(e->exec, s);
-    if (rc == CUDA_SUCCESS && saved == e->ctx)
-        return rc;
-    if (rc != CUDA_SUCCESS) {
-        cucap_i_fail(err, rc, "%s: %s failed: " CUCAP_I_RESULT_FMT "%s", caller, call, CUCAP_I_RESULT_ARGS(rc),
-                     rc == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
-                         ? " (an executable graph cannot be launched into a stream that is capturing; the "
-                           "driver invalidated that capture; embed a graph with cucap_builder_embed instead)" : "");
-        cucap_i_capture_stream_failed(s, upload ? "cucap_exec_upload (cuGraphUpload)"
-                                                : "cucap_exec_launch (cuGraphLaunch)", rc);
-    }
-    return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
+    return rc == CUDA_SUCCESS ? rc : exec_failed(s, upload, rc, caller, err);
 }
 
 CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err)
