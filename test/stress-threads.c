@@ -1,8 +1,10 @@
 /* The library from many threads at once, each started fresh (no current
  * context, nothing initialised), as a user's worker threads are:
  *   1. 16 threads capture, split, join, end, complete, launch and destroy
- *      in global mode; no thread's library calls may invalidate another's
- *      capture, and every graph runs;
+ *      in global mode (half of them split in four and join with
+ *      cucap_builder_join, half split in two and join with
+ *      cucap_builder_join_forks); no thread's library calls may invalidate
+ *      another's capture, and every graph runs;
  *   2. the same beside threads that open, create, allocate from and close
  *      pools;
  *   3. the same beside a thread that invalidates every global capture with
@@ -83,6 +85,7 @@ struct worker {
     int rounds;
     int tolerate_invalidation;       /* scenario 3: capture errors are expected */
     int keep;                        /* one builder for every cycle, reset between (2: with kept forks) */
+    int pair;                        /* split in two and join with join_forks, instead of in FORKS */
     cucap_builder *kept, *kept_forks[FORKS - 1];
     int completed, capture_failures, other_failures;
     char first_failure[512];
@@ -113,7 +116,7 @@ static int cycle(struct worker *w, CUstream launch_stream)
     cucap_exec *exec = NULL;
     cucap_error *err = NULL;
     CUresult rc;
-    int i, ok = 0;
+    int i, ok = 0, n = w->pair ? 2 : FORKS;
 
 #define STEP(call, expr)                                                                                       \
     do {                                                                                                       \
@@ -134,12 +137,12 @@ static int cycle(struct worker *w, CUstream launch_stream)
     STEP("cucap_builder_begin", cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, &err));
     STEP("cuLaunchHostFunc", D.cuLaunchHostFunc(cucap_builder_stream(b), count_call, NULL));
     if (w->keep == 2) {
-        STEP("cucap_builder_split_kept", cucap_builder_split_kept(b, FORKS, f, &err));
-        for (i = 0; i < FORKS - 1; i++)
+        STEP("cucap_builder_split_kept", cucap_builder_split_kept(b, (size_t)n, f, &err));
+        for (i = 0; i < n - 1; i++)
             w->kept_forks[i] = f[i];   /* the same ones every cycle: destroyed at the thread's end */
     } else
-        STEP("cucap_builder_split", cucap_builder_split(b, FORKS, f, &err));
-    for (i = 0; i < FORKS - 1; i++)
+        STEP("cucap_builder_split", cucap_builder_split(b, (size_t)n, f, &err));
+    for (i = 0; i < n - 1; i++)
         STEP("cuLaunchHostFunc (fork)", D.cuLaunchHostFunc(cucap_builder_stream(f[i]), count_call, NULL));
     if (w->keep) {   /* the registry finds the fork's capture among the other threads' */
         cucap_pool *pool = NULL;
@@ -148,8 +151,11 @@ static int cycle(struct worker *w, CUstream launch_stream)
         STEP("cucap_pool_alloc (fork)", cucap_pool_alloc(pool, 256, cucap_builder_stream(f[0]), &a, &err));
         STEP("cucap_pool_free (fork)", cucap_pool_free(pool, a, cucap_builder_stream(f[0]), &err));
     }
-    STEP("cucap_builder_join", cucap_builder_join((cucap_builder *const[]){ f[2], b, f[0], f[1] }, FORKS, &root,
-                                                  &err));
+    if (w->pair)
+        STEP("cucap_builder_join_forks", cucap_builder_join_forks(b, &err));
+    else
+        STEP("cucap_builder_join", cucap_builder_join((cucap_builder *const[]){ f[2], b, f[0], f[1] }, FORKS,
+                                                      &root, &err));
     STEP("cucap_builder_end", cucap_builder_end(b, &err));
     STEP("cucap_builder_complete", cucap_builder_complete(b, NULL, &exec, &err));
     STEP("cucap_exec_launch", cucap_exec_launch(exec, launch_stream, &err));
@@ -162,8 +168,8 @@ out:
     /* destroy in a thread-dependent order; a kept builder at the thread's end */
     if (w->index % 3 == 0 && !w->keep)
         cucap_builder_destroy(b);
-    for (i = 0; i < FORKS - 1 && w->keep != 2; i++)
-        cucap_builder_destroy(f[(i + w->index) % (FORKS - 1)]);
+    for (i = 0; i < n - 1 && w->keep != 2; i++)
+        cucap_builder_destroy(f[(i + w->index) % (n - 1)]);
     if (w->index % 3 != 0 && !w->keep)
         cucap_builder_destroy(b);
     return ok;
@@ -292,7 +298,7 @@ static void capturing_threads(enum beside beside, int keep, const char *what)
 {
     pthread_t threads[THREADS], other[2];
     int pool_failures[2] = { 0, 0 }, completed = 0, capture_failures = 0, other_failures = 0, i, others = 0;
-    long invalidations = 0;
+    long invalidations = 0, host_functions = 0;   /* what the completed graphs ran */
     const char *first = NULL;
 
     atomic_store(&host_calls, 0);
@@ -310,6 +316,7 @@ static void capturing_threads(enum beside beside, int keep, const char *what)
         workers[i].rounds = ROUNDS;
         workers[i].tolerate_invalidation = beside == BESIDE_INVALIDATOR;
         workers[i].keep = keep;
+        workers[i].pair = i % 2;
         pthread_create(&threads[i], NULL, capturing_thread, &workers[i]);
     }
     for (i = 0; i < THREADS; i++)
@@ -319,6 +326,7 @@ static void capturing_threads(enum beside beside, int keep, const char *what)
         pthread_join(other[i], NULL);
     for (i = 0; i < THREADS; i++) {
         completed += workers[i].completed;
+        host_functions += (long)workers[i].completed * (workers[i].pair ? 2 : FORKS);
         capture_failures += workers[i].capture_failures;
         other_failures += workers[i].other_failures;
         if (!first && workers[i].first_failure[0])
@@ -329,16 +337,16 @@ static void capturing_threads(enum beside beside, int keep, const char *what)
                "%s: %d of %d cycles completed, %d failed with capture errors only, %d with others (%ld raw "
                "allocations beside them)%s%s", what, completed, THREADS * ROUNDS, capture_failures, other_failures,
                invalidations, first ? "; first: " : "", first ? first : "");
-        report(atomic_load(&host_calls) == (long)completed * FORKS,
-               "%s: the completed graphs ran every host function (%ld of %d)", what, atomic_load(&host_calls),
-               completed * FORKS);
+        report(atomic_load(&host_calls) == host_functions,
+               "%s: the completed graphs ran every host function (%ld of %ld)", what, atomic_load(&host_calls),
+               host_functions);
         return;
     }
     report(completed == THREADS * ROUNDS && capture_failures + other_failures == 0,
            "%s: %d of %d cycles completed, none invalidated by another thread's library calls%s%s", what, completed,
            THREADS * ROUNDS, first ? "; first failure: " : "", first ? first : "");
-    report(atomic_load(&host_calls) == (long)THREADS * ROUNDS * FORKS, "%s: every host function ran (%ld of %d)",
-           what, atomic_load(&host_calls), THREADS * ROUNDS * FORKS);
+    report(atomic_load(&host_calls) == host_functions && host_functions == (long)THREADS * ROUNDS * (FORKS + 2) / 2,
+           "%s: every host function ran (%ld of %ld)", what, atomic_load(&host_calls), host_functions);
     if (beside == BESIDE_POOLS)
         report(pool_failures[0] + pool_failures[1] == 0, "%s: the pool threads' calls all succeeded (%d failed)",
                what, pool_failures[0] + pool_failures[1]);
