@@ -939,11 +939,14 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     else if (n == 0)
         rc = CUDA_SUCCESS;   /* nothing to join */
-    else if ((joined = 1) && forks_ready_to_join(b, all, n)) {
-        cucap_i_hier_lock(h);   /* the hold join_checked releases */
-        rc = join_checked(all, n + 1, b, 1, "cucap_builder_join", err);
-    } else
-        rc = cucap_builder_join(all, n + 1, NULL, err);
+    else {
+        joined = 1;
+        if (forks_ready_to_join(b, all, n)) {
+            cucap_i_hier_lock(h);   /* the hold join_checked releases */
+            rc = join_checked(all, n + 1, b, 1, "cucap_builder_join", err);
+        } else
+            rc = cucap_builder_join(all, n + 1, NULL, err);
+    }
     if (joined && rc != CUDA_SUCCESS && err && *err)
         cucap_i_error_add_note(*err, "%s joined the %zu open forks split from this builder", caller, n);
     cucap_i_hier_unlock(h);
