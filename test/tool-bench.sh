@@ -4,7 +4,7 @@
 # have the same shape), says that it ran on the simulator, and exits 0.
 # The times themselves are not checked: no timing is asserted anywhere.
 out=$(env -u CUCAPTURE_REQUIRE_GPU CUCAPTURE_DRIVER="$CUCAPTURE_TEST_SIM" ./tools/cucapture bench --quick 2>&1); rc=$?
-echo "1..7"
+echo "1..8"
 if [ "$rc" -eq 0 ]; then echo "ok 1 - cucapture bench --quick exits 0"; else echo "not ok 1 - exits $rc"; printf '%s\n' "$out" | sed 's/^/# /'; fi
 rows=$(printf '%s\n' "$out" | grep -c -E '^\| [a-z].*\| +[0-9.]+ \| +[0-9.]+ \| +[0-9.]+ \| .*\[.*\] \|$')
 if [ "$rows" -eq 19 ]; then echo "ok 2 - 19 timed rows with their spread"; else echo "not ok 2 - $rows timed rows"; fi
@@ -32,3 +32,7 @@ else echo "not ok 6 - --steps: exit $rc, $steps steps, $loop of the update loop"
 cut=$(printf '%s\n' "$out" | grep -c -E '^\| kept-fork loop, K=[28], (the whole iteration|up to the update|up to the end) +\| +[0-9.]+ \| +[0-9.]+ \| +[0-9.]+ \| .*\[.*\] \|$')
 if [ "$cut" -eq 6 ]; then echo "ok 7 - --steps times the kept-fork loop cut short: 6 rows"
 else echo "not ok 7 - --steps: $cut rows of the loop cut short"; printf '%s\n' "$out" | tail -12 | sed 's/^/# /'; fi
+# and then the hand-written loop against a copy of itself: the bench's floor
+if printf '%s\n' "$out" | grep -q -E '^\| hand-written K=2 loop, a copy against itself +\| +[0-9.]+ \| +[0-9.]+ \| +[0-9.]+ \| .*\[.*\] \|$'; then
+    echo "ok 8 - --steps times the hand-written loop against a copy of itself"
+else echo "not ok 8 - --steps has no floor row"; printf '%s\n' "$out" | tail -4 | sed 's/^/# /'; fi

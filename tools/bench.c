@@ -1091,6 +1091,49 @@ static int loop_cut_table(struct loop *x, int reps)
     return mismatched;
 }
 
+/* The bench's own floor: the hand-written K = 2 loop timed against a
+ * second copy of itself (its own streams, events and executable graph)
+ * as the rows time the library against it; its ratio and spread are what
+ * the instrument shows for two loops that do the same work. */
+struct loop_pair {
+    struct loop *copy, *original;
+};
+
+static double loop_raw_copy(void *p)
+{
+    return loop_raw(((struct loop_pair *)p)->copy);
+}
+
+static double loop_raw_original(void *p)
+{
+    return loop_raw(((struct loop_pair *)p)->original);
+}
+
+static int loop_floor_row(struct loop *x, int reps)
+{
+    static const char name[] = "hand-written K=2 loop, a copy against itself";
+    struct loop copy;
+    struct loop_pair pair = { &copy, x };
+    int timed = 0;
+
+    if (loop_open(&copy, x->d)) {
+        copy.k = x->k = 2;
+        copy.keep = x->keep = LOOP_KEPT_FORKS;
+        copy.cut = x->cut = LOOP_WHOLE;
+        if (loop_prepare(name, x) && loop_prepare(name, &copy)) {
+            row(name, loop_raw_copy, loop_raw_original, &pair, reps, 5);
+            timed = 1;
+        }
+        loop_finish(&copy);
+        loop_finish(x);
+    }
+    loop_close(&copy);
+    x->keep = LOOP_PER_CAPTURE;
+    if (!timed)
+        printf("| %-52s | not timed: its executable graphs could not be made |\n", name);
+    return !timed;
+}
+
 static void loop_steps_table(struct loop *x, int reps)
 {
     struct steps t = { "Where an update loop iteration's time goes", loop_ks, 2, loop_lib_step_names,
@@ -1211,6 +1254,7 @@ int tool_bench(int argc, char **argv)
         if (l.launch) {
             loop_steps_table(&l, quick ? 5 : STEP_REPS);
             mismatched += loop_cut_table(&l, LOOP_REPS(reps));
+            mismatched += loop_floor_row(&l, LOOP_REPS(reps));
         }
     }
     loop_close(&l);

@@ -55,8 +55,9 @@ static const struct command {
                "side, and print medians, ratios and the spread of the paired differences.\n"
                "Rows whose graphs differ in shape are not timed.  --quick: few repetitions\n"
                "(a smoke test).  --steps: then the capture phase of K = 2 and 64 and the\n"
-               "update loop step by step, each side's median per call, and the loop with\n"
-               "kept forks cut short after each phase.\n"
+               "update loop step by step, each side's median per call, the loop with\n"
+               "kept forks cut short after each phase, and the hand-written loop against a\n"
+               "copy of itself (the bench's own floor).\n"
                "Exit status: 0, 1 when a row's graphs differ, 2 for an unknown option, 77\n"
                "without a usable driver.\n" },
 };
