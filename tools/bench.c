@@ -1092,9 +1092,10 @@ static int loop_cut_table(struct loop *x, int reps)
 }
 
 /* The bench's own floor: the hand-written K = 2 loop timed against a
- * second copy of itself (its own streams, events and executable graph)
- * as the rows time the library against it; its ratio and spread are what
- * the instrument shows for two loops that do the same work. */
+ * second copy of itself (its own capture streams, events and executable
+ * graph, the same launch stream) as the rows time the library against
+ * it; its ratio and spread are what the instrument shows for two loops
+ * that do the same work. */
 struct loop_pair {
     struct loop *copy, *original;
 };
@@ -1117,6 +1118,8 @@ static int loop_floor_row(struct loop *x, int reps)
     int timed = 0;
 
     if (loop_open(&copy, x->d)) {
+        D.cuStreamDestroy(copy.launch);
+        copy.launch = x->launch;   /* as the library's side shares it */
         copy.k = x->k = 2;
         copy.keep = x->keep = LOOP_KEPT_FORKS;
         copy.cut = x->cut = LOOP_WHOLE;
@@ -1126,6 +1129,7 @@ static int loop_floor_row(struct loop *x, int reps)
         }
         loop_finish(&copy);
         loop_finish(x);
+        copy.launch = NULL;
     }
     loop_close(&copy);
     x->keep = LOOP_PER_CAPTURE;
