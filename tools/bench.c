@@ -40,16 +40,21 @@ static double quantile(const double *sorted, int n, double q)
 
 /* Run lib and raw alternately `reps` times (after `warm` unrecorded rounds
  * of each); each call returns its own elapsed microseconds per operation.
- * Prints the medians, their ratio, and the median of the paired
- * differences library - raw with its 10th and 90th percentiles: the
- * spread that says whether a ratio near 1 is a difference at all. */
+ * Prints the medians, the median of the paired ratios library / raw, and
+ * the median of the paired differences library - raw with its 10th and
+ * 90th percentiles: the spread that says whether a ratio near 1 is a
+ * difference at all.  The ratio is taken pair by pair because the two
+ * calls of a pair run back to back: a host whose speed changes between
+ * pairs (the H200 hosts have two speeds, 1.5 times apart, and change
+ * between them within a row) moves both, and the ratio of the two medians
+ * then falls wherever each median's side happened to change. */
 static void row(const char *name, double (*lib)(void *), double (*raw)(void *), void *arg, int reps, int warm)
 {
     double *l = malloc((size_t)reps * sizeof *l), *r = malloc((size_t)reps * sizeof *r),
-           *d = malloc((size_t)reps * sizeof *d), ml, mr;
-    int i;
+           *d = malloc((size_t)reps * sizeof *d), *ratio = malloc((size_t)reps * sizeof *ratio), ml, mr;
+    int i, ratios = 0;
 
-    if (!l || !r || !d) {
+    if (!l || !r || !d || !ratio) {
         printf("| %-52s | out of memory |\n", name);
         goto out;
     }
@@ -66,17 +71,21 @@ static void row(const char *name, double (*lib)(void *), double (*raw)(void *), 
             r[i] = raw(arg);
         }
         d[i] = l[i] - r[i];
+        if (r[i] > 0)
+            ratio[ratios++] = l[i] / r[i];
     }
     ml = median(l, reps);
     mr = median(r, reps);
     qsort(d, (size_t)reps, sizeof *d, compare);
-    printf("| %-52s | %12.3f | %12.3f | %6.3f | %9.3f [%9.3f, %9.3f] |\n", name, ml, mr, ml / mr,
-           quantile(d, reps, 0.5), quantile(d, reps, 0.1), quantile(d, reps, 0.9));
+    printf("| %-52s | %12.3f | %12.3f | %6.3f | %9.3f [%9.3f, %9.3f] |\n", name, ml, mr,
+           ratios ? median(ratio, ratios) : ml / mr, quantile(d, reps, 0.5), quantile(d, reps, 0.1),
+           quantile(d, reps, 0.9));
     fflush(stdout);
 out:
     free(l);
     free(r);
     free(d);
+    free(ratio);
 }
 
 /* Node and edge counts of a graph; -1 when it cannot be read. */
@@ -723,25 +732,35 @@ static double loop_raw(void *p)
     return (now_us() - t0) / LOOP_BATCH;
 }
 
-/* The executable graphs each side updates, from a first capture of each
- * (whose shapes must match); 0 when the row cannot be timed. */
+/* The one executable graph both sides update and launch, from a first
+ * capture of the library's side; 0 when the row cannot be timed (the
+ * shapes differ, or the raw side's graph does not update it).  One graph
+ * for both, because two executable graphs of the same graph are not
+ * equally fast: on the H200 the update and launch of one took 0.03-0.07
+ * us per iteration less than of another, the same in every run of a
+ * process, and with one executable graph two copies of the raw loop
+ * differ by less than 0.01 us (bench/RESULTS.md, "The bench's floor"). */
 static int loop_prepare(const char *name, struct loop *x)
 {
     cucap_builder *all[MAX_K];
     cucap_graph *lib = NULL;
-    CUDA_GRAPH_INSTANTIATE_PARAMS params;
+    CUgraphExecUpdateResultInfo info;
     CUgraph raw = loop_capture_raw(x);
     int same;
 
     cucap_builder_graph(loop_capture_lib(x, all), &lib, NULL);
     same = same_shape(name, lib ? cucap_graph_handle(lib) : NULL, raw);
-    memset(&params, 0, sizeof params);
     x->lib_exec = NULL;
     x->raw_exec = NULL;
-    if (same && (cucap_graph_instantiate(lib, NULL, &x->lib_exec, NULL) != CUDA_SUCCESS ||
-                 D.cuGraphInstantiateWithParams(&x->raw_exec, raw, &params) != CUDA_SUCCESS)) {
+    if (same && cucap_graph_instantiate(lib, NULL, &x->lib_exec, NULL) != CUDA_SUCCESS) {
         printf("| %-52s | not timed: a graph could not be instantiated |\n", name);
         same = 0;
+    } else if (same) {
+        x->raw_exec = cucap_exec_handle(x->lib_exec);
+        if (D.cuGraphExecUpdate(x->raw_exec, raw, &info) != CUDA_SUCCESS) {
+            printf("| %-52s | not timed: the raw code's graph does not update the executable graph |\n", name);
+            same = 0;
+        }
     }
     cucap_graph_unref(lib);
     loop_release_lib(x, all);
@@ -753,9 +772,7 @@ static int loop_prepare(const char *name, struct loop *x)
 static void loop_finish(struct loop *x)
 {
     D.cuStreamSynchronize(x->launch);
-    cucap_exec_destroy(x->lib_exec);
-    if (x->raw_exec)
-        D.cuGraphExecDestroy(x->raw_exec);
+    cucap_exec_destroy(x->lib_exec);   /* the raw side's too */
     cucap_builder_destroy(x->kept);
     destroy_all(x->kept_forks + 1, MAX_K - 1);
     memset(x->kept_forks, 0, sizeof x->kept_forks);
@@ -1017,6 +1034,7 @@ static void loop_steps(void *arg, int k, double *lib, double *raw)
         lib[i] = t[i + 1] - t[i];
     D.cuStreamSynchronize(x->launch);
 
+    x->value++;   /* the shared executable graph gets new values from each side */
     t[0] = now_us();
     D.cuStreamBeginCapture(x->capture, CU_STREAM_CAPTURE_MODE_GLOBAL);
     t[1] = now_us();
@@ -1092,10 +1110,10 @@ static int loop_cut_table(struct loop *x, int reps)
 }
 
 /* The bench's own floor: the hand-written K = 2 loop timed against a
- * second copy of itself (its own capture streams, events and executable
- * graph, the same launch stream) as the rows time the library against
- * it; its ratio and spread are what the instrument shows for two loops
- * that do the same work. */
+ * second copy of itself (its own capture streams and events, the same
+ * executable graph and launch stream) as the rows time the library
+ * against it; its ratio and spread are what the instrument shows for two
+ * loops that do the same work. */
 struct loop_pair {
     struct loop *copy, *original;
 };
@@ -1124,6 +1142,7 @@ static int loop_floor_row(struct loop *x, int reps)
         copy.keep = x->keep = LOOP_KEPT_FORKS;
         copy.cut = x->cut = LOOP_WHOLE;
         if (loop_prepare(name, x) && loop_prepare(name, &copy)) {
+            copy.raw_exec = x->raw_exec;   /* as the library's side shares it */
             row(name, loop_raw_copy, loop_raw_original, &pair, reps, 5);
             timed = 1;
         }
