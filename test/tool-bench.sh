@@ -4,7 +4,7 @@
 # have the same shape), says that it ran on the simulator, and exits 0.
 # The times themselves are not checked: no timing is asserted anywhere.
 out=$(env -u CUCAPTURE_REQUIRE_GPU CUCAPTURE_DRIVER="$CUCAPTURE_TEST_SIM" ./tools/cucapture bench --quick 2>&1); rc=$?
-echo "1..8"
+echo "1..9"
 if [ "$rc" -eq 0 ]; then echo "ok 1 - cucapture bench --quick exits 0"; else echo "not ok 1 - exits $rc"; printf '%s\n' "$out" | sed 's/^/# /'; fi
 rows=$(printf '%s\n' "$out" | grep -c -E '^\| [a-z].*\| +[0-9.]+ \| +[0-9.]+ \| +[0-9.]+ \| .*\[.*\] \|$')
 if [ "$rows" -eq 19 ]; then echo "ok 2 - 19 timed rows with their spread"; else echo "not ok 2 - $rows timed rows"; fi
@@ -36,3 +36,7 @@ else echo "not ok 7 - --steps: $cut rows of the loop cut short"; printf '%s\n' "
 if printf '%s\n' "$out" | grep -q -E '^\| hand-written K=2 loop, a copy against itself +\| +[0-9.]+ \| +[0-9.]+ \| +[0-9.]+ \| .*\[.*\] \|$'; then
     echo "ok 8 - --steps times the hand-written loop against a copy of itself"
 else echo "not ok 8 - --steps has no floor row"; printf '%s\n' "$out" | tail -4 | sed 's/^/# /'; fi
+# and the same with the copy's own executable graph: what sharing one takes away
+if printf '%s\n' "$out" | grep -q -E '^\| the same, the copy with its own executable graph +\| +[0-9.]+ \| +[0-9.]+ \| +[0-9.]+ \| .*\[.*\] \|$'; then
+    echo "ok 9 - --steps times the copy with an executable graph of its own"
+else echo "not ok 9 - --steps has no row for the copy's own executable graph"; printf '%s\n' "$out" | tail -4 | sed 's/^/# /'; fi

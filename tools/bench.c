@@ -1130,7 +1130,8 @@ static double loop_raw_original(void *p)
 
 static int loop_floor_row(struct loop *x, int reps)
 {
-    static const char name[] = "hand-written K=2 loop, a copy against itself";
+    static const char name[] = "hand-written K=2 loop, a copy against itself",
+                      own[] = "the same, the copy with its own executable graph";
     struct loop copy;
     struct loop_pair pair = { &copy, x };
     int timed = 0;
@@ -1142,8 +1143,11 @@ static int loop_floor_row(struct loop *x, int reps)
         copy.keep = x->keep = LOOP_KEPT_FORKS;
         copy.cut = x->cut = LOOP_WHOLE;
         if (loop_prepare(name, x) && loop_prepare(name, &copy)) {
+            CUgraphExec its_own = copy.raw_exec;
             copy.raw_exec = x->raw_exec;   /* as the library's side shares it */
             row(name, loop_raw_copy, loop_raw_original, &pair, reps, 5);
+            copy.raw_exec = its_own;       /* what sharing it takes away */
+            row(own, loop_raw_copy, loop_raw_original, &pair, reps, 5);
             timed = 1;
         }
         loop_finish(&copy);

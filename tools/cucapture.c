@@ -52,12 +52,14 @@ static const struct command {
                   "Exit status: 0 when all pass, 1 when one fails, 77 when it cannot run here.\n" },
     { "bench", "Usage: cucapture bench [--quick] [--steps]\n"
                "Time the library against hand-written driver code doing the same work, side by\n"
-               "side, and print medians, ratios and the spread of the paired differences.\n"
+               "side, and print medians, the median of the paired ratios and the spread of\n"
+               "the paired differences.\n"
                "Rows whose graphs differ in shape are not timed.  --quick: few repetitions\n"
                "(a smoke test).  --steps: then the capture phase of K = 2 and 64 and the\n"
                "update loop step by step, each side's median per call, the loop with\n"
                "kept forks cut short after each phase, and the hand-written loop against a\n"
-               "copy of itself (the bench's own floor).\n"
+               "copy of itself (the bench's own floor), sharing its executable graph and\n"
+               "with one of its own.\n"
                "Exit status: 0, 1 when a row's graphs differ, 2 for an unknown option, 77\n"
                "without a usable driver.\n" },
 };
