@@ -736,10 +736,10 @@ static double loop_raw(void *p)
  * capture of the library's side; 0 when the row cannot be timed (the
  * shapes differ, or the raw side's graph does not update it).  One graph
  * for both, because two executable graphs of the same graph are not
- * equally fast: on the H200 the update and launch of one took 0.03-0.07
- * us per iteration less than of another, the same in every run of a
- * process, and with one executable graph two copies of the raw loop
- * differ by less than 0.01 us (bench/RESULTS.md, "The bench's floor"). */
+ * always equally fast: on the H200 the raw loop ran up to 0.11 us per
+ * iteration faster on a process's first executable graph than on later
+ * ones, and with one executable graph two copies of it differed by
+ * 0.013 us at most (bench/RESULTS.md, "The bench's floor"). */
 static int loop_prepare(const char *name, struct loop *x)
 {
     cucap_builder *all[MAX_K];
