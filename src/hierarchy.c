@@ -20,8 +20,8 @@
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
+#include "owner-lock.h"
 #include "spares.h"
-#include "sleep-lock.h"
 #include "spin-lock.h"
 #include "streams.h"
 
@@ -50,7 +50,7 @@ struct cucap_hier {
     atomic_int fork_refs;            /* forks' (their splits and joins change it under lock, with no
                                         atomic operation of its own); h goes when both are 0 */
     struct cucap_spin_lock lock;     /* guards the fields below but the graphs' use (short sections) */
-    struct cucap_sleep_lock graph_lock;   /* see cucap_i_hier_lock */
+    struct cucap_owner_lock graph_lock;   /* see cucap_i_hier_lock */
     unsigned graph_depth;            /* how often the holder took it; the holder's */
     atomic_uintptr_t graph_owner;    /* the holding thread (pthread_self), 0 when free */
     CUcontext ctx;
@@ -104,7 +104,7 @@ struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx)
         memset(h, 0, sizeof *h);
     else if (!(h = calloc(1, sizeof *h)))
         return NULL;
-    cucap_i_sleep_init(&h->graph_lock);
+    cucap_i_owner_lock_init(&h->graph_lock);
     atomic_init(&h->refs, 1);
     atomic_init(&h->fork_refs, 0);
     atomic_init(&h->owned, 0);
@@ -142,7 +142,9 @@ int cucap_i_hier_is_owned(struct cucap_hier *h)
 
 /* The holder of a graph lock is named by pthread_self() (a thread-local
  * variable would cost a __tls_get_addr call in a shared library); only
- * the holder ever finds its own name in graph_owner. */
+ * the holder ever finds its own name in graph_owner.  The lock of a
+ * recycled hierarchy belongs to the thread that began its capture until
+ * another thread takes it (owner-lock.h). */
 void cucap_i_hier_lock(struct cucap_hier *h)
 {
     uintptr_t self = (uintptr_t)pthread_self();
@@ -151,7 +153,7 @@ void cucap_i_hier_lock(struct cucap_hier *h)
         h->graph_depth++;
         return;
     }
-    cucap_i_sleep_lock(&h->graph_lock);
+    cucap_i_owner_lock(&h->graph_lock, self);
     atomic_store_explicit(&h->graph_owner, self, memory_order_relaxed);
     h->graph_depth = 1;
 }
@@ -161,7 +163,14 @@ void cucap_i_hier_unlock(struct cucap_hier *h)
     if (--h->graph_depth > 0)
         return;
     atomic_store_explicit(&h->graph_owner, 0, memory_order_relaxed);
-    cucap_i_sleep_unlock(&h->graph_lock);
+    cucap_i_owner_unlock(&h->graph_lock);
+}
+
+int cucap_i_hier_lock_way(const struct cucap_hier *h)
+{
+    if (cucap_i_owner_lock_was_revoked(&h->graph_lock))
+        return -1;
+    return atomic_load_explicit(&h->graph_lock.owner, memory_order_acquire) != 0;
 }
 
 /* No holder but the caller's one reference. */
@@ -749,6 +758,9 @@ void cucap_i_capture_register_origin(struct cucap_registration *r, CUstream s, s
      * the registry lists it, or before its capture runs again */
     link_locked(h, r);
     if (h->recycles) {
+        /* a builder reset for every capture: its captures' locks are most
+         * likely taken by the thread that begins them alone */
+        cucap_i_owner_lock_give(&h->graph_lock, (uintptr_t)pthread_self());
         if (!h->in_registry)
             add_to_registry(h);
         atomic_store_explicit(&h->capture_over, 0, memory_order_release);

@@ -60,6 +60,11 @@ int cucap_i_hier_is_owned(struct cucap_hier *h);
  * callback calling back into the library). */
 void cucap_i_hier_lock(struct cucap_hier *h);
 void cucap_i_hier_unlock(struct cucap_hier *h);
+/* How the graph lock is taken now: 1 when a thread (the one that began a
+ * reset builder's capture) takes it without an atomic operation, 0 when
+ * everybody takes the sleep lock, -1 when another thread revoked the
+ * owner's way (owner-lock.h). */
+int cucap_i_hier_lock_way(const struct cucap_hier *h);
 /* Lock, unless the caller's reference is the only one (then no other
  * thread can reach the graphs): whether it locked. */
 int cucap_i_hier_lock_unless_sole(struct cucap_hier *h);

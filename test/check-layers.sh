@@ -21,6 +21,7 @@ streams 2
 context-hold 2
 relaxed-scope 2
 spares 2
+owner-lock 2
 driver 1
 error 1
 error-names 1

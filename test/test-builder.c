@@ -10,7 +10,10 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "builder-internal.h"
+#include "hierarchy.h"
 #include "internal.h"
+#include "owner-lock.h"
 
 BACKEND_SUITES(builder, 120);
 FAULT_BACKEND_SUITES(builder, 300);
@@ -2662,6 +2665,123 @@ BACKEND_TEST(builder, kept_forks_on_several_threads_at_once)
     for (i = 0; i < 256; i++)
         cr_assert_eq(host[i], 49, "byte %d: every thread's last capture ran", i);
     D.cuMemFree(w[0].d);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("stream"), 0);
+        cr_assert_eq(sim_live_settled("event"), 0);
+    }
+}
+
+/* The graph lock of a reset builder's capture is the beginning thread's
+ * (taken without an atomic operation) until another thread takes it in
+ * a capture; a builder handed to another thread between captures moves
+ * its lock with it, and one whose capture was shared takes the sleep
+ * lock from then on.  Every capture's graph comes out whole either way. */
+struct shared_capture {
+    cucap_builder *b, *f[2];
+    CUdeviceptr d;
+    cucap_exec *exec;
+    unsigned char value;
+    int share;                       /* the second fork's work on another thread */
+    CUresult rc;
+};
+
+static CUresult fill_32(CUstream s, void *p)
+{
+    struct shared_capture *c = p;
+    int fork = s == cucap_builder_stream(c->f[1]);
+
+    return D.cuMemsetD8Async(c->d + (CUdeviceptr)fork * 32, c->value, 32, s);
+}
+
+static void *fill_second_fork(void *p)
+{
+    struct shared_capture *c = p;
+
+    c->rc = cucap_builder_enqueue(c->f[1], fill_32, c, NULL);
+    return NULL;
+}
+
+static void *capture_once(void *p)
+{
+    struct shared_capture *c = p;
+    pthread_t t;
+    CUresult second = CUDA_SUCCESS;
+
+    c->value++;
+    if ((c->rc = cucap_builder_reset(c->b, NULL)) != CUDA_SUCCESS ||
+        (c->rc = cucap_builder_begin(c->b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL)) != CUDA_SUCCESS ||
+        (c->rc = cucap_builder_split_kept(c->b, 3, c->f, NULL)) != CUDA_SUCCESS)
+        return NULL;
+    if (c->share) {
+        cr_assert_eq(pthread_create(&t, NULL, fill_second_fork, c), 0);
+        second = cucap_builder_enqueue(c->f[0], fill_32, c, NULL);
+        pthread_join(t, NULL);
+        if (c->rc == CUDA_SUCCESS)
+            c->rc = second;
+    } else if ((c->rc = cucap_builder_enqueue(c->f[0], fill_32, c, NULL)) == CUDA_SUCCESS) {
+        c->rc = cucap_builder_enqueue(c->f[1], fill_32, c, NULL);
+    }
+    if (c->rc != CUDA_SUCCESS || (c->rc = cucap_builder_join_forks(c->b, NULL)) != CUDA_SUCCESS ||
+        (c->rc = cucap_builder_end(c->b, NULL)) != CUDA_SUCCESS ||
+        (c->rc = cucap_builder_complete_into(c->b, NULL, &c->exec, NULL, NULL)) != CUDA_SUCCESS)
+        return NULL;
+    c->rc = cucap_exec_launch(c->exec, cucap_builder_stream(c->b), NULL);
+    return NULL;
+}
+
+static int lock_way_after(struct shared_capture *c, int share, int on_another_thread)
+{
+    pthread_t t;
+
+    c->share = share;
+    if (on_another_thread) {
+        cr_assert_eq(pthread_create(&t, NULL, capture_once, c), 0);
+        pthread_join(t, NULL);
+    } else {
+        capture_once(c);
+    }
+    cr_assert_eq(c->rc, CUDA_SUCCESS, "capture %d: %s", c->value, cucap_result_name(c->rc));
+    return cucap_i_hier_lock_way(c->b->h);
+}
+
+static void *capture_shared_and_not(void *p)
+{
+    struct shared_capture *c = p;
+    int owned = cucap_i_owner_lock_possible(), i, way;
+    unsigned char host[64];
+
+    cr_assert_eq(cucap_builder_create(0, &c->b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(lock_way_after(c, 0, 0), 0, "the first capture's hierarchy is new: no owner");
+    for (i = 0; i < 5; i++)
+        cr_assert_eq(lock_way_after(c, 0, 0), owned, "a recycled hierarchy's lock is the thread's");
+    cr_assert_eq(lock_way_after(c, 0, 1), owned, "handed to another thread between captures: no revoke");
+    cr_assert_eq(lock_way_after(c, 0, 0), owned);
+    way = lock_way_after(c, 1, 0);
+    cr_assert_eq(way, owned ? -1 : 0, "another thread took the lock in the capture: revoked");
+    for (i = 0; i < 5; i++)
+        cr_assert_eq(lock_way_after(c, i % 2, 0), way, "a revoked lock stays revoked");
+    D.cuCtxSetCurrent(cucap_builder_context(c->b));
+    cr_assert_eq(D.cuStreamSynchronize(cucap_builder_stream(c->b)), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemcpyDtoH(host, c->d, sizeof host), CUDA_SUCCESS);
+    D.cuCtxSetCurrent(NULL);
+    for (i = 0; i < 64; i++)
+        cr_assert_eq(host[i], c->value, "byte %d: the last capture ran whole", i);
+    cucap_exec_destroy(c->exec);
+    cucap_builder_destroy(c->f[0]);
+    cucap_builder_destroy(c->b);
+    cucap_builder_destroy(c->f[1]);
+    return NULL;
+}
+
+BACKEND_TEST(builder, a_reset_builders_lock_is_its_threads_until_another_thread_takes_it)
+{
+    struct shared_capture c = { 0 };
+    pthread_t t;
+
+    cr_assert_eq(D.cuMemAlloc(&c.d, 64), CUDA_SUCCESS);
+    cr_assert_eq(pthread_create(&t, NULL, capture_shared_and_not, &c), 0);   /* a fresh thread, no context */
+    pthread_join(t, NULL);
+    D.cuMemFree(c.d);
     if (on_simulator()) {
         cr_assert_eq(sim_live_settled("stream"), 0);
         cr_assert_eq(sim_live_settled("event"), 0);
