@@ -22,7 +22,6 @@
 #include "internal.h"
 #include "owner-lock.h"
 #include "spares.h"
-#include "spin-lock.h"
 #include "streams.h"
 
 struct cucap_box {
@@ -49,7 +48,7 @@ struct cucap_hier {
     atomic_int refs;                 /* every holder's but a fork's */
     atomic_int fork_refs;            /* forks' (their splits and joins change it under lock, with no
                                         atomic operation of its own); h goes when both are 0 */
-    struct cucap_spin_lock lock;     /* guards the fields below but the graphs' use (short sections) */
+    struct cucap_owner_lock lock;    /* guards the fields below but the graphs' use (short sections) */
     struct cucap_owner_lock graph_lock;   /* see cucap_i_hier_lock */
     unsigned graph_depth;            /* how often the holder took it; the holder's */
     atomic_uintptr_t graph_owner;    /* the holding thread (pthread_self), 0 when free */
@@ -104,13 +103,13 @@ struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx)
         memset(h, 0, sizeof *h);
     else if (!(h = calloc(1, sizeof *h)))
         return NULL;
-    cucap_i_owner_lock_init(&h->graph_lock);
+    cucap_i_owner_lock_init(&h->graph_lock, 0);
     atomic_init(&h->refs, 1);
     atomic_init(&h->fork_refs, 0);
     atomic_init(&h->owned, 0);
     atomic_init(&h->capture_over, 0);
     atomic_init(&h->graph_owner, 0);
-    cucap_i_spin_init(&h->lock);
+    cucap_i_owner_lock_init(&h->lock, 1);
     h->ctx = ctx;
     return h;
 }
@@ -140,6 +139,17 @@ int cucap_i_hier_is_owned(struct cucap_hier *h)
     return atomic_load_explicit(&h->owned, memory_order_acquire) && cucap_i_hier_root(h) != NULL;
 }
 
+/* The lock of short sections (a spin lock below it) */
+static void session_lock(struct cucap_hier *h)
+{
+    cucap_i_owner_lock(&h->lock, (uintptr_t)pthread_self());
+}
+
+static void session_unlock(struct cucap_hier *h)
+{
+    cucap_i_owner_unlock(&h->lock);
+}
+
 /* The holder of a graph lock is named by pthread_self() (a thread-local
  * variable would cost a __tls_get_addr call in a shared library); only
  * the holder ever finds its own name in graph_owner.  The lock of a
@@ -166,11 +176,21 @@ void cucap_i_hier_unlock(struct cucap_hier *h)
     cucap_i_owner_unlock(&h->graph_lock);
 }
 
+static int lock_way(const struct cucap_owner_lock *l)
+{
+    if (cucap_i_owner_lock_was_revoked(l))
+        return -1;
+    return atomic_load_explicit(&l->owner, memory_order_acquire) != 0;
+}
+
 int cucap_i_hier_lock_way(const struct cucap_hier *h)
 {
-    if (cucap_i_owner_lock_was_revoked(&h->graph_lock))
-        return -1;
-    return atomic_load_explicit(&h->graph_lock.owner, memory_order_acquire) != 0;
+    return lock_way(&h->graph_lock);
+}
+
+int cucap_i_hier_session_lock_way(const struct cucap_hier *h)
+{
+    return lock_way(&h->lock);
 }
 
 /* No holder but the caller's one reference. */
@@ -238,10 +258,10 @@ void cucap_i_hier_unref(struct cucap_hier *h)
         if (atomic_compare_exchange_weak_explicit(&h->refs, &refs, refs - 1, memory_order_acq_rel,
                                                   memory_order_relaxed))
             return;
-    cucap_i_spin_lock(&h->lock);
+    session_lock(h);
     last = atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1 &&
            atomic_load_explicit(&h->fork_refs, memory_order_acquire) == 0;
-    cucap_i_spin_unlock(&h->lock);
+    session_unlock(h);
     if (last)
         destroy_hier(h);
 }
@@ -252,11 +272,11 @@ void cucap_i_hier_fork_unref(struct cucap_hier *h)
 
     if (!h)
         return;
-    cucap_i_spin_lock(&h->lock);
+    session_lock(h);
     add_fork_refs_locked(h, -1);
     last = atomic_load_explicit(&h->fork_refs, memory_order_relaxed) == 0 &&
            atomic_load_explicit(&h->refs, memory_order_acquire) == 0;
-    cucap_i_spin_unlock(&h->lock);
+    session_unlock(h);
     if (last)
         destroy_hier(h);
 }
@@ -298,7 +318,7 @@ void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
 {
     struct cucap_box *b;
 
-    cucap_i_spin_lock(&h->lock);
+    session_lock(h);
     box->graph = NULL;
     box->retired = 1;
     /* parents come before children: one sweep retires every descendant */
@@ -307,7 +327,7 @@ void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
             b->graph = NULL;
             b->retired = 1;
         }
-    cucap_i_spin_unlock(&h->lock);
+    session_unlock(h);
 }
 
 struct cucap_box *cucap_i_hier_root_box(struct cucap_hier *h)
@@ -323,11 +343,11 @@ struct cucap_box *cucap_i_hier_add_child(struct cucap_hier *h, struct cucap_box 
         return NULL;
     box->graph = graph;
     box->parent = parent;
-    cucap_i_spin_lock(&h->lock);
+    session_lock(h);
     for (tail = &h->root.next; *tail; tail = &(*tail)->next)
         ;
     *tail = box;   /* after its parent, which is already listed */
-    cucap_i_spin_unlock(&h->lock);
+    session_unlock(h);
     return box;
 }
 
@@ -335,9 +355,9 @@ CUgraph cucap_i_box_graph(struct cucap_hier *h, const struct cucap_box *box)
 {
     CUgraph g;
 
-    cucap_i_spin_lock(&h->lock);
+    session_lock(h);
     g = box->graph;
-    cucap_i_spin_unlock(&h->lock);
+    session_unlock(h);
     return g;
 }
 
@@ -350,9 +370,9 @@ CUgraph cucap_i_hier_root(struct cucap_hier *h)
 {
     CUgraph g;
 
-    cucap_i_spin_lock(&h->lock);
+    session_lock(h);
     g = h->root.graph;
-    cucap_i_spin_unlock(&h->lock);
+    session_unlock(h);
     return g;
 }
 
@@ -418,11 +438,11 @@ static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle
     struct cucap_cache_item item = { ctx, dev, handle, is_event };
     int over, rc = 0;
 
-    cucap_i_spin_lock(&h->lock);
+    session_lock(h);
     over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
     if (!over)
         rc = defer_locked(h, &item, more);
-    cucap_i_spin_unlock(&h->lock);
+    session_unlock(h);
     if (over)   /* the capture is over already */
         give_item(&item, "cucap_builder_destroy");
     return rc;
@@ -497,7 +517,7 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap
     struct cucap_cache_item *d;
     size_t n, kept;
 
-    cucap_i_spin_lock(&h->lock);
+    session_lock(h);
     if (origin && origin->linked)
         unlink_locked(h, origin);
     if (ended) {   /* the ownership tree's root, in the same step */
@@ -509,7 +529,7 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap
     h->deferred = NULL;
     h->deferred_count = h->deferred_cap = 0;
     atomic_store_explicit(&h->capture_over, 1, memory_order_release);
-    cucap_i_spin_unlock(&h->lock);
+    session_unlock(h);
     kept = ended && h->recycles && n ? keep_ready(h, d, n) : 0;
     if (n > kept)
         cucap_i_cache_give_items(d + kept, n - kept, "cucap_builder_end");
@@ -541,10 +561,10 @@ struct cucap_body_record *cucap_i_hier_add_body(struct cucap_hier *h, const char
     snprintf(r->node, sizeof r->node, "%s", node);
     r->index = index;
     r->status = CUCAP_BODY_EMPTY;
-    cucap_i_spin_lock(&h->lock);
+    session_lock(h);
     r->next = h->bodies;
     h->bodies = r;
-    cucap_i_spin_unlock(&h->lock);
+    session_unlock(h);
     return r;
 }
 
@@ -560,9 +580,9 @@ const char *cucap_i_body_node(const struct cucap_body_record *r)
 
 void cucap_i_hier_set_body(struct cucap_hier *h, struct cucap_body_record *r, enum cucap_body_status status)
 {
-    cucap_i_spin_lock(&h->lock);
+    session_lock(h);
     r->status = status;
-    cucap_i_spin_unlock(&h->lock);
+    session_unlock(h);
 }
 
 /* Refuse to instantiate while a body failed or is still capturing: the
@@ -574,7 +594,7 @@ CUresult cucap_i_hier_check_bodies(struct cucap_hier *h, const char *caller, cuc
     unsigned int index = 0;
     enum cucap_body_status status = CUCAP_BODY_EMPTY;
 
-    cucap_i_spin_lock(&h->lock);
+    session_lock(h);
     for (r = h->bodies; r; r = r->next)
         if (r->status == CUCAP_BODY_FAILED || r->status == CUCAP_BODY_CAPTURING) {
             snprintf(node, sizeof node, "%s", r->node);
@@ -583,7 +603,7 @@ CUresult cucap_i_hier_check_bodies(struct cucap_hier *h, const char *caller, cuc
             if (status == CUCAP_BODY_FAILED)
                 break;
         }
-    cucap_i_spin_unlock(&h->lock);
+    session_unlock(h);
     if (status == CUCAP_BODY_FAILED)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: body %u of %s was invalidated (its capture failed); capture that body again "
@@ -652,7 +672,7 @@ static void record_failure(struct cucap_hier *h, const char *call, CUresult code
 {
     if (!h || !cucap_i_is_capture_error(code))
         return;
-    cucap_i_spin_lock(&h->lock);
+    session_lock(h);
     if (!h->first_failure_call[0]) {
         snprintf(h->first_failure_call, sizeof h->first_failure_call, "%s", call);
         h->first_failure_code = code;
@@ -661,7 +681,7 @@ static void record_failure(struct cucap_hier *h, const char *call, CUresult code
         else
             h->first_failure_streams[0] = '\0';
     }
-    cucap_i_spin_unlock(&h->lock);
+    session_unlock(h);
 }
 
 void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresult code)
@@ -702,11 +722,11 @@ void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
 
     if (!h)
         return;
-    cucap_i_spin_lock(&h->lock);
+    session_lock(h);
     snprintf(call, sizeof call, "%s", h->first_failure_call);
     snprintf(streams, sizeof streams, "%s", h->first_failure_streams);
     code = h->first_failure_code;
-    cucap_i_spin_unlock(&h->lock);
+    session_unlock(h);
     if (!call[0]) {
         /* no library call failed first: something outside the library did it */
         if (err && *err && cucap_error_code(*err) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
@@ -761,6 +781,7 @@ void cucap_i_capture_register_origin(struct cucap_registration *r, CUstream s, s
         /* a builder reset for every capture: its captures' locks are most
          * likely taken by the thread that begins them alone */
         cucap_i_owner_lock_give(&h->graph_lock, (uintptr_t)pthread_self());
+        cucap_i_owner_lock_give(&h->lock, (uintptr_t)pthread_self());
         if (!h->in_registry)
             add_to_registry(h);
         atomic_store_explicit(&h->capture_over, 0, memory_order_release);
@@ -808,9 +829,9 @@ void cucap_i_capture_unregister(struct cucap_registration *r)
 {
     if (!r->linked)
         return;
-    cucap_i_spin_lock(&r->h->lock);
+    session_lock(r->h);
     unlink_locked(r->h, r);
-    cucap_i_spin_unlock(&r->h->lock);
+    session_unlock(r->h);
 }
 
 void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e, int keep_event,
@@ -821,7 +842,7 @@ void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice
     size_t i;
     int over, kept = 0;
 
-    cucap_i_spin_lock(&h->lock);
+    session_lock(h);
     add_fork_refs_locked(h, (int)n);
     for (r = chain, i = 0; i < n && r; r = next, i++) {
         next = r->next;
@@ -830,7 +851,7 @@ void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice
     over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
     if (e && keep_event && !over)   /* with room for the forks' streams, which their join defers */
         kept = defer_locked(h, &item, n) == 0;
-    cucap_i_spin_unlock(&h->lock);
+    session_unlock(h);
     if (e && keep_event && over)
         give_item(&item, "cucap_builder_split");
     else if (e && !kept)
@@ -846,11 +867,11 @@ int cucap_i_hier_forks_joined(struct cucap_hier *h, cuuint64_t id, const struct 
 
     if (id)
         h->capture_id = id;
-    cucap_i_spin_lock(&h->lock);
+    session_lock(h);
     over = atomic_load_explicit(&h->capture_over, memory_order_relaxed);
     if (!over && h->deferred_count + n_items > h->deferred_cap &&
         grow_deferred(h, h->deferred_count + n_items) != 0) {
-        cucap_i_spin_unlock(&h->lock);
+        session_unlock(h);
         return -1;
     }
     for (i = 0; i < n; i++)
@@ -861,7 +882,7 @@ int cucap_i_hier_forks_joined(struct cucap_hier *h, cuuint64_t id, const struct 
         h->deferred_count += n_items;
     }
     add_fork_refs_locked(h, -(int)n);   /* the joiner's reference stays: never the last */
-    cucap_i_spin_unlock(&h->lock);
+    session_unlock(h);
     if (over && n_items)   /* the capture is over already */
         cucap_i_cache_give_items(items, n_items, "cucap_builder_join");
     return 0;
@@ -878,14 +899,14 @@ static struct cucap_hier *capture_of_stream(CUstream s)
         return NULL;
     pthread_mutex_lock(&registry_lock);
     for (h = running; h && !found; h = h->registry_next) {
-        cucap_i_spin_lock(&h->lock);
+        session_lock(h);
         for (r = atomic_load_explicit(&h->capture_over, memory_order_acquire) ? NULL : h->streams; r; r = r->next)
             if (r->stream == s) {
                 found = h;
                 cucap_i_hier_ref(h);
                 break;
             }
-        cucap_i_spin_unlock(&h->lock);
+        session_unlock(h);
     }
     pthread_mutex_unlock(&registry_lock);
     return found;

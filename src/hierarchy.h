@@ -65,6 +65,8 @@ void cucap_i_hier_unlock(struct cucap_hier *h);
  * everybody takes the sleep lock, -1 when another thread revoked the
  * owner's way (owner-lock.h). */
 int cucap_i_hier_lock_way(const struct cucap_hier *h);
+/* The same of the lock of its session's short sections. */
+int cucap_i_hier_session_lock_way(const struct cucap_hier *h);
 /* Lock, unless the caller's reference is the only one (then no other
  * thread can reach the graphs): whether it locked. */
 int cucap_i_hier_lock_unless_sole(struct cucap_hier *h);

@@ -1,5 +1,6 @@
-/* The slow ways of an owner lock (owner-lock.h): the revoke, the
- * owner's stepping out, and the process's membarrier registration. */
+/* The slow ways of an owner lock (owner-lock.h): the lock below, the
+ * revoke, the owner's stepping out, and the process's membarrier
+ * registration. */
 #include "config.h"
 
 #include <limits.h>
@@ -39,8 +40,8 @@ static void fence_every_thread(void)
         return;
     /* refused twice: the slower command that needs no registration; when
      * that fails too the process is a forked child whose owners did not
-     * come along (the owner's thread is the only one that skips the
-     * fence, and fork copies only the calling thread) */
+     * come along (only an owner skips the fence, and fork copies only the
+     * calling thread) */
     (void)syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
 }
 
@@ -48,11 +49,6 @@ static void wait_while_inside(atomic_int *inside)
 {
     while (atomic_load_explicit(inside, memory_order_acquire))
         syscall(SYS_futex, (int *)inside, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
-}
-
-static void wake_waiters(atomic_int *inside)
-{
-    syscall(SYS_futex, (int *)inside, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 #endif
 
@@ -71,19 +67,45 @@ int cucap_i_owner_lock_possible(void)
     return state > 0;
 }
 
-void cucap_i_owner_lock_init(struct cucap_owner_lock *l)
+void cucap_i_owner_lock_init(struct cucap_owner_lock *l, int spins)
 {
-    cucap_i_sleep_init(&l->lock);
+    l->spins = spins;
+    if (spins)
+        cucap_i_spin_init(&l->below.spin);
+    else
+        cucap_i_sleep_init(&l->below.sleep);
+    l->held_by_owner = 0;
     atomic_init(&l->owner, 0);
     atomic_init(&l->owner_inside, 0);
     atomic_init(&l->revoked, CUCAP_OWNER_KEPT);
-    l->held_by_owner = 0;
 }
 
+static void lock_below(struct cucap_owner_lock *l)
+{
+    if (l->spins)
+        cucap_i_spin_lock(&l->below.spin);
+    else
+        cucap_i_sleep_lock(&l->below.sleep);
+}
+
+static void unlock_below(struct cucap_owner_lock *l)
+{
+    if (l->spins)
+        cucap_i_spin_unlock(&l->below.spin);
+    else
+        cucap_i_sleep_unlock(&l->below.sleep);
+}
+
+/* Under the lock below, so that a taker that found no owner holds it until
+ * the owner can have one. */
 void cucap_i_owner_lock_give(struct cucap_owner_lock *l, uintptr_t self)
 {
-    if (atomic_load_explicit(&l->revoked, memory_order_relaxed) == CUCAP_OWNER_KEPT && cucap_i_owner_lock_possible())
-        atomic_store_explicit(&l->owner, self, memory_order_release);
+    if (atomic_load_explicit(&l->owner, memory_order_relaxed) == self ||
+        atomic_load_explicit(&l->revoked, memory_order_relaxed) != CUCAP_OWNER_KEPT || !cucap_i_owner_lock_possible())
+        return;
+    lock_below(l);
+    atomic_store_explicit(&l->owner, self, memory_order_relaxed);
+    unlock_below(l);
 }
 
 int cucap_i_owner_lock_was_revoked(const struct cucap_owner_lock *l)
@@ -95,27 +117,43 @@ void cucap_i_owner_lock_step_out(struct cucap_owner_lock *l)
 {
     atomic_store_explicit(&l->owner_inside, 0, memory_order_release);
 #ifdef CUCAP_HAVE_MEMBARRIER
-    wake_waiters(&l->owner_inside);
+    syscall(SYS_futex, (int *)&l->owner_inside, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 #endif
 }
 
-/* Another thread's way in: the owner's way revoked first, unless that is
- * done or the lock never had an owner.  After the fence, either the
- * owner's next look at revoked sees it, or its mark of being inside (made
- * before that look) is seen here: the owner is never inside unseen. */
-void cucap_i_owner_lock_take_revoking(struct cucap_owner_lock *l)
+/* The owner's way revoked, unless that is done: after the fence, either
+ * the owner's next look at revoked sees it, or its mark of being inside
+ * (made before that look) is seen here, so the owner is never inside
+ * unseen. */
+static void revoke_owner(struct cucap_owner_lock *l)
 {
 #ifdef CUCAP_HAVE_MEMBARRIER
     int seen = CUCAP_OWNER_KEPT;
 
-    if (atomic_load_explicit(&l->owner, memory_order_acquire) != 0 &&
-        atomic_load_explicit(&l->revoked, memory_order_acquire) != CUCAP_OWNER_REVOKED) {
-        atomic_compare_exchange_strong_explicit(&l->revoked, &seen, CUCAP_OWNER_REVOKING, memory_order_seq_cst,
-                                                memory_order_seq_cst);
-        fence_every_thread();
-        wait_while_inside(&l->owner_inside);
-        atomic_store_explicit(&l->revoked, CUCAP_OWNER_REVOKED, memory_order_release);
-    }
+    atomic_compare_exchange_strong_explicit(&l->revoked, &seen, CUCAP_OWNER_REVOKING, memory_order_seq_cst,
+                                            memory_order_seq_cst);
+    fence_every_thread();
+    wait_while_inside(&l->owner_inside);
+    atomic_store_explicit(&l->revoked, CUCAP_OWNER_REVOKED, memory_order_release);
+#else
+    (void)l;
 #endif
-    cucap_i_sleep_lock(&l->lock);
+}
+
+/* The lock below, with the owner's way revoked when another thread has
+ * it.  The owner is looked at once the lock below is held: a give is made
+ * under it, so a taker that finds no owner there holds the lock before
+ * any owner can take its way. */
+void cucap_i_owner_lock_take_below(struct cucap_owner_lock *l, uintptr_t self)
+{
+    uintptr_t owner;
+
+    lock_below(l);
+    owner = atomic_load_explicit(&l->owner, memory_order_relaxed);
+    if (owner == 0 || owner == self ||
+        atomic_load_explicit(&l->revoked, memory_order_acquire) == CUCAP_OWNER_REVOKED)
+        return;
+    unlock_below(l);
+    revoke_owner(l);
+    lock_below(l);
 }

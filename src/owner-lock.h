@@ -1,16 +1,19 @@
-/* A sleep lock (sleep-lock.h) that one thread, its owner, may take and
- * give back without an atomic read-modify-write: a plain store and a
- * load each way.  Any other thread first revokes the owner's way, once:
- * it marks the lock revoked, makes every running thread of the process
- * pass a full memory barrier (membarrier(2), MEMBARRIER_CMD_PRIVATE_EXPEDITED,
- * which stands for the fence the owner does not make), waits until the
- * owner is out, and from then on everybody, the owner too, takes the
- * sleep lock.  A revoke costs a system call that interrupts the
- * process's running threads (1.4 us alone, 26 us beside one busy
- * thread on a virtual machine), so a lock is given an owner only where
- * one thread is expected to take it alone, and a revoked lock is never
- * given an owner again.  Without membarrier (not Linux, a kernel before
- * 4.14, a sandbox that refuses it) no lock has an owner.
+/* A lock that one thread, its owner, may take and give back without an
+ * atomic read-modify-write: a plain store and a load each way.  Anybody
+ * else takes the lock it stands on, a sleep lock (sleep-lock.h: held
+ * across driver calls) or a spin lock (spin-lock.h: short sections), and
+ * revokes the owner's way first, once: it marks the lock revoked, makes
+ * every running thread of the process pass a full memory barrier
+ * (membarrier(2), MEMBARRIER_CMD_PRIVATE_EXPEDITED, which stands for the
+ * fence the owner does not make), waits until the owner is out, and from
+ * then on everybody, the owner too, takes the lock below.
+ *
+ * A revoke costs a system call that interrupts the process's running
+ * threads (1.4 us alone, 26 us beside one busy thread on a virtual
+ * machine), so a lock is given an owner only where one thread is
+ * expected to take it alone, and a revoked lock is never given an owner
+ * again.  Without membarrier (not Linux, a kernel before 4.14, a sandbox
+ * that refuses it) no lock has an owner.
  *
  * Not recursive.  Internal. */
 #ifndef CUCAPTURE_OWNER_LOCK_H
@@ -20,31 +23,38 @@
 #include <stdint.h>
 
 #include "sleep-lock.h"
+#include "spin-lock.h"
 
 enum { CUCAP_OWNER_KEPT, CUCAP_OWNER_REVOKING, CUCAP_OWNER_REVOKED };
 
 struct cucap_owner_lock {
-    struct cucap_sleep_lock lock;    /* everybody's but the owner's while it keeps its way */
+    union {
+        struct cucap_sleep_lock sleep;
+        struct cucap_spin_lock spin;
+    } below;                         /* everybody's but the owner's while it keeps its way */
+    int spins;                       /* below is the spin lock */
+    int held_by_owner;               /* the holder's: how it took it */
     atomic_uintptr_t owner;          /* the owning thread (pthread_self), 0 for none */
     atomic_int owner_inside;         /* the owner holds it its own way (a futex word) */
     atomic_int revoked;              /* CUCAP_OWNER_KEPT, _REVOKING or _REVOKED */
-    int held_by_owner;               /* the holder's: how it took it */
 };
 
-void cucap_i_owner_lock_init(struct cucap_owner_lock *l);
+/* spins: stand on a spin lock rather than a sleep lock. */
+void cucap_i_owner_lock_init(struct cucap_owner_lock *l, int spins);
 
 /* Whether locks can have owners in this process (membarrier registered). */
 int cucap_i_owner_lock_possible(void);
 
-/* Give l to self unless it was ever revoked or owners are not possible:
- * only while nobody else can take l or hold it, and nobody holds it. */
+/* Give l to self, unless it is self's already, was ever revoked, or owners
+ * are not possible.  The caller does not hold l; whoever else takes l
+ * from then on revokes. */
 void cucap_i_owner_lock_give(struct cucap_owner_lock *l, uintptr_t self);
 
 /* Whether l ever was revoked. */
 int cucap_i_owner_lock_was_revoked(const struct cucap_owner_lock *l);
 
 /* The slow ways, out of line. */
-void cucap_i_owner_lock_take_revoking(struct cucap_owner_lock *l);
+void cucap_i_owner_lock_take_below(struct cucap_owner_lock *l, uintptr_t self);
 void cucap_i_owner_lock_step_out(struct cucap_owner_lock *l);
 
 static inline void cucap_i_owner_lock(struct cucap_owner_lock *l, uintptr_t self)
@@ -58,17 +68,18 @@ static inline void cucap_i_owner_lock(struct cucap_owner_lock *l, uintptr_t self
             return;
         }
         cucap_i_owner_lock_step_out(l);
-        cucap_i_sleep_lock(&l->lock);
-    } else {
-        cucap_i_owner_lock_take_revoking(l);
     }
+    cucap_i_owner_lock_take_below(l, self);
     l->held_by_owner = 0;
 }
 
 static inline void cucap_i_owner_unlock(struct cucap_owner_lock *l)
 {
     if (!l->held_by_owner) {
-        cucap_i_sleep_unlock(&l->lock);
+        if (l->spins)
+            cucap_i_spin_unlock(&l->below.spin);
+        else
+            cucap_i_sleep_unlock(&l->below.sleep);
         return;
     }
     atomic_store_explicit(&l->owner_inside, 0, memory_order_release);

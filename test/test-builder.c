@@ -2671,9 +2671,9 @@ BACKEND_TEST(builder, kept_forks_on_several_threads_at_once)
     }
 }
 
-/* The graph lock of a reset builder's capture is the beginning thread's
- * (taken without an atomic operation) until another thread takes it in
- * a capture; a builder handed to another thread between captures moves
+/* The graph and session locks of a reset builder's capture are the
+ * beginning thread's (taken without an atomic operation) until another
+ * thread takes them in a capture; a builder handed to another thread between captures moves
  * its lock with it, and one whose capture was shared takes the sleep
  * lock from then on.  Every capture's graph comes out whole either way. */
 struct shared_capture {
@@ -2693,11 +2693,19 @@ static CUresult fill_32(CUstream s, void *p)
     return D.cuMemsetD8Async(c->d + (CUdeviceptr)fork * 32, c->value, 32, s);
 }
 
+/* On another thread: work under the capture's graph lock, and pool calls
+ * on the fork's stream, which look the capture up among the running ones
+ * under each one's session lock. */
 static void *fill_second_fork(void *p)
 {
     struct shared_capture *c = p;
+    cucap_pool *pool = NULL;
+    CUdeviceptr scratch = 0;
 
-    c->rc = cucap_builder_enqueue(c->f[1], fill_32, c, NULL);
+    if ((c->rc = cucap_builder_enqueue(c->f[1], fill_32, c, NULL)) == CUDA_SUCCESS &&
+        (c->rc = cucap_device_pool(0, &pool, NULL)) == CUDA_SUCCESS &&
+        (c->rc = cucap_pool_alloc(pool, 256, cucap_builder_stream(c->f[1]), &scratch, NULL)) == CUDA_SUCCESS)
+        c->rc = cucap_pool_free(pool, scratch, cucap_builder_stream(c->f[1]), NULL);
     return NULL;
 }
 
@@ -2741,6 +2749,8 @@ static int lock_way_after(struct shared_capture *c, int share, int on_another_th
         capture_once(c);
     }
     cr_assert_eq(c->rc, CUDA_SUCCESS, "capture %d: %s", c->value, cucap_result_name(c->rc));
+    cr_assert_eq(cucap_i_hier_session_lock_way(c->b->h), cucap_i_hier_lock_way(c->b->h),
+                 "capture %d: the capture's two locks went different ways", c->value);
     return cucap_i_hier_lock_way(c->b->h);
 }
 

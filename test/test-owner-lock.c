@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,27 +96,28 @@ Test(owner_lock, the_owner_takes_it_without_the_sleep_lock_until_revoked)
     int i;
 
     need_owners();
-    cucap_i_owner_lock_init(&l);
+    cucap_i_owner_lock_init(&l, 0);
     cucap_i_owner_lock_give(&l, self());
     for (i = 0; i < 100; i++) {
         cucap_i_owner_lock(&l, self());
         cr_assert_eq(l.held_by_owner, 1);
         cr_assert_eq(atomic_load(&l.owner_inside), 1);
-        cr_assert_eq(atomic_load(&l.lock.state), CUCAP_SLEEP_FREE, "the owner went through the sleep lock");
+        cr_assert_eq(atomic_load(&l.below.sleep.state), CUCAP_SLEEP_FREE, "the owner went through the sleep lock");
         cucap_i_owner_unlock(&l);
         cr_assert_eq(atomic_load(&l.owner_inside), 0);
     }
     cr_assert_not(cucap_i_owner_lock_was_revoked(&l));
 }
 
-Test(owner_lock, others_revoke_it_once_and_one_holds_it_at_a_time, .timeout = 60)
+static void others_revoke_it_once_and_one_holds_it_at_a_time(int spins)
 {
     static struct shared s;
     pthread_t owner, others[OTHERS];
     int i;
 
     need_owners();
-    cucap_i_owner_lock_init(&s.lock);
+    memset(&s, 0, sizeof s);
+    cucap_i_owner_lock_init(&s.lock, spins);
     cr_assert_eq(pthread_create(&owner, NULL, owner_thread, &s), 0);
     for (i = 0; i < OTHERS; i++)
         cr_assert_eq(pthread_create(&others[i], NULL, other_thread, &s), 0);
@@ -127,8 +129,62 @@ Test(owner_lock, others_revoke_it_once_and_one_holds_it_at_a_time, .timeout = 60
     cr_assert_geq(atomic_load(&s.owner_fast), OWNER_ALONE, "the owner never took its own way alone");
     cr_assert_eq(s.owner_way_after_revoke, 0, "the owner kept its way after the revoke");
     cr_assert(cucap_i_owner_lock_was_revoked(&s.lock));
-    cr_assert_eq(atomic_load(&s.lock.lock.state), CUCAP_SLEEP_FREE, "given back");
+    if (spins)
+        cr_assert_eq(atomic_load(&s.lock.below.spin.held), 0, "given back");
+    else
+        cr_assert_eq(atomic_load(&s.lock.below.sleep.state), CUCAP_SLEEP_FREE, "given back");
     cr_assert_eq(atomic_load(&s.lock.owner_inside), 0);
+}
+
+Test(owner_lock, others_revoke_it_once_and_one_holds_it_at_a_time, .timeout = 60)
+{
+    others_revoke_it_once_and_one_holds_it_at_a_time(0);
+}
+
+Test(owner_lock, others_revoke_it_once_and_one_holds_it_at_a_time_over_a_spin_lock, .timeout = 60)
+{
+    others_revoke_it_once_and_one_holds_it_at_a_time(1);
+}
+
+/* A taker that found no owner holds the lock below; a give made then
+ * waits for it, and the new owner's way starts after it. */
+struct give_race {
+    struct cucap_owner_lock lock;
+    atomic_int taken, given;
+    int overlapped;
+};
+
+static void *give_while_held(void *p)
+{
+    struct give_race *g = p;
+
+    while (!atomic_load(&g->taken))
+        sched_yield();
+    cucap_i_owner_lock_give(&g->lock, self());
+    atomic_store(&g->given, 1);
+    cucap_i_owner_lock(&g->lock, self());
+    cucap_i_owner_unlock(&g->lock);
+    return NULL;
+}
+
+Test(owner_lock, a_give_waits_for_the_holder_that_found_no_owner, .timeout = 30)
+{
+    static struct give_race g;
+    struct timespec t = { 0, 2000000 };
+    pthread_t giver;
+
+    need_owners();
+    cucap_i_owner_lock_init(&g.lock, 1);
+    cucap_i_owner_lock(&g.lock, self());
+    cr_assert_eq(g.lock.held_by_owner, 0);
+    cr_assert_eq(pthread_create(&giver, NULL, give_while_held, &g), 0);
+    atomic_store(&g.taken, 1);
+    nanosleep(&t, NULL);
+    cr_assert_eq(atomic_load(&g.given), 0, "the owner was given the lock while another thread held it");
+    cucap_i_owner_unlock(&g.lock);
+    pthread_join(giver, NULL);
+    cr_assert_eq(atomic_load(&g.given), 1);
+    cr_assert_not(cucap_i_owner_lock_was_revoked(&g.lock));
 }
 
 static void *take_once(void *p)
@@ -146,7 +202,7 @@ Test(owner_lock, a_revoked_lock_is_never_given_again)
     pthread_t t;
 
     need_owners();
-    cucap_i_owner_lock_init(&l);
+    cucap_i_owner_lock_init(&l, 0);
     cucap_i_owner_lock_give(&l, self());
     cr_assert_eq(pthread_create(&t, NULL, take_once, &l), 0);
     pthread_join(t, NULL);
@@ -154,9 +210,9 @@ Test(owner_lock, a_revoked_lock_is_never_given_again)
     cucap_i_owner_lock_give(&l, self());
     cucap_i_owner_lock(&l, self());
     cr_assert_eq(l.held_by_owner, 0, "the owner's way came back after a revoke");
-    cr_assert_eq(atomic_load(&l.lock.state), CUCAP_SLEEP_HELD);
+    cr_assert_eq(atomic_load(&l.below.sleep.state), CUCAP_SLEEP_HELD);
     cucap_i_owner_unlock(&l);
-    cr_assert_eq(atomic_load(&l.lock.state), CUCAP_SLEEP_FREE);
+    cr_assert_eq(atomic_load(&l.below.sleep.state), CUCAP_SLEEP_FREE);
 }
 
 /* Given to one thread, then to another while nobody holds it (a reset
@@ -167,7 +223,7 @@ Test(owner_lock, an_unrevoked_lock_changes_owner_without_a_revoke)
     pthread_t t;
 
     need_owners();
-    cucap_i_owner_lock_init(&l);
+    cucap_i_owner_lock_init(&l, 0);
     cucap_i_owner_lock_give(&l, 1);   /* a thread that is gone */
     cucap_i_owner_lock_give(&l, self());
     cucap_i_owner_lock(&l, self());
@@ -182,12 +238,12 @@ Test(owner_lock, without_an_owner_it_is_a_sleep_lock)
 {
     struct cucap_owner_lock l;
 
-    cucap_i_owner_lock_init(&l);
+    cucap_i_owner_lock_init(&l, 0);
     cucap_i_owner_lock(&l, self());
     cr_assert_eq(l.held_by_owner, 0);
-    cr_assert_eq(atomic_load(&l.lock.state), CUCAP_SLEEP_HELD);
+    cr_assert_eq(atomic_load(&l.below.sleep.state), CUCAP_SLEEP_HELD);
     cucap_i_owner_unlock(&l);
-    cr_assert_eq(atomic_load(&l.lock.state), CUCAP_SLEEP_FREE);
+    cr_assert_eq(atomic_load(&l.below.sleep.state), CUCAP_SLEEP_FREE);
     cr_assert_not(cucap_i_owner_lock_was_revoked(&l), "a lock without an owner has nothing to revoke");
 }
 
@@ -211,7 +267,7 @@ Test(owner_lock, a_forked_child_takes_a_lock_owned_by_a_thread_left_behind, .tim
     int status = 0;
 
     need_owners();
-    cucap_i_owner_lock_init(&forked_lock);
+    cucap_i_owner_lock_init(&forked_lock, 0);
     cr_assert_eq(pthread_create(&t, NULL, own_forked_lock, NULL), 0);
     pthread_join(t, NULL);
     cr_assert_eq(forked_lock.held_by_owner, 1, "the owner took its own way");
