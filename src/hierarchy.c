@@ -142,7 +142,7 @@ int cucap_i_hier_is_owned(struct cucap_hier *h)
 /* The lock of short sections (a spin lock below it) */
 static void session_lock(struct cucap_hier *h)
 {
-    cucap_i_owner_lock(&h->lock, (uintptr_t)pthread_self());
+    cucap_i_owner_lock(&h->lock, 0);
 }
 
 static void session_unlock(struct cucap_hier *h)

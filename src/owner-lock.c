@@ -88,14 +88,6 @@ static void lock_below(struct cucap_owner_lock *l)
         cucap_i_sleep_lock(&l->below.sleep);
 }
 
-static void unlock_below(struct cucap_owner_lock *l)
-{
-    if (l->spins)
-        cucap_i_spin_unlock(&l->below.spin);
-    else
-        cucap_i_sleep_unlock(&l->below.sleep);
-}
-
 /* Under the lock below, so that a taker that found no owner holds it until
  * the owner can have one. */
 void cucap_i_owner_lock_give(struct cucap_owner_lock *l, uintptr_t self)
@@ -105,7 +97,7 @@ void cucap_i_owner_lock_give(struct cucap_owner_lock *l, uintptr_t self)
         return;
     lock_below(l);
     atomic_store_explicit(&l->owner, self, memory_order_relaxed);
-    unlock_below(l);
+    cucap_i_owner_unlock_below(l);
 }
 
 int cucap_i_owner_lock_was_revoked(const struct cucap_owner_lock *l)
@@ -150,10 +142,14 @@ void cucap_i_owner_lock_take_below(struct cucap_owner_lock *l, uintptr_t self)
 
     lock_below(l);
     owner = atomic_load_explicit(&l->owner, memory_order_relaxed);
-    if (owner == 0 || owner == self ||
+    if (owner == 0)
+        return;
+    if (!self)
+        self = (uintptr_t)pthread_self();
+    if (owner == self ||
         atomic_load_explicit(&l->revoked, memory_order_acquire) == CUCAP_OWNER_REVOKED)
         return;
-    unlock_below(l);
+    cucap_i_owner_unlock_below(l);
     revoke_owner(l);
     lock_below(l);
 }

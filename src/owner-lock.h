@@ -19,6 +19,7 @@
 #ifndef CUCAPTURE_OWNER_LOCK_H
 #define CUCAPTURE_OWNER_LOCK_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -32,11 +33,11 @@ struct cucap_owner_lock {
         struct cucap_sleep_lock sleep;
         struct cucap_spin_lock spin;
     } below;                         /* everybody's but the owner's while it keeps its way */
-    int spins;                       /* below is the spin lock */
-    int held_by_owner;               /* the holder's: how it took it */
-    atomic_uintptr_t owner;          /* the owning thread (pthread_self), 0 for none */
+    unsigned char spins;             /* below is the spin lock */
+    unsigned char held_by_owner;     /* the holder's: how it took it */
     atomic_int owner_inside;         /* the owner holds it its own way (a futex word) */
     atomic_int revoked;              /* CUCAP_OWNER_KEPT, _REVOKING or _REVOKED */
+    atomic_uintptr_t owner;          /* the owning thread (pthread_self), 0 for none */
 };
 
 /* spins: stand on a spin lock rather than a sleep lock. */
@@ -57,17 +58,33 @@ int cucap_i_owner_lock_was_revoked(const struct cucap_owner_lock *l);
 void cucap_i_owner_lock_take_below(struct cucap_owner_lock *l, uintptr_t self);
 void cucap_i_owner_lock_step_out(struct cucap_owner_lock *l);
 
+static inline void cucap_i_owner_unlock_below(struct cucap_owner_lock *l)
+{
+    if (l->spins)
+        cucap_i_spin_unlock(&l->below.spin);
+    else
+        cucap_i_sleep_unlock(&l->below.sleep);
+}
+
+/* self: the calling thread (pthread_self), or 0 to have it asked only
+ * when l has an owner. */
 static inline void cucap_i_owner_lock(struct cucap_owner_lock *l, uintptr_t self)
 {
-    if (atomic_load_explicit(&l->owner, memory_order_relaxed) == self) {
-        atomic_store_explicit(&l->owner_inside, 1, memory_order_relaxed);
-        /* a revoker's membarrier orders this store before the load below */
-        atomic_signal_fence(memory_order_seq_cst);
-        if (atomic_load_explicit(&l->revoked, memory_order_acquire) == CUCAP_OWNER_KEPT) {
-            l->held_by_owner = 1;
-            return;
+    uintptr_t owner = atomic_load_explicit(&l->owner, memory_order_relaxed);
+
+    if (owner != 0) {
+        if (!self)
+            self = (uintptr_t)pthread_self();
+        if (owner == self) {
+            atomic_store_explicit(&l->owner_inside, 1, memory_order_relaxed);
+            /* a revoker's membarrier orders this store before the load below */
+            atomic_signal_fence(memory_order_seq_cst);
+            if (atomic_load_explicit(&l->revoked, memory_order_acquire) == CUCAP_OWNER_KEPT) {
+                l->held_by_owner = 1;
+                return;
+            }
+            cucap_i_owner_lock_step_out(l);
         }
-        cucap_i_owner_lock_step_out(l);
     }
     cucap_i_owner_lock_take_below(l, self);
     l->held_by_owner = 0;
@@ -76,10 +93,7 @@ static inline void cucap_i_owner_lock(struct cucap_owner_lock *l, uintptr_t self
 static inline void cucap_i_owner_unlock(struct cucap_owner_lock *l)
 {
     if (!l->held_by_owner) {
-        if (l->spins)
-            cucap_i_spin_unlock(&l->below.spin);
-        else
-            cucap_i_sleep_unlock(&l->below.sleep);
+        cucap_i_owner_unlock_below(l);
         return;
     }
     atomic_store_explicit(&l->owner_inside, 0, memory_order_release);
