@@ -38,10 +38,11 @@ static void fence_every_thread(void)
         return;
     if (register_process() && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
         return;
-    /* refused twice: the slower command that needs no registration; when
-     * that fails too the process is a forked child whose owners did not
+    /* refused twice: the slower command that needs no registration.  When
+     * that fails too, the process is a forked child whose owners did not
      * come along (only an owner skips the fence, and fork copies only the
-     * calling thread) */
+     * calling thread), or a sandbox began refusing membarrier after the
+     * registration, which nothing here can make safe */
     (void)syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
 }
 
