@@ -26,7 +26,7 @@
 
 const char *const cucap_i_state_names[] = { "NOT_STARTED", "CAPTURING", "ENDED", "INVALIDATED", "CLOSED" };
 
-CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err)
+CUCAP_I_HOT CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err)
 {
     if (!b)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the builder is NULL", caller);
@@ -63,7 +63,7 @@ void cucap_i_builder_kept_drain(void)
         }
 }
 
-CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **err)
+CUCAP_I_HOT CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_create";
     struct ctx_hold *hold;
@@ -134,7 +134,7 @@ static int body_may_begin_again(const cucap_builder *b)
            (b->state == CUCAP_BUILDER_INVALIDATED || (b->state == CUCAP_BUILDER_ENDED && b->record_failed));
 }
 
-CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_error **err)
+CUCAP_I_HOT CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_begin";
     struct cucap_hier *h = NULL;
@@ -187,7 +187,7 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
 /* End the capture and settle who owns its graph, exclusive on the
  * hierarchy from the end's start until the outcome is settled.  Returns
  * the driver's status and never reports it; *g is the graph or NULL. */
-static CUresult end_capture(cucap_builder *b, CUgraph *out)
+CUCAP_I_HOT static CUresult end_capture(cucap_builder *b, CUgraph *out)
 {
     CUstreamCaptureStatus status;
     CUgraph g = NULL;
@@ -242,7 +242,7 @@ static CUresult end_failed(cucap_builder *b, CUresult rc, const char *caller, co
 }
 
 /* End the capture; a body's graph is then attached to its node. */
-static CUresult end_and_attach(cucap_builder *b, const char *caller, const char *doing, cucap_error **err)
+CUCAP_I_HOT static CUresult end_and_attach(cucap_builder *b, const char *caller, const char *doing, cucap_error **err)
 {
     CUgraph g = NULL;
     CUresult rc = end_capture(b, &g);
@@ -257,7 +257,7 @@ static CUresult end_and_attach(cucap_builder *b, const char *caller, const char 
     return CUDA_SUCCESS;
 }
 
-CUresult cucap_builder_end(cucap_builder *b, cucap_error **err)
+CUCAP_I_HOT CUresult cucap_builder_end(cucap_builder *b, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_end";
     CUresult rc;
@@ -369,7 +369,7 @@ static void release(cucap_builder *b, const char *caller)
     b->state = CUCAP_BUILDER_CLOSED;
 }
 
-CUresult cucap_builder_reset(cucap_builder *b, cucap_error **err)
+CUCAP_I_HOT CUresult cucap_builder_reset(cucap_builder *b, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_reset";
     CUresult rc;
@@ -397,7 +397,7 @@ CUresult cucap_builder_reset(cucap_builder *b, cucap_error **err)
     return CUDA_SUCCESS;
 }
 
-CUresult cucap_i_builder_close_as(cucap_builder *b, const char *caller, const char *doing, cucap_error **err)
+CUCAP_I_HOT CUresult cucap_i_builder_close_as(cucap_builder *b, const char *caller, const char *doing, cucap_error **err)
 {
     CUgraph ignored;
     CUresult rc;
@@ -446,7 +446,7 @@ static int keep_for_create(cucap_builder *b)
     return cucap_i_spare_give(&kept_builders[b->ctx->dev], b);
 }
 
-void cucap_builder_destroy(cucap_builder *b)
+CUCAP_I_HOT void cucap_builder_destroy(cucap_builder *b)
 {
     cucap_error *e = NULL;
 
@@ -464,7 +464,7 @@ void cucap_builder_destroy(cucap_builder *b)
 
 /* NULL once closed (a kept fork keeps its stream and context for its
  * next split, but they are not the caller's meanwhile) */
-CUstream cucap_builder_stream(const cucap_builder *b)
+CUCAP_I_HOT CUstream cucap_builder_stream(const cucap_builder *b)
 {
     return b && b->state != CUCAP_BUILDER_CLOSED ? b->stream : NULL;
 }
@@ -518,7 +518,7 @@ CUresult cucap_builder_is_building(const cucap_builder *b, int *building, cucap_
 }
 
 /* open, has a graph, ENDED */
-CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller, cucap_error **err)
+CUCAP_I_HOT CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller, cucap_error **err)
 {
     CUresult rc;
 
@@ -564,7 +564,7 @@ static CUresult fail_as(cucap_error **err, cucap_error *e, const char *caller)
     return code;
 }
 
-CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **err)
+CUCAP_I_HOT CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **err)
 {
     static const char caller[] = "cucap_exec_update";
     CUresult rc;
@@ -576,7 +576,7 @@ CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **e
     return cucap_i_exec_update_from(e, source->h, caller, err);   /* holding source's reference */
 }
 
-CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
+CUCAP_I_HOT CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
                                      cucap_completion *how, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_complete_into";

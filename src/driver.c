@@ -178,7 +178,7 @@ CUresult cucap_i_check_device(CUdevice dev, const char *caller, cucap_error **er
     return CUDA_SUCCESS;
 }
 
-int cucap_i_one_device(void)
+CUCAP_I_HOT int cucap_i_one_device(void)
 {
     return atomic_load_explicit(&one_device, memory_order_relaxed);
 }

@@ -233,7 +233,7 @@ static CUresult exec_in_context(cucap_exec *e, CUstream s, int upload, const cha
     return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
 }
 
-static CUresult exec_on_stream(cucap_exec *e, CUstream s, int upload, const char *caller, cucap_error **err)
+CUCAP_I_HOT static CUresult exec_on_stream(cucap_exec *e, CUstream s, int upload, const char *caller, cucap_error **err)
 {
     CUresult rc;
 
@@ -245,7 +245,7 @@ static CUresult exec_on_stream(cucap_exec *e, CUstream s, int upload, const char
     return rc == CUDA_SUCCESS ? rc : exec_failed(s, upload, rc, caller, err);
 }
 
-CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err)
+CUCAP_I_HOT CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err)
 {
     return exec_on_stream(e, s, 0, "cucap_exec_launch", err);
 }
@@ -321,7 +321,7 @@ const char *cucap_i_node_type_text(CUgraphNodeType t)
     return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "unknown";
 }
 
-CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const char *caller, cucap_error **err)
+CUCAP_I_HOT CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const char *caller, cucap_error **err)
 {
     CUgraphExecUpdateResultInfo info;
     CUgraphNodeType type;

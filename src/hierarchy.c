@@ -124,7 +124,7 @@ cuuint64_t cucap_i_hier_capture_id(const struct cucap_hier *h)
     return h->capture_id;
 }
 
-int cucap_i_hier_is_capture_over(const struct cucap_hier *h)
+CUCAP_I_HOT int cucap_i_hier_is_capture_over(const struct cucap_hier *h)
 {
     return atomic_load_explicit(&h->capture_over, memory_order_acquire);
 }
@@ -155,7 +155,7 @@ static void session_unlock(struct cucap_hier *h)
  * the holder ever finds its own name in graph_owner.  The lock of a
  * recycled hierarchy belongs to the thread that began its capture until
  * another thread takes it (owner-lock.h). */
-void cucap_i_hier_lock(struct cucap_hier *h)
+CUCAP_I_HOT void cucap_i_hier_lock(struct cucap_hier *h)
 {
     uintptr_t self = (uintptr_t)pthread_self();
 
@@ -168,7 +168,7 @@ void cucap_i_hier_lock(struct cucap_hier *h)
     h->graph_depth = 1;
 }
 
-void cucap_i_hier_unlock(struct cucap_hier *h)
+CUCAP_I_HOT void cucap_i_hier_unlock(struct cucap_hier *h)
 {
     if (--h->graph_depth > 0)
         return;
@@ -200,7 +200,7 @@ static int sole(struct cucap_hier *h)
            atomic_load_explicit(&h->fork_refs, memory_order_acquire) == 0;
 }
 
-int cucap_i_hier_lock_unless_sole(struct cucap_hier *h)
+CUCAP_I_HOT int cucap_i_hier_lock_unless_sole(struct cucap_hier *h)
 {
     if (sole(h))
         return 0;
@@ -208,7 +208,7 @@ int cucap_i_hier_lock_unless_sole(struct cucap_hier *h)
     return 1;
 }
 
-int cucap_i_hier_lock_running(struct cucap_hier *h)
+CUCAP_I_HOT int cucap_i_hier_lock_running(struct cucap_hier *h)
 {
     cucap_i_hier_lock(h);
     return !cucap_i_hier_is_capture_over(h);
@@ -281,7 +281,7 @@ void cucap_i_hier_fork_unref(struct cucap_hier *h)
         destroy_hier(h);
 }
 
-int cucap_i_hier_recycle(struct cucap_hier *h, const char *caller)
+CUCAP_I_HOT int cucap_i_hier_recycle(struct cucap_hier *h, const char *caller)
 {
     CUresult rc;
 
@@ -361,7 +361,7 @@ CUgraph cucap_i_box_graph(struct cucap_hier *h, const struct cucap_box *box)
     return g;
 }
 
-CUgraph cucap_i_hier_root_locked(const struct cucap_hier *h)
+CUCAP_I_HOT CUgraph cucap_i_hier_root_locked(const struct cucap_hier *h)
 {
     return h->root.graph;
 }
@@ -396,7 +396,7 @@ static void give_item(const struct cucap_cache_item *d, const char *caller)
 
 /* Room for cap deferred items (more than there are): the few in the
  * hierarchy itself, more on the heap.  -1 when out of memory. */
-static int grow_deferred(struct cucap_hier *h, size_t cap)
+CUCAP_I_HOT static int grow_deferred(struct cucap_hier *h, size_t cap)
 {
     struct cucap_cache_item *grown;
 
@@ -495,7 +495,7 @@ static size_t keep_ready(struct cucap_hier *h, const struct cucap_cache_item *it
     return n;
 }
 
-size_t cucap_i_hier_take_ready(struct cucap_hier *h, CUcontext ctx, size_t n, CUstream *streams, CUevent *event)
+CUCAP_I_HOT size_t cucap_i_hier_take_ready(struct cucap_hier *h, CUcontext ctx, size_t n, CUstream *streams, CUevent *event)
 {
     size_t i = h->ready_count, got = 0;
 
@@ -512,7 +512,7 @@ size_t cucap_i_hier_take_ready(struct cucap_hier *h, CUcontext ctx, size_t n, CU
     return got;
 }
 
-void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap_registration *origin)
+CUCAP_I_HOT void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap_registration *origin)
 {
     struct cucap_cache_item *d;
     size_t n, kept;
@@ -771,7 +771,7 @@ static void unlink_locked(struct cucap_hier *h, struct cucap_registration *r)
     r->linked = 0;
 }
 
-void cucap_i_capture_register_origin(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
+CUCAP_I_HOT void cucap_i_capture_register_origin(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
 {
     r->stream = s;
     /* h is new, or recycled: no other thread walks its entries before
@@ -790,7 +790,7 @@ void cucap_i_capture_register_origin(struct cucap_registration *r, CUstream s, s
     add_to_registry(h);
 }
 
-void cucap_i_capture_registry_end(struct cucap_hier *h)
+CUCAP_I_HOT void cucap_i_capture_registry_end(struct cucap_hier *h)
 {
     if (!h->recycles)
         cucap_i_capture_registry_remove(h);
@@ -825,7 +825,7 @@ void cucap_i_capture_registry_remove(struct cucap_hier *h)
     pthread_mutex_unlock(&registry_lock);
 }
 
-void cucap_i_capture_unregister(struct cucap_registration *r)
+CUCAP_I_HOT void cucap_i_capture_unregister(struct cucap_registration *r)
 {
     if (!r->linked)
         return;
@@ -834,7 +834,7 @@ void cucap_i_capture_unregister(struct cucap_registration *r)
     session_unlock(r->h);
 }
 
-void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e, int keep_event,
+CUCAP_I_HOT void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e, int keep_event,
                                    struct cucap_registration *chain, size_t n)
 {
     struct cucap_cache_item item = { ctx, dev, e, 1 };
@@ -859,7 +859,7 @@ void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice
     cucap_i_hier_unlock(h);
 }
 
-int cucap_i_hier_forks_joined(struct cucap_hier *h, cuuint64_t id, const struct cucap_cache_item *items,
+CUCAP_I_HOT int cucap_i_hier_forks_joined(struct cucap_hier *h, cuuint64_t id, const struct cucap_cache_item *items,
                               size_t n_items, struct cucap_registration *const *entries, size_t n)
 {
     size_t i;

@@ -7,6 +7,7 @@
 
 #include <cuda.h>
 
+#include "compiler.h"
 #include "cucapture.h"
 
 struct cucap_hier;
@@ -116,7 +117,7 @@ void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresul
  * when the capture is found invalidated, and record it on h.  consequence,
  * if not NULL, ends the message.  Returns the code reported. */
 CUresult cucap_i_fail_in_capture(struct cucap_hier *h, CUstream s, CUresult rc, const char *caller, const char *call,
-                                 const char *consequence, cucap_error **err);
+                                 const char *consequence, cucap_error **err) CUCAP_I_COLD;
 void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err);
 
 /* A stream or event that took part in the hierarchy's capture waits here

@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "compiler.h"
 #include "live-pointers.h"
 #include "ptr-set.h"
 #include "spin-lock.h"
@@ -22,7 +23,7 @@ static struct stripe *stripe_of(CUdeviceptr ptr)
     return &stripes[((uint64_t)ptr * 0x9e3779b97f4a7c15ull) >> 60];
 }
 
-int cucap_i_live_add(CUdeviceptr ptr, const void *owner)
+CUCAP_I_HOT int cucap_i_live_add(CUdeviceptr ptr, const void *owner)
 {
     struct stripe *s = stripe_of(ptr);
     int rc;
@@ -33,7 +34,7 @@ int cucap_i_live_add(CUdeviceptr ptr, const void *owner)
     return rc;
 }
 
-int cucap_i_live_remove(CUdeviceptr ptr, const void *owner)
+CUCAP_I_HOT int cucap_i_live_remove(CUdeviceptr ptr, const void *owner)
 {
     struct stripe *s = stripe_of(ptr);
     int rc;

@@ -5,6 +5,7 @@
 
 #include <limits.h>
 
+#include "compiler.h"
 #include "owner-lock.h"
 
 #if defined(__linux__)
@@ -91,7 +92,7 @@ static void lock_below(struct cucap_owner_lock *l)
 
 /* Under the lock below, so that a taker that found no owner holds it until
  * the owner can have one. */
-void cucap_i_owner_lock_give(struct cucap_owner_lock *l, uintptr_t self)
+CUCAP_I_HOT void cucap_i_owner_lock_give(struct cucap_owner_lock *l, uintptr_t self)
 {
     if (atomic_load_explicit(&l->owner, memory_order_relaxed) == self ||
         atomic_load_explicit(&l->revoked, memory_order_relaxed) != CUCAP_OWNER_KEPT || !cucap_i_owner_lock_possible())

@@ -4,9 +4,10 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "compiler.h"
 #include "spares.h"
 
-void *cucap_i_spare_take(struct cucap_spares *s)
+CUCAP_I_HOT void *cucap_i_spare_take(struct cucap_spares *s)
 {
     void *p;
     int i;
@@ -18,7 +19,7 @@ void *cucap_i_spare_take(struct cucap_spares *s)
     return NULL;
 }
 
-int cucap_i_spare_give(struct cucap_spares *s, void *p)
+CUCAP_I_HOT int cucap_i_spare_give(struct cucap_spares *s, void *p)
 {
     int i;
 

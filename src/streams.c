@@ -27,7 +27,7 @@ static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static void give(CUcontext ctx, CUdevice dev, int kind, void *item, const char *caller);
 
 /* Under cache_lock: the cache of ctx, or NULL. */
-static struct cache *find_cache(CUcontext ctx)
+CUCAP_I_HOT static struct cache *find_cache(CUcontext ctx)
 {
     int i;
 
@@ -107,7 +107,7 @@ CUresult cucap_i_create_in(CUcontext ctx, int kind, void **out)
     return rc;
 }
 
-static CUresult take(CUcontext ctx, CUdevice dev, int kind, void **out, const char *caller)
+CUCAP_I_HOT static CUresult take(CUcontext ctx, CUdevice dev, int kind, void **out, const char *caller)
 {
     struct cache *c;
 
@@ -127,7 +127,7 @@ static CUresult take(CUcontext ctx, CUdevice dev, int kind, void **out, const ch
 /* n streams of ctx, and an event too when event is not NULL: as many as
  * the cache holds in one locked step, the rest made.  On failure none is
  * handed out, and *failed names the call that failed. */
-static CUresult take_streams(CUcontext ctx, CUdevice dev, size_t n, CUstream *out, CUevent *event,
+CUCAP_I_HOT static CUresult take_streams(CUcontext ctx, CUdevice dev, size_t n, CUstream *out, CUevent *event,
                              const char **failed, const char *caller)
 {
     struct cache *c;
@@ -163,7 +163,7 @@ static CUresult take_streams(CUcontext ctx, CUdevice dev, size_t n, CUstream *ou
     return rc;
 }
 
-void cucap_i_cache_give_items(const struct cucap_cache_item *items, size_t n, const char *caller)
+CUCAP_I_HOT void cucap_i_cache_give_items(const struct cucap_cache_item *items, size_t n, const char *caller)
 {
     size_t i, left = 0;
     struct cache *c;
@@ -193,7 +193,7 @@ void cucap_i_cache_give_items(const struct cucap_cache_item *items, size_t n, co
         free(kept);
 }
 
-static void give(CUcontext ctx, CUdevice dev, int kind, void *item, const char *caller)
+CUCAP_I_HOT static void give(CUcontext ctx, CUdevice dev, int kind, void *item, const char *caller)
 {
     struct cache *c;
     CUresult rc;
@@ -223,7 +223,7 @@ CUresult cucap_i_cache_take_stream(CUcontext ctx, CUdevice dev, CUstream *out, c
     return take(ctx, dev, STREAMS, (void **)out, caller);
 }
 
-void cucap_i_cache_give_stream(CUcontext ctx, CUdevice dev, CUstream s, const char *caller)
+CUCAP_I_HOT void cucap_i_cache_give_stream(CUcontext ctx, CUdevice dev, CUstream s, const char *caller)
 {
     give(ctx, dev, STREAMS, s, caller);
 }
@@ -233,7 +233,7 @@ CUresult cucap_i_cache_take_event(CUcontext ctx, CUdevice dev, CUevent *out, con
     return take(ctx, dev, EVENTS, (void **)out, caller);
 }
 
-void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e, const char *caller)
+CUCAP_I_HOT void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e, const char *caller)
 {
     give(ctx, dev, EVENTS, e, caller);
 }
@@ -291,7 +291,7 @@ CUresult cucap_i_take_streams(struct ctx_hold *c, size_t n, CUstream *out, const
     return rc;
 }
 
-void cucap_i_give_stream(struct ctx_hold *c, CUstream s, const char *caller)
+CUCAP_I_HOT void cucap_i_give_stream(struct ctx_hold *c, CUstream s, const char *caller)
 {
     if (c->retained)
         cucap_i_cache_give_stream(c->ctx, c->dev, s, caller);
