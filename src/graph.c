@@ -23,6 +23,7 @@ struct cucap_graph {
 struct cucap_exec {
     CUgraphExec exec;
     CUcontext ctx;                   /* the context it was instantiated in */
+    int any_context;                 /* 1: update, launch and upload on a stream need no context current */
 };
 
 cucap_graph *cucap_i_hier_graph(struct cucap_hier *h, struct cucap_box *box)
@@ -175,6 +176,7 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
     }
     e->exec = exec;
     e->ctx = cucap_i_hier_context(h);
+    e->any_context = cucap_i_one_device();
     *out = e;
     return CUDA_SUCCESS;
 }
@@ -190,24 +192,24 @@ CUresult cucap_graph_instantiate(cucap_graph *g, const cucap_complete_options *o
     return cucap_i_hier_instantiate(g->h, g->box, opts, out, "cucap_graph_instantiate", err);
 }
 
-/* cuGraphLaunch or cuGraphUpload on s, in the graph's context. */
-/* Whether a call on an executable graph, and for a launch or upload on
- * stream s, needs the graph's context current.  With one device the
- * driver takes the context from the handles: update, launch and upload on
- * a stream run in the graph's context whatever is current, or with
- * nothing current (doc/driver-facts.md, "The current context and an
- * executable graph").  The legacy and per-thread streams are the current
- * context's, and across devices it was not measured: then the graph's
- * context is made current around the call. */
-static int needs_current_context(CUstream s, int on_stream)
+/* Whether a call on e, and for a launch or upload on stream s, needs the
+ * graph's context current.  With one device the driver takes the context
+ * from the handles: update, launch and upload on a stream run in the
+ * graph's context whatever is current, or with nothing current
+ * (doc/driver-facts.md, "The current context and an executable graph"),
+ * so an executable graph made then has any_context set.  The legacy and
+ * per-thread streams are the current context's, and across devices it was
+ * not measured: then the graph's context is made current around the
+ * call. */
+static int needs_current_context(const cucap_exec *e, CUstream s, int on_stream)
 {
-    if (!cucap_i_one_device())
+    if (!e->any_context)
         return 1;
     return on_stream && (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD);
 }
 
 /* A launch or upload that the driver refused, reported. */
-static CUresult exec_failed(CUstream s, int upload, CUresult rc, const char *caller, cucap_error **err)
+CUCAP_I_COLD static CUresult exec_failed(CUstream s, int upload, CUresult rc, const char *caller, cucap_error **err)
 {
     cucap_i_fail(err, rc, "%s: %s failed: " CUCAP_I_RESULT_FMT "%s", caller, upload ? "cuGraphUpload" : "cuGraphLaunch",
                  CUCAP_I_RESULT_ARGS(rc),
@@ -233,21 +235,29 @@ static CUresult exec_in_context(cucap_exec *e, CUstream s, int upload, const cha
     return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
 }
 
-CUCAP_I_HOT static CUresult exec_on_stream(cucap_exec *e, CUstream s, int upload, const char *caller, cucap_error **err)
+/* cuGraphLaunch or cuGraphUpload on s, in the graph's context. */
+static CUresult exec_on_stream(cucap_exec *e, CUstream s, int upload, const char *caller, cucap_error **err)
 {
     CUresult rc;
 
     if (!e)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
-    if (needs_current_context(s, 1))
+    if (needs_current_context(e, s, 1))
         return exec_in_context(e, s, upload, caller, err);
     rc = upload ? cucap_i_drv.cuGraphUpload(e->exec, s) : cucap_i_drv.cuGraphLaunch(e->exec, s);
     return rc == CUDA_SUCCESS ? rc : exec_failed(s, upload, rc, caller, err);
 }
 
+/* exec_on_stream's launch written out: the call a loop makes after every
+ * update, a few instructions around the driver's. */
 CUCAP_I_HOT CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err)
 {
-    return exec_on_stream(e, s, 0, "cucap_exec_launch", err);
+    CUresult rc;
+
+    if (!e || needs_current_context(e, s, 1))
+        return exec_on_stream(e, s, 0, "cucap_exec_launch", err);
+    rc = cucap_i_drv.cuGraphLaunch(e->exec, s);
+    return rc == CUDA_SUCCESS ? rc : exec_failed(s, 0, rc, "cucap_exec_launch", err);
 }
 
 CUresult cucap_exec_upload(cucap_exec *e, CUstream s, cucap_error **err)
@@ -331,7 +341,7 @@ CUCAP_I_HOT CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *
     int locked;
 
     where[0] = '\0';
-    if (!needs_current_context(NULL, 0))
+    if (!needs_current_context(e, NULL, 0))
         saved = ctx;   /* nothing to enter or leave */
     else if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
