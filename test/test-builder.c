@@ -1113,6 +1113,73 @@ static void noop_host(void *p)
     (void)p;
 }
 
+/* cucap_exec_launch's refusals, from a fresh thread with no context
+ * current: a NULL executable graph, and a launch into a capturing stream,
+ * which the driver refuses and which invalidates that capture; the
+ * capture's end then names the launch. */
+struct launch_refusals {
+    CUresult made, null_exec, launch, end;
+    char null_message[200], launch_message[400], end_note[400];
+    size_t end_notes;
+};
+
+static void copy_message(char *to, size_t size, cucap_error **err)
+{
+    snprintf(to, size, "%s", *err ? cucap_error_message(*err) : "(no error)");
+    cucap_error_free(*err);
+    *err = NULL;
+}
+
+static void *launch_refusals_thread(void *p)
+{
+    struct launch_refusals *r = p;
+    cucap_builder *made = NULL, *capturing = NULL;
+    cucap_graph *g = NULL;
+    cucap_exec *exec = NULL;
+    cucap_error *err = NULL;
+
+    if ((r->made = cucap_builder_create(0, &made, NULL)) == CUDA_SUCCESS &&
+        (r->made = cucap_builder_begin(made, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL)) == CUDA_SUCCESS &&
+        (r->made = D.cuLaunchHostFunc(cucap_builder_stream(made), noop_host, NULL)) == CUDA_SUCCESS &&
+        (r->made = cucap_builder_end(made, NULL)) == CUDA_SUCCESS &&
+        (r->made = cucap_builder_graph(made, &g, NULL)) == CUDA_SUCCESS &&
+        (r->made = cucap_graph_instantiate(g, NULL, &exec, NULL)) == CUDA_SUCCESS &&
+        (r->made = cucap_builder_create(0, &capturing, NULL)) == CUDA_SUCCESS &&
+        (r->made = cucap_builder_begin(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL)) == CUDA_SUCCESS) {
+        r->null_exec = cucap_exec_launch(NULL, cucap_builder_stream(made), &err);
+        copy_message(r->null_message, sizeof r->null_message, &err);
+        r->launch = cucap_exec_launch(exec, cucap_builder_stream(capturing), &err);
+        copy_message(r->launch_message, sizeof r->launch_message, &err);
+        r->end = cucap_builder_end(capturing, &err);
+        r->end_notes = err ? cucap_error_note_count(err) : 0;
+        snprintf(r->end_note, sizeof r->end_note, "%s", r->end_notes ? cucap_error_note(err, 0) : "(no note)");
+        cucap_error_free(err);
+    }
+    cucap_graph_unref(g);
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(capturing);
+    cucap_builder_destroy(made);
+    return NULL;
+}
+
+BACKEND_TEST(builder, a_refused_launch_says_why_and_the_capture_it_broke_names_it)
+{
+    struct launch_refusals r = { 0 };
+    pthread_t t;
+
+    cr_assert_eq(pthread_create(&t, NULL, launch_refusals_thread, &r), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(r.made, CUDA_SUCCESS);
+    cr_assert_eq(r.null_exec, CUDA_ERROR_INVALID_VALUE);
+    cr_assert_not_null(strstr(r.null_message, "cucap_exec_launch: the executable graph is NULL"), "%s", r.null_message);
+    cr_assert_eq(r.launch, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "%s", r.launch_message);
+    cr_assert_not_null(strstr(r.launch_message, "cucap_exec_launch: cuGraphLaunch failed"), "%s", r.launch_message);
+    cr_assert_not_null(strstr(r.launch_message, "embed a graph with cucap_builder_embed"), "%s", r.launch_message);
+    cr_assert_eq(r.end, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cr_assert_eq(r.end_notes, 1);
+    cr_assert_not_null(strstr(r.end_note, "cucap_exec_launch (cuGraphLaunch) failed"), "%s", r.end_note);
+}
+
 /* join's root must be capturing: a NOT_STARTED body or a fork whose
  * capture ended would silently join the capture of whatever it waits on. */
 BACKEND_TEST(builder, join_refuses_a_root_that_is_not_capturing)
