@@ -13,7 +13,7 @@ static inline void *fault_handle(void)
     const char *path = getenv("CUCAPTURE_TEST_FAULT");
     void *h;
 
-    cr_assert(path && *path, "CUCAPTURE_TEST_FAULT is not set: run through make check");
+    cr_assert(path && *path, "CUCAPTURE_TEST_FAULT is not set: run the suite through make check");
     h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
     cr_assert_not_null(h, "the fault driver is not loaded");
     return h;
@@ -46,7 +46,10 @@ static inline long injected(void)
 
 static inline void use_fault_driver_over(const char *driver)
 {
-    cr_assert_eq(setenv("CUCAPTURE_DRIVER", getenv("CUCAPTURE_TEST_FAULT"), 1), 0);
+    const char *fault = getenv("CUCAPTURE_TEST_FAULT");
+
+    cr_assert(fault && *fault, "CUCAPTURE_TEST_FAULT is not set: run the suite through make check");
+    cr_assert_eq(setenv("CUCAPTURE_DRIVER", fault, 1), 0);
     if (driver)
         cr_assert_eq(setenv("CUDAFAULT_DRIVER", driver, 1), 0);
     else
