@@ -27,6 +27,7 @@
 #include <cucapture/pool.h>
 #include <cucapture/graph.h>
 #include <cucapture/builder.h>
+#include <cucapture/relaxed.h>
 
 /** The version of the headers, for compile-time checks; the library's own
  *  is cucap_version_string(). */

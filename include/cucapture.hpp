@@ -6,6 +6,9 @@
  * cucap.  Each function is an inline call of the C function of the same
  * name: it adds no behaviour, state or driver call of its own, so
  * everything the C manual pages say holds here too (see cucapture.hpp(3)).
+ * The one exception is builder::capture(): when its callable throws, it
+ * gives the capture up (cucap_builder_abandon()) before the exception
+ * goes on, so no exception ever leaves a thread capturing.
  *
  *   - builder, exec, graph and pool own the C object and are move-only;
  *     their destructors never throw: they call the C destroy functions,
@@ -146,6 +149,8 @@ public:
     error_slot(const error_slot &) = delete;
     error_slot &operator=(const error_slot &) = delete;
     cucap_error **out() noexcept { return &e_; }
+    /* for a failure that cannot be thrown (a destructor's) */
+    void warn() const noexcept { cucap_warn(e_); }
     /* throw for a failed call */
     void check(CUresult code)
     {
@@ -338,16 +343,27 @@ public:
     /**
      * \brief   begin(), fill(*this), end(): a capture filled by a callable
      *
-     * When fill throws, the builder keeps its capture (its destructor, or
-     * close(), tears it down) and the exception goes on.
+     * When fill throws, the capture is given up before the exception goes
+     * on, unchanged (cucap_builder_abandon()): it is ended and its graph
+     * discarded, so the thread is no longer capturing and its next CUDA
+     * call (a cudaMalloc, say) works; the builder may begin again (a
+     * primary after reset(), a body at once).  A failure to end it goes
+     * to the warning handler.
      */
     template <class Fill>
     void capture(Fill &&fill, CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL)
     {
         begin(mode);
-        std::forward<Fill>(fill)(*this);
+        try {
+            std::forward<Fill>(fill)(*this);
+        } catch (...) {
+            cucap_builder_abandon(b_);
+            throw;
+        }
         end();
     }
+    /** \brief   cucap_builder_abandon(): end a running capture, discarding its graph */
+    void abandon() noexcept { cucap_builder_abandon(b_); }
 
     /**
      * \brief   cucap_builder_split(): count branches, this one and count - 1 new forks
@@ -612,6 +628,46 @@ inline builder &join(std::initializer_list<std::reference_wrapper<builder>> buil
 {
     return join<std::initializer_list<std::reference_wrapper<builder>> &>(builders);
 }
+
+/* ---------------------------------------------------------------- relaxed capture mode */
+
+/**
+ * \brief       The calling thread in relaxed capture mode for the object's life
+ *
+ * cucap_relaxed_mode_enter() in the constructor (which throws on
+ * failure), cucap_relaxed_mode_leave() in the destructor (a failure goes
+ * to the warning handler).  For a thread's own waits and synchronous calls
+ * while other threads capture in global mode:
+ *
+ *     {
+ *         cucap::relaxed_mode relaxed;
+ *         cudaStreamSynchronize(my_stream);   // invalidates no capture
+ *     }
+ *
+ * Nestable; neither copied nor moved, so scopes end in reverse order on
+ * the thread that began them, as the C scope requires.  See
+ * <cucapture/relaxed.h> for the rules it relies on, and what it does on a
+ * thread that is itself capturing in global mode.
+ */
+class relaxed_mode {
+public:
+    relaxed_mode()
+    {
+        detail::error_slot e;
+        e.check(cucap_relaxed_mode_enter(&scope_, e.out()));
+    }
+    ~relaxed_mode()
+    {
+        detail::error_slot e;
+        if (cucap_relaxed_mode_leave(&scope_, e.out()) != CUDA_SUCCESS)
+            e.warn();
+    }
+    relaxed_mode(const relaxed_mode &) = delete;
+    relaxed_mode &operator=(const relaxed_mode &) = delete;
+
+private:
+    cucap_relaxed_mode scope_;
+};
 
 /* ---------------------------------------------------------------- pool */
 

@@ -369,6 +369,21 @@ static void release(cucap_builder *b, const char *caller)
     b->state = CUCAP_BUILDER_CLOSED;
 }
 
+/* A PRIMARY builder whose capture is over (ENDED or INVALIDATED), made
+ * NOT_STARTED: the last capture's forks are no longer b's, its hierarchy
+ * kept for the next begin when it can be. */
+CUCAP_I_HOT static void start_over(cucap_builder *b, const char *caller)
+{
+    drop_fork_links(b, b->h);
+    if (cucap_i_hier_recycle(b->h, caller))
+        b->kept_h = b->h;   /* for the next begin */
+    else
+        let_go(b, b->h);
+    b->h = NULL;
+    b->joined_in_capture = 0;
+    b->state = CUCAP_BUILDER_NOT_STARTED;
+}
+
 CUCAP_I_HOT CUresult cucap_builder_reset(cucap_builder *b, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_reset";
@@ -382,19 +397,41 @@ CUCAP_I_HOT CUresult cucap_builder_reset(cucap_builder *b, cucap_error **err)
                             "again after a failed capture)", caller);
     if (b->state == CUCAP_BUILDER_CAPTURING)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is capturing: end it first", caller);
-    if (b->state == CUCAP_BUILDER_NOT_STARTED)
-        return CUDA_SUCCESS;
-    /* ENDED or INVALIDATED: the capture is over, its streams out of it;
-     * the last capture's forks are no longer b's */
-    drop_fork_links(b, b->h);
-    if (cucap_i_hier_recycle(b->h, caller))
-        b->kept_h = b->h;   /* for the next begin */
-    else
-        let_go(b, b->h);
-    b->h = NULL;
-    b->joined_in_capture = 0;
-    b->state = CUCAP_BUILDER_NOT_STARTED;
+    if (b->state != CUCAP_BUILDER_NOT_STARTED)
+        start_over(b, caller);
     return CUDA_SUCCESS;
+}
+
+void cucap_builder_abandon(cucap_builder *b)
+{
+    static const char caller[] = "cucap_builder_abandon";
+    CUgraph g = NULL;
+    CUresult rc;
+
+    if (!b || b->state != CUCAP_BUILDER_CAPTURING)
+        return;
+    if (b->kind == CUCAP_BUILDER_FORKED) {
+        cucap_i_warn(CUDA_ERROR_ILLEGAL_STATE, "%s: a fork is not abandoned on its own: abandon its primary's "
+                     "capture, or join the fork", caller);
+        return;
+    }
+    /* the driver's UNJOINED, INVALIDATED or WRONG_THREAD still end the
+     * capture: only a capture left running is a failure here */
+    if ((rc = end_capture(b, &g)) != CUDA_SUCCESS && b->state == CUCAP_BUILDER_CAPTURING &&
+        (rc = end_capture(b, &g)) != CUDA_SUCCESS && b->state == CUCAP_BUILDER_CAPTURING) {
+        cucap_i_warn(rc, "%s: cuStreamEndCapture failed, twice, and left the capture running: " CUCAP_I_RESULT_FMT,
+                     caller, CUCAP_I_RESULT_ARGS(rc));
+        return;
+    }
+    if (b->kind == CUCAP_BUILDER_PRIMARY) {
+        start_over(b, caller);   /* its graph, if the end made one, destroyed */
+        return;
+    }
+    /* a body: its graph is never attached; its node's body stays empty,
+     * and the parent refuses to instantiate, until it captures again */
+    b->record_failed = 1;
+    cucap_i_hier_set_body(b->parent_h, b->record, CUCAP_BODY_FAILED);
+    b->state = CUCAP_BUILDER_INVALIDATED;
 }
 
 CUCAP_I_HOT CUresult cucap_i_builder_close_as(cucap_builder *b, const char *caller, const char *doing, cucap_error **err)

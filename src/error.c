@@ -320,20 +320,23 @@ void cucap_set_warning_handler(cucap_warning_fn fn, void *user_data)
     pthread_mutex_unlock(&warning_lock);
 }
 
-void cucap_i_warn_error(cucap_error *e)
+void cucap_warn(const cucap_error *e)
 {
     cucap_warning_fn fn;
     void *user_data;
 
-    if (!e)
+    if (!e || e->code == CUDA_SUCCESS || e->code == CUDA_ERROR_DEINITIALIZED)
         return;
-    if (e->code != CUDA_SUCCESS && e->code != CUDA_ERROR_DEINITIALIZED) {
-        pthread_mutex_lock(&warning_lock);
-        fn = warning_fn;
-        user_data = warning_user_data;
-        pthread_mutex_unlock(&warning_lock);
-        fn(e, user_data);
-    }
+    pthread_mutex_lock(&warning_lock);
+    fn = warning_fn;
+    user_data = warning_user_data;
+    pthread_mutex_unlock(&warning_lock);
+    fn(e, user_data);
+}
+
+void cucap_i_warn_error(cucap_error *e)
+{
+    cucap_warn(e);
     cucap_error_free(e);
 }
 

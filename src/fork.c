@@ -478,9 +478,28 @@ static CUresult check_distinct(cucap_builder *const *builders, size_t count, con
     return CUDA_SUCCESS;   /* not reached: a builder was marked twice */
 }
 
+/* Builders of two captures: the driver would invalidate both
+ * (CUDA_ERROR_STREAM_CAPTURE_MERGE, doc/driver-facts.md), so the join is
+ * refused before it touches either. */
+static CUresult other_capture(cucap_builder *const *builders, size_t count, const cucap_builder *root, size_t i,
+                              const char *caller, cucap_error **err)
+{
+    size_t r = 0;
+
+    while (r < count && builders[r] != root)
+        r++;
+    return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
+                        "%s: builder %zu is in another capture than the root (builder %zu): the root's capture was "
+                        "begun on stream %p, builder %zu's on stream %p; the driver would invalidate both "
+                        "(CUDA_ERROR_STREAM_CAPTURE_MERGE), so nothing was done and both captures go on",
+                        caller, i, r, (void *)cucap_i_hier_origin(root->h), i,
+                        (void *)cucap_i_hier_origin(builders[i]->h));
+}
+
 /* join's checks before it touches anything: distinct, open builders, the
  * root capturing (a root that is not would silently join the capture of
- * whichever builder it waits on), every other builder capturing too.
+ * whichever builder it waits on), every other builder capturing too, in
+ * the root's capture.
  * Unless full, whether the capture of root's hierarchy is over is left
  * to the caller, who learns it with the capture's lock (a fork in it is
  * then checked again, fully). */
@@ -505,6 +524,10 @@ static CUresult check_join(cucap_builder *const *builders, size_t count, cucap_b
                             i, cucap_i_state_names[state],
                             builders[i]->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
     }
+    /* a root whose capture is over is refused as such, with the lock */
+    for (i = 0; i < count; i++)
+        if (builders[i]->h != root->h && cucap_builder_get_state(root) == CUCAP_BUILDER_CAPTURING)
+            return other_capture(builders, count, root, i, caller, err);
     return check_distinct(builders, count, caller, err);
 }
 

@@ -53,6 +53,7 @@ struct cucap_hier {
     unsigned graph_depth;            /* how often the holder took it; the holder's */
     atomic_uintptr_t graph_owner;    /* the holding thread (pthread_self), 0 when free */
     CUcontext ctx;
+    CUstream origin;                 /* the stream that began its capture */
     /* the ownership tree */
     struct cucap_box root;
     atomic_int owned;                /* the capture's end returned the root */
@@ -127,6 +128,11 @@ cuuint64_t cucap_i_hier_capture_id(const struct cucap_hier *h)
 CUCAP_I_HOT int cucap_i_hier_is_capture_over(const struct cucap_hier *h)
 {
     return atomic_load_explicit(&h->capture_over, memory_order_acquire);
+}
+
+CUstream cucap_i_hier_origin(const struct cucap_hier *h)
+{
+    return h->origin;
 }
 
 CUcontext cucap_i_hier_context(const struct cucap_hier *h)
@@ -774,6 +780,7 @@ static void unlink_locked(struct cucap_hier *h, struct cucap_registration *r)
 CUCAP_I_HOT void cucap_i_capture_register_origin(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
 {
     r->stream = s;
+    h->origin = s;
     /* h is new, or recycled: no other thread walks its entries before
      * the registry lists it, or before its capture runs again */
     link_locked(h, r);

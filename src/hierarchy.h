@@ -42,6 +42,8 @@ int cucap_i_hier_is_capture_over(const struct cucap_hier *h);
 /* Refuse to instantiate while a body failed or is still capturing (the
  * driver would run its graph empty or half-built); under the graph lock. */
 CUresult cucap_i_hier_check_bodies(struct cucap_hier *h, const char *caller, cucap_error **err);
+/* The stream that began its capture (it names the capture in messages). */
+CUstream cucap_i_hier_origin(const struct cucap_hier *h);
 /* The context its capture runs in. */
 CUcontext cucap_i_hier_context(const struct cucap_hier *h);
 /* Whether conditional bodies were captured for its nodes (under the graph lock). */

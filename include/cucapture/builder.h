@@ -234,7 +234,11 @@ CUCAP_API CUresult cucap_builder_split_on(cucap_builder *b, CUdevice dev, size_t
  *                      builders: it is written after they are read).
  * \param       err     Receives the error on failure (may be NULL).
  * \return      CUDA_ERROR_INVALID_VALUE for fewer than two builders, a NULL
- *              or repeated entry; CUDA_ERROR_ILLEGAL_STATE for a closed
+ *              or repeated entry, or builders of different captures (the
+ *              message names each capture by the stream that began it; the
+ *              driver would answer CUDA_ERROR_STREAM_CAPTURE_MERGE and
+ *              invalidate both): nothing is done then, and both captures
+ *              go on; CUDA_ERROR_ILLEGAL_STATE for a closed
  *              entry or one that is not capturing, the root included (a
  *              NOT_STARTED body, a fork whose primary's capture ended):
  *              nothing is done then; a driver error.
@@ -280,6 +284,29 @@ CUCAP_API CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
  * \since       1.4.0 (LIBCUCAPTURE_1.4)
  */
 CUCAP_API CUresult cucap_builder_reset(cucap_builder *b, cucap_error **err);
+
+/**
+ * \brief       Give up a running capture: end it and discard what it made
+ *
+ * For the error path of code that fills a capture and cannot finish it
+ * (a C++ exception, a failed step of the caller's own).  A CAPTURING
+ * builder's capture is ended, so the thread that began it is no longer
+ * capturing, and its graph, if the driver made one, is discarded; the
+ * driver's UNJOINED, INVALIDATED or WRONG_THREAD answers end the capture
+ * too and are not failures here.  Afterwards the builder may begin again:
+ * a PRIMARY is NOT_STARTED, as after cucap_builder_reset(); a BODY is
+ * INVALIDATED, its node's body empty until it captures again (until then
+ * the parent refuses to be instantiated).  Forks split from it stay the
+ * caller's to destroy.  A builder that is not CAPTURING, or NULL, is left
+ * as it is.  A FORKED builder is not abandoned on its own (its capture is
+ * its primary's): it is left as it is and a warning says so.  A capture
+ * that could not be ended (the driver refused twice and reports it still
+ * running) goes to the warning handler.
+ *
+ * \param       b       Any builder, or NULL.
+ * \since       1.5.0 (LIBCUCAPTURE_1.5)
+ */
+CUCAP_API void cucap_builder_abandon(cucap_builder *b);
 
 /**
  * \brief       Close: end a live capture first, release the stream, CLOSED

@@ -136,6 +136,19 @@ typedef void (*cucap_warning_fn)(const cucap_error *warning, void *user_data);
  */
 CUCAP_API void cucap_set_warning_handler(cucap_warning_fn fn, void *user_data);
 
+/**
+ * \brief       Hand an error to the warning handler
+ *
+ * For cleanup paths of the caller's own that cannot return a failure (a
+ * C++ destructor, say): e goes to the installed handler exactly as the
+ * library's destroy functions send theirs, CUDA_ERROR_DEINITIALIZED
+ * excepted.  e stays the caller's to free.
+ *
+ * \param       e       An error object, or NULL (ignored).
+ * \since       1.5.0 (LIBCUCAPTURE_1.5)
+ */
+CUCAP_API void cucap_warn(const cucap_error *e);
+
 #ifdef __cplusplus
 }
 #endif
