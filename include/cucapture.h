@@ -32,7 +32,7 @@
 /** The version of the headers, for compile-time checks; the library's own
  *  is cucap_version_string(). */
 #define CUCAP_VERSION_MAJOR 1
-#define CUCAP_VERSION_MINOR 4
+#define CUCAP_VERSION_MINOR 5
 #define CUCAP_VERSION_PATCH 0
 /** One number to compare: CUCAP_VERSION >= CUCAP_VERSION_NUMBER(1, 3, 0) */
 #define CUCAP_VERSION_NUMBER(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))
@@ -69,7 +69,7 @@ typedef void (*cucap_driver_fn)(void);
 CUCAP_API CUresult cucap_init(cucap_error **err);
 
 /**
- * \brief       The library's version, such as "1.4.0"
+ * \brief       The library's version, such as "1.5.0"
  *
  * \return      A static string.
  */

@@ -53,6 +53,25 @@ static void load_failed(CUresult code, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The installed simulated driver: libdir/cucapture/libcudasim.so, looked
+ * for first beside the libcucapture this code was loaded from, so that a
+ * moved installation loads its own, then where it was installed.  path
+ * receives the last one tried. */
+static void *open_simulated(char *path, size_t size)
+{
+    const char *slash;
+    Dl_info self;
+    void *handle;
+
+    if (dladdr((void *)&open_simulated, &self) && self.dli_fname && (slash = strrchr(self.dli_fname, '/'))) {
+        snprintf(path, size, "%.*s/%s/libcudasim.so", (int)(slash - self.dli_fname), self.dli_fname, PACKAGE);
+        if (strcmp(path, CUCAP_SIMULATED_DRIVER) && (handle = dlopen(path, RTLD_NOW | RTLD_LOCAL)))
+            return handle;
+    }
+    snprintf(path, size, "%s", CUCAP_SIMULATED_DRIVER);
+    return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
 static void load_driver(void)
 {
     const char *path = environment("CUCAPTURE_DRIVER");
@@ -63,13 +82,15 @@ static void load_driver(void)
     void *handle;
     int version = 0;
     int simulated = path && !strcmp(path, "simulated");   /* the installed simulated driver (cucapture-sim(7)) */
+    char sim_path[4096];
 
     if (!path || !*path)
         path = CUCAP_DEFAULT_DRIVER;
-    else if (simulated)
-        path = CUCAP_SIMULATED_DRIVER;
-
-    handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (simulated) {
+        handle = open_simulated(sim_path, sizeof sim_path);
+        path = sim_path;
+    } else
+        handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
         const char *why = dlerror();
         if (simulated)

@@ -68,6 +68,16 @@ void with_context(CUcontext ctx)
     EXPECT(D.cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
 }
 
+// the warnings the library reports, counted (the handler is process-wide)
+std::atomic<int> cxx_warnings{0};
+CUresult cxx_warning_code;
+
+void count_cxx_warning(const cucap_error *w, void *)
+{
+    cxx_warnings++;
+    cxx_warning_code = cucap_error_code(w);
+}
+
 } // namespace
 
 // A 3-way fork/join from a fresh thread: split returns owning forks, join
@@ -442,6 +452,224 @@ BACKEND_TEST(cxx, a_throwing_fill_leaves_nothing_behind)
     }
 }
 
+// An exception inside capture() on a fresh thread, in each mode: it comes
+// out unchanged, the thread is no longer capturing (a synchronous
+// allocation works), nothing is warned, and the builder captures again
+// after reset().
+BACKEND_TEST(cxx, an_exception_inside_capture_leaves_no_capture_behind)
+{
+    CUdeviceptr d = device_buffer(128);
+    unsigned char host[128];
+    cxx_warnings = 0;
+    cucap_set_warning_handler(count_cxx_warning, NULL);
+
+    std::string failure = on_fresh_thread([&] {
+        cucap::builder b = cucap::builder::create();
+        for (CUstreamCaptureMode mode : all_modes) {
+            try {
+                b.capture([&](cucap::builder &self) {
+                    std::vector<cucap::builder> forks = self.split(2);
+                    EXPECT(D.cuMemsetD8Async(d, 0xee, 64, self.stream()) == CUDA_SUCCESS);
+                    EXPECT(D.cuMemsetD8Async(d + 64, 0xee, 64, forks[0].stream()) == CUDA_SUCCESS);
+                    throw std::domain_error("shape not supported: fall back to eager launches");
+                }, mode);
+                EXPECT(!"capture() did not rethrow");
+            } catch (const std::domain_error &e) {
+                EXPECT(std::string(e.what()) == "shape not supported: fall back to eager launches");
+            }
+            EXPECT(b.state() == CUCAP_BUILDER_NOT_STARTED);
+            with_context(b.context());
+            EXPECT(capture_status(b.stream()) == CU_STREAM_CAPTURE_STATUS_NONE);
+            CUdeviceptr scratch = 0;
+            EXPECT(D.cuMemAlloc(&scratch, 256) == CUDA_SUCCESS);   // the next unrelated call works
+            EXPECT(D.cuMemFree(scratch) == CUDA_SUCCESS);
+            D.cuCtxSetCurrent(NULL);
+            b.reset();
+            unsigned char value = (unsigned char)(0x50 + mode);
+            b.capture([&](cucap::builder &self) {
+                std::vector<cucap::builder> forks = self.split(2);
+                EXPECT(D.cuMemsetD8Async(d, value, 64, self.stream()) == CUDA_SUCCESS);
+                EXPECT(D.cuMemsetD8Async(d + 64, value, 64, forks[0].stream()) == CUDA_SUCCESS);
+                self.join_forks();
+            }, mode);
+            cucap::exec e = b.complete();
+            e.launch(b.stream());
+            with_context(b.context());
+            EXPECT(D.cuStreamSynchronize(b.stream()) == CUDA_SUCCESS);
+            EXPECT(D.cuMemcpyDtoH(host, d, sizeof host) == CUDA_SUCCESS);
+            EXPECT(host[3] == value && host[64 + 3] == value);
+            D.cuCtxSetCurrent(NULL);
+            b.reset();
+        }
+    });
+    cr_assert(failure.empty(), "%s", failure.c_str());
+    cr_assert_eq(cxx_warnings, 0);
+    cucap_set_warning_handler(NULL, NULL);
+    D.cuMemFree(d);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("graph"), 0);
+        cr_assert_eq(sim_live_settled("stream"), 0);
+    }
+}
+
+// Two captures joined: refused with both named, both captures whole; each
+// then ends, launches and runs.
+BACKEND_TEST(cxx, a_join_of_two_captures_is_refused_and_both_run)
+{
+    CUdeviceptr d = device_buffer(128);
+    unsigned char host[128];
+    cucap::builder a = cucap::builder::create(), b = cucap::builder::create();
+    a.begin(CU_STREAM_CAPTURE_MODE_GLOBAL);
+    b.begin(CU_STREAM_CAPTURE_MODE_GLOBAL);
+    cr_assert_eq(D.cuMemsetD8Async(d, 0x61, 64, a.stream()), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d + 64, 0x62, 64, b.stream()), CUDA_SUCCESS);
+    try {
+        cucap::join({std::ref(a), std::ref(b)});
+        cr_assert_fail("a join of two captures did not throw");
+    } catch (const cucap::error &e) {
+        cr_assert_eq(e.code(), CUDA_ERROR_INVALID_VALUE, "%s", e.text().c_str());
+        cr_assert_not_null(std::strstr(e.what(), "another capture"), "%s", e.what());
+    }
+    cr_assert(a.is_building() && b.is_building());
+    a.end();
+    b.end();
+    cucap::exec ea = a.complete(), eb = b.complete();
+    ea.launch(a.stream());
+    eb.launch(b.stream());
+    cr_assert_eq(D.cuStreamSynchronize(a.stream()), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(b.stream()), CUDA_SUCCESS);
+    read_back(d, host, sizeof host);
+    cr_assert_eq(host[1], 0x61);
+    cr_assert_eq(host[65], 0x62);
+    D.cuMemFree(d);
+}
+
+// Eight fresh threads capture in global mode; each waits on its own
+// launches inside a relaxed_mode scope, synchronously allocates there, and
+// instantiates: every capture of every thread ends whole.
+BACKEND_TEST(cxx, eight_global_captures_while_each_thread_waits_in_a_relaxed_scope)
+{
+    enum { THREADS = 8, ROUNDS = 25 };
+    std::vector<std::thread> threads;
+    std::vector<std::string> failures(THREADS);
+    std::vector<CUdeviceptr> buffers(THREADS);
+    std::atomic<int> whole{0};
+
+    for (CUdeviceptr &x : buffers)
+        x = device_buffer(64);
+    for (int t = 0; t < THREADS; t++)
+        threads.emplace_back([&, t] {
+            failures[t] = on_fresh_thread([&] {
+                cucap::builder b = cucap::builder::create();
+                cucap::exec e;
+                for (int round = 0; round < ROUNDS; round++) {
+                    unsigned char value = (unsigned char)(t * ROUNDS + round);
+                    b.reset();
+                    b.capture([&](cucap::builder &self) {
+                        EXPECT(D.cuMemsetD8Async(buffers[t], value, 64, self.stream()) == CUDA_SUCCESS);
+                    }, CU_STREAM_CAPTURE_MODE_GLOBAL);
+                    b.complete_into(e);
+                    e.launch(b.stream());
+                    with_context(b.context());
+                    {
+                        cucap::relaxed_mode relaxed;
+                        CUdeviceptr scratch = 0;
+                        unsigned char host[64];
+                        EXPECT(D.cuStreamSynchronize(b.stream()) == CUDA_SUCCESS);
+                        EXPECT(D.cuMemAlloc(&scratch, 64) == CUDA_SUCCESS);
+                        EXPECT(D.cuMemFree(scratch) == CUDA_SUCCESS);
+                        EXPECT(D.cuMemcpyDtoH(host, buffers[t], sizeof host) == CUDA_SUCCESS);
+                        EXPECT(host[0] == value && host[63] == value);
+                    }
+                    D.cuCtxSetCurrent(NULL);
+                    whole++;
+                }
+            });
+        });
+    for (std::thread &t : threads)
+        t.join();
+    for (int t = 0; t < THREADS; t++)
+        cr_assert(failures[t].empty(), "thread %d: %s", t, failures[t].c_str());
+    cr_assert_eq(whole.load(), THREADS * ROUNDS);
+    for (CUdeviceptr x : buffers)
+        D.cuMemFree(x);
+}
+
+// relaxed_mode nests and restores the thread's mode; the C scope refuses
+// a leave out of order, twice, on another thread, or of a scope never
+// entered, changing nothing.
+BACKEND_TEST(cxx, relaxed_scopes_nest_and_refuse_misuse)
+{
+    cucap_error *err = nullptr;
+    cr_assert_eq(thread_mode(), CU_STREAM_CAPTURE_MODE_GLOBAL);
+    {
+        cucap::relaxed_mode outer;
+        cr_assert_eq(thread_mode(), CU_STREAM_CAPTURE_MODE_RELAXED);
+        set_thread_mode(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+        {
+            cucap::relaxed_mode inner;
+            cr_assert_eq(thread_mode(), CU_STREAM_CAPTURE_MODE_RELAXED);
+        }
+        cr_assert_eq(thread_mode(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, "the inner scope restores what it found");
+        set_thread_mode(CU_STREAM_CAPTURE_MODE_RELAXED);
+    }
+    cr_assert_eq(thread_mode(), CU_STREAM_CAPTURE_MODE_GLOBAL);
+
+    cucap_relaxed_mode a, b, never;
+    std::memset(&never, 0, sizeof never);
+    cr_assert_eq(cucap_relaxed_mode_enter(nullptr, &err), CUDA_ERROR_INVALID_VALUE);
+    cucap_error_free(err);
+    err = nullptr;
+    cr_assert_eq(cucap_relaxed_mode_leave(&never, &err), CUDA_ERROR_ILLEGAL_STATE);
+    cr_assert_not_null(std::strstr(cucap_error_message(err), "never entered"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    err = nullptr;
+    cr_assert_eq(cucap_relaxed_mode_enter(&a, nullptr), CUDA_SUCCESS);
+    cr_assert_eq(cucap_relaxed_mode_enter(&b, nullptr), CUDA_SUCCESS);
+    cr_assert_eq(cucap_relaxed_mode_leave(&a, &err), CUDA_ERROR_ILLEGAL_STATE, "a leaves before b");
+    cr_assert_not_null(std::strstr(cucap_error_message(err), "reverse order"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    err = nullptr;
+    CUresult elsewhere = CUDA_SUCCESS;
+    std::thread([&] { elsewhere = cucap_relaxed_mode_leave(&b, nullptr); }).join();
+    cr_assert_eq(elsewhere, CUDA_ERROR_ILLEGAL_STATE, "another thread cannot leave b");
+    cr_assert_eq(thread_mode(), CU_STREAM_CAPTURE_MODE_RELAXED, "the refusals changed nothing");
+    cr_assert_eq(cucap_relaxed_mode_leave(&b, nullptr), CUDA_SUCCESS);
+    cr_assert_eq(cucap_relaxed_mode_leave(&a, nullptr), CUDA_SUCCESS);
+    cr_assert_eq(cucap_relaxed_mode_leave(&a, &err), CUDA_ERROR_ILLEGAL_STATE);
+    cr_assert_not_null(std::strstr(cucap_error_message(err), "left already"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    cr_assert_eq(thread_mode(), CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+// On a thread that itself captures in global mode, the scope relaxes the
+// thread, not its capture: a synchronous allocation and a wait on a stream
+// outside the capture work and the capture stays ACTIVE; a wait on the
+// capture's own stream still invalidates it.
+BACKEND_TEST(cxx, a_relaxed_scope_on_a_thread_that_captures_in_global_mode)
+{
+    CUstream other = new_stream();
+    cucap::builder b = cucap::builder::create();
+    b.begin(CU_STREAM_CAPTURE_MODE_GLOBAL);
+    {
+        cucap::relaxed_mode relaxed;
+        CUdeviceptr scratch = 0;
+        cr_assert_eq(D.cuMemAlloc(&scratch, 64), CUDA_SUCCESS);
+        cr_assert_eq(D.cuStreamSynchronize(other), CUDA_SUCCESS);
+        cr_assert_eq(D.cuMemFree(scratch), CUDA_SUCCESS);
+        cr_assert_eq(capture_status(b.stream()), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+        cr_assert_eq(D.cuStreamSynchronize(b.stream()), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+        cr_assert_eq(capture_status(b.stream()), CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    }
+    try {
+        b.end();
+        cr_assert_fail("the end of the invalidated capture did not throw");
+    } catch (const cucap::error &e) {
+        cr_assert_eq(e.code(), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "%s", e.text().c_str());
+    }
+    cr_assert_eq(D.cuStreamDestroy(other), CUDA_SUCCESS);
+}
+
 // enqueue: a callable returning nothing, one returning a driver error,
 // one throwing.
 BACKEND_TEST(cxx, enqueue_runs_callables_and_carries_their_failures)
@@ -560,13 +788,35 @@ BACKEND_TEST(cxx, library_functions)
 
 // ---------------------------------------------------------------- under injected faults
 
-static int cxx_warnings;
-static CUresult cxx_warning_code;
-
-static void count_cxx_warning(const cucap_error *w, void *)
+// capture()'s callable throws and the end of the abandoned capture fails
+// twice: the warning handler hears of it, the user's exception still comes
+// out unchanged, and the builder's destructor ends the capture.
+FAULT_BACKEND_TEST(cxx, a_failed_end_of_an_abandoned_capture_goes_to_the_warning_handler)
 {
-    cxx_warnings++;
-    cxx_warning_code = cucap_error_code(w);
+    cxx_warnings = 0;
+    cucap_set_warning_handler(count_cxx_warning, NULL);
+    {
+        cucap::builder b = cucap::builder::create();
+        try {
+            b.capture([](cucap::builder &) {
+                cr_assert_eq(set_rules("cuStreamEndCapture:1:CUDA_ERROR_UNKNOWN,cuStreamEndCapture:2:CUDA_ERROR_UNKNOWN"), 0);
+                throw std::out_of_range("mine");
+            });
+            cr_assert_fail("capture() did not rethrow");
+        } catch (const std::out_of_range &e) {
+            cr_assert_str_eq(e.what(), "mine");
+        }
+        cr_assert_eq(cxx_warnings, 1);
+        cr_assert_eq(cxx_warning_code, CUDA_ERROR_UNKNOWN);
+        cr_assert_eq(b.state(), CUCAP_BUILDER_CAPTURING, "the capture could not be ended");
+        cr_assert_eq(set_rules(""), 0);
+    }
+    cr_assert_eq(cxx_warnings, 1, "the destructor ended the capture");
+    cucap_set_warning_handler(NULL, NULL);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("graph"), 0);
+        cr_assert_eq(sim_live_settled("stream"), 0);
+    }
 }
 
 // A pool's destructor whose close fails warns and does not throw; a split
