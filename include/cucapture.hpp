@@ -30,6 +30,7 @@
 #include <cucapture.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <functional>
@@ -220,6 +221,22 @@ public:
         detail::error_slot e;
         e.check(cucap_exec_launch(e_, s, e.out()));
     }
+    /**
+     * \brief   cucap_exec_launch_params(): launch with these values in the
+     *          graph's parameter block
+     *
+     * T is the struct the capture's block was made for
+     * (builder::params<T>()): trivially copyable, and of the block's size.
+     */
+    template <class T>
+    void launch(CUstream s, const T &values)
+    {
+        static_assert(std::is_trivially_copyable<T>::value, "parameter values are copied as bytes");
+        detail::error_slot e;
+        e.check(cucap_exec_launch_params(e_, &values, sizeof(T), s, e.out()));
+    }
+    /** \brief   cucap_exec_params_size(): 0 when the graph reads no block */
+    std::size_t params_size() const noexcept { return cucap_exec_params_size(e_); }
     /** \brief   cucap_exec_upload() */
     void upload(CUstream s)
     {
@@ -402,6 +419,28 @@ public:
     {
         detail::error_slot e;
         e.check(cucap_builder_join_forks(b_, e.out()));
+    }
+    /**
+     * \brief   cucap_builder_params(): the capture's parameter block of size bytes
+     * \return  Its device address, for the captured work to read.
+     */
+    CUdeviceptr params(std::size_t size)
+    {
+        detail::error_slot e;
+        CUdeviceptr block = 0;
+        e.check(cucap_builder_params(b_, size, &block, e.out()));
+        return block;
+    }
+    /**
+     * \brief   cucap_builder_params() for a struct: a block of sizeof(T)
+     * \return  A device pointer for kernels to read; launch with
+     *          exec::launch(stream, values).
+     */
+    template <class T>
+    T *params()
+    {
+        static_assert(std::is_trivially_copyable<T>::value, "parameter values are copied as bytes");
+        return reinterpret_cast<T *>(static_cast<std::uintptr_t>(params(sizeof(T))));
     }
     /** \brief   cucap_builder_close(): CLOSED, ending a live capture first */
     void close()

@@ -22,6 +22,7 @@
 #include "graph.h"
 #include "kept-forks.h"
 #include "spares.h"
+#include "params.h"
 #include "streams.h"
 
 const char *const cucap_i_state_names[] = { "NOT_STARTED", "CAPTURING", "ENDED", "INVALIDATED", "CLOSED" };
@@ -696,6 +697,55 @@ CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned in
         return cucap_i_fail(err, rc, "%s: cuGraphDebugDotPrint could not write '%s': " CUCAP_I_RESULT_FMT, caller,
                             path, CUCAP_I_RESULT_ARGS(rc));
     return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- the parameter block */
+
+CUresult cucap_builder_params(cucap_builder *b, size_t size, CUdeviceptr *block, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_params";
+    struct cucap_params *p;
+    unsigned long capture;
+    CUresult rc = CUDA_SUCCESS;
+
+    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (!block)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: block is NULL", caller);
+    *block = 0;
+    if (size == 0 || size > CUCAP_PARAMS_MAX)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a parameter block holds 1 to %d bytes, not %zu",
+                            caller, CUCAP_PARAMS_MAX, size);
+    if (b->kind == CUCAP_BUILDER_BODY)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: a conditional body captures on its own, and its graph is launched with its "
+                            "parent's: make the block in the parent's capture (the body's work may read it)", caller);
+    if (b->state != CUCAP_BUILDER_CAPTURING)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is not capturing (it is %s)", caller,
+                            cucap_i_state_names[b->state]);
+    if (!cucap_i_capture_lock(b)) {
+        cucap_i_capture_unlock(b);
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's capture ended (its primary's end came "
+                            "first)", caller);
+    }
+    capture = cucap_i_hier_capture_number(b->h);
+    p = cucap_i_hier_params(b->h);
+    if (p && cucap_i_params_capture(p) == capture)
+        rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                          "%s: the capture has its parameter block already (%zu bytes at 0x%llx): one per capture, "
+                          "so put every value its work reads in one struct", caller, cucap_i_params_size(p),
+                          (unsigned long long)cucap_i_params_block(p));
+    else if (!p || cucap_i_params_size(p) != size) {
+        /* an earlier capture's block of another size, if any, stays with the executable graphs that read it */
+        if ((rc = cucap_i_params_new(b->ctx->ctx, size, &p, caller, err)) == CUDA_SUCCESS)
+            cucap_i_hier_set_params(b->h, p, caller);
+    }
+    if (rc == CUDA_SUCCESS) {   /* a new block, or the last capture's of this size, reused */
+        cucap_i_params_set_capture(p, capture);
+        *block = cucap_i_params_block(p);
+    }
+    cucap_i_capture_unlock(b);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- the capture lock, and enqueue under it */

@@ -12,6 +12,7 @@
 #include "internal.h"
 #include "context-hold.h"
 #include "graph.h"
+#include "params.h"
 #include "relaxed-scope.h"
 
 struct cucap_graph {
@@ -24,6 +25,8 @@ struct cucap_exec {
     CUgraphExec exec;
     CUcontext ctx;                   /* the context it was instantiated in */
     int any_context;                 /* 1: update, launch and upload on a stream need no context current */
+    struct cucap_params *params;     /* the parameter block its graph reads (that of the capture it was
+                                        instantiated or last updated from), or NULL */
 };
 
 cucap_graph *cucap_i_hier_graph(struct cucap_hier *h, struct cucap_box *box)
@@ -177,6 +180,8 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
     e->exec = exec;
     e->ctx = cucap_i_hier_context(h);
     e->any_context = cucap_i_one_device();
+    e->params = cucap_i_hier_params(h);   /* set under its capture's lock, which is over */
+    cucap_i_params_ref(e->params);
     *out = e;
     return CUDA_SUCCESS;
 }
@@ -248,12 +253,55 @@ static CUresult exec_on_stream(cucap_exec *e, CUstream s, int upload, const char
     return rc == CUDA_SUCCESS ? rc : exec_failed(s, upload, rc, caller, err);
 }
 
+/* A launch of a graph that reads a parameter block: values (size bytes;
+ * NULL: none, the block as the last launch left it) copied in first, in
+ * the graph's context, ordered behind every earlier launch reading the
+ * block (params.c). */
+static CUresult launch_reading_params(cucap_exec *e, const void *values, size_t size, CUstream s, const char *caller,
+                                      cucap_error **err)
+{
+    CUcontext saved = NULL;
+    CUresult rc;
+
+    if (values && size != cucap_i_params_size(e->params))
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
+                            "%s: the values are %zu bytes, the graph's parameter block %zu; nothing was launched",
+                            caller, size, cucap_i_params_size(e->params));
+    if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_params_launch(e->params, e->exec, values, s, caller, err)) != CUDA_SUCCESS)
+        cucap_i_capture_stream_failed(s, caller, rc);
+    return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
+}
+
+CUresult cucap_exec_launch_params(cucap_exec *e, const void *values, size_t size, CUstream s, cucap_error **err)
+{
+    static const char caller[] = "cucap_exec_launch_params";
+
+    if (!e)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
+    if (!values)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: values is NULL", caller);
+    if (!e->params)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
+                            "%s: the graph reads no parameter block (its capture made none with "
+                            "cucap_builder_params); launch it with cucap_exec_launch", caller);
+    return launch_reading_params(e, values, size, s, caller, err);
+}
+
+size_t cucap_exec_params_size(const cucap_exec *e)
+{
+    return e && e->params ? cucap_i_params_size(e->params) : 0;
+}
+
 /* exec_on_stream's launch written out: the call a loop makes after every
  * update, a few instructions around the driver's. */
 CUCAP_I_HOT CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err)
 {
     CUresult rc;
 
+    if (e && e->params)
+        return launch_reading_params(e, NULL, 0, s, "cucap_exec_launch", err);
     if (!e || needs_current_context(e, s, 1))
         return exec_on_stream(e, s, 0, "cucap_exec_launch", err);
     rc = cucap_i_drv.cuGraphLaunch(e->exec, s);
@@ -303,6 +351,7 @@ void cucap_exec_destroy(cucap_exec *e)
     if (!e)
         return;
     cucap_i_exec_destroy_handle(e->exec, e->ctx, "cucap_exec_destroy");
+    cucap_i_params_unref(e->params, "cucap_exec_destroy");
     free(e);
 }
 
@@ -348,6 +397,12 @@ CUCAP_I_HOT CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *
     memset(&info, 0, sizeof info);
     locked = cucap_i_hier_lock_unless_sole(h);
     rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_hier_root_locked(h), &info);
+    if (rc == CUDA_SUCCESS && e->params != cucap_i_hier_params(h)) {   /* it now reads that capture's block */
+        struct cucap_params *old = e->params;
+        e->params = cucap_i_hier_params(h);
+        cucap_i_params_ref(e->params);
+        cucap_i_params_unref(old, caller);
+    }
     /* name the node only when the driver named one (a node of the locked graph) */
     if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE && info.errorNode) {
         if (cucap_i_drv.cuGraphNodeGetType(info.errorNode, &type) == CUDA_SUCCESS)

@@ -21,6 +21,7 @@
 #include "hierarchy.h"
 #include "internal.h"
 #include "owner-lock.h"
+#include "params.h"
 #include "spares.h"
 #include "streams.h"
 
@@ -54,6 +55,9 @@ struct cucap_hier {
     atomic_uintptr_t graph_owner;    /* the holding thread (pthread_self), 0 when free */
     CUcontext ctx;
     CUstream origin;                 /* the stream that began its capture */
+    unsigned long captures;          /* its captures begun (a recycled one has several) */
+    struct cucap_params *params;     /* the parameter block its captures' kernels read, or NULL; under
+                                        the graph lock, kept when recycled */
     /* the ownership tree */
     struct cucap_box root;
     atomic_int owned;                /* the capture's end returned the root */
@@ -133,6 +137,24 @@ CUCAP_I_HOT int cucap_i_hier_is_capture_over(const struct cucap_hier *h)
 CUstream cucap_i_hier_origin(const struct cucap_hier *h)
 {
     return h->origin;
+}
+
+unsigned long cucap_i_hier_capture_number(const struct cucap_hier *h)
+{
+    return h->captures;
+}
+
+struct cucap_params *cucap_i_hier_params(const struct cucap_hier *h)
+{
+    return h->params;
+}
+
+void cucap_i_hier_set_params(struct cucap_hier *h, struct cucap_params *p, const char *caller)
+{
+    struct cucap_params *old = h->params;
+
+    h->params = p;
+    cucap_i_params_unref(old, caller);
 }
 
 CUcontext cucap_i_hier_context(const struct cucap_hier *h)
@@ -246,6 +268,7 @@ static void destroy_hier(struct cucap_hier *h)
         free(b);
     }
     release_session(h);
+    cucap_i_params_unref(h->params, "cucap_graph_unref");
     cucap_i_capture_registry_remove(h);   /* a recycled hierarchy that outlived its builder's hold */
     if (!cucap_i_spare_give(&spare_hiers, h))
         free(h);
@@ -781,6 +804,7 @@ CUCAP_I_HOT void cucap_i_capture_register_origin(struct cucap_registration *r, C
 {
     r->stream = s;
     h->origin = s;
+    h->captures++;
     /* h is new, or recycled: no other thread walks its entries before
      * the registry lists it, or before its capture runs again */
     link_locked(h, r);

@@ -44,6 +44,14 @@ int cucap_i_hier_is_capture_over(const struct cucap_hier *h);
 CUresult cucap_i_hier_check_bodies(struct cucap_hier *h, const char *caller, cucap_error **err);
 /* The stream that began its capture (it names the capture in messages). */
 CUstream cucap_i_hier_origin(const struct cucap_hier *h);
+/* Its captures begun so far: the number of the one running. */
+unsigned long cucap_i_hier_capture_number(const struct cucap_hier *h);
+/* The parameter block its captures' work reads (params.h), or NULL;
+ * under the graph lock.  set takes the caller's reference and drops the
+ * one to the block it replaces. */
+struct cucap_params;
+struct cucap_params *cucap_i_hier_params(const struct cucap_hier *h);
+void cucap_i_hier_set_params(struct cucap_hier *h, struct cucap_params *p, const char *caller);
 /* The context its capture runs in. */
 CUcontext cucap_i_hier_context(const struct cucap_hier *h);
 /* Whether conditional bodies were captured for its nodes (under the graph lock). */

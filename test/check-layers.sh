@@ -15,6 +15,7 @@ pool 4
 live-pointers 4
 ptr-set 4
 graph 3
+params 3
 body 3
 hierarchy 3
 streams 2

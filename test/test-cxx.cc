@@ -670,6 +670,46 @@ BACKEND_TEST(cxx, a_relaxed_scope_on_a_thread_that_captures_in_global_mode)
     cr_assert_eq(D.cuStreamDestroy(other), CUDA_SUCCESS);
 }
 
+// A graph captured once reads a struct from its parameter block; each
+// launch gives new values; a wrong type is refused at compile time, a
+// graph without a block at run time.
+BACKEND_TEST(cxx, replay_with_per_launch_values)
+{
+    struct step {
+        std::uint32_t position;
+        float scale;
+    };
+    CUdeviceptr out = device_buffer(sizeof(step) * 50);
+    std::vector<step> host(50);
+    cucap::builder b = cucap::builder::create();
+    b.capture([&](cucap::builder &self) {
+        step *p = self.params<step>();
+        EXPECT(p != nullptr);
+        EXPECT(D.cuMemcpyDtoDAsync(out, reinterpret_cast<CUdeviceptr>(p), sizeof(step), self.stream()) ==
+               CUDA_SUCCESS);
+    });
+    cucap::exec e = b.complete();
+    cr_assert_eq(e.params_size(), sizeof(step));
+    for (std::uint32_t i = 0; i < 50; i++) {
+        e.launch(b.stream(), step{i, 0.5f * i});
+        cr_assert_eq(D.cuMemcpyDtoDAsync(out + i * sizeof(step), out, sizeof(step), b.stream()), CUDA_SUCCESS);
+    }
+    cr_assert_eq(D.cuStreamSynchronize(b.stream()), CUDA_SUCCESS);
+    read_back(out, reinterpret_cast<unsigned char *>(host.data()), sizeof(step) * 50);
+    for (std::uint32_t i = 1; i < 50; i++)
+        cr_assert(host[i].position == i && host[i].scale == 0.5f * i, "launch %u read %u", i, host[i].position);
+    cucap::builder plain = cucap::builder::create();
+    plain.capture([&](cucap::builder &self) { EXPECT(D.cuMemsetD8Async(out, 0, 1, self.stream()) == CUDA_SUCCESS); });
+    cucap::exec none = plain.complete();
+    try {
+        none.launch(plain.stream(), step{1, 1.0f});
+        cr_assert_fail("a graph without a block launched with values");
+    } catch (const cucap::error &err) {
+        cr_assert_eq(err.code(), CUDA_ERROR_ILLEGAL_STATE, "%s", err.text().c_str());
+    }
+    D.cuMemFree(out);
+}
+
 // enqueue: a callable returning nothing, one returning a driver error,
 // one throwing.
 BACKEND_TEST(cxx, enqueue_runs_callables_and_carries_their_failures)

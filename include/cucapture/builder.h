@@ -308,6 +308,48 @@ CUCAP_API CUresult cucap_builder_reset(cucap_builder *b, cucap_error **err);
  */
 CUCAP_API void cucap_builder_abandon(cucap_builder *b);
 
+/** The largest parameter block, in bytes (cucap_builder_params()). */
+#define CUCAP_PARAMS_MAX 65536
+
+/**
+ * \brief       A parameter block: device memory the capture's work reads,
+ *              filled anew at each launch
+ *
+ * For a graph captured once and replayed with values that change at each
+ * launch (a token's position, a step's scalars): capture kernels that read
+ * their values from *block, then launch with cucap_exec_launch_params(),
+ * which copies the launch's values into the block just before it.  The
+ * library owns the memory and the copy: the values of one launch never
+ * change what an earlier launch reads, with any number of launches queued
+ * on any streams, and the block lives until the last executable graph
+ * that reads it is destroyed and its last launch is done.
+ *
+ * One block per capture: put every value in one struct.  A builder reset
+ * and begun again gets the same block back when it asks for the same size
+ * (so an executable graph updated from the new capture reads the same
+ * address).  Made with cuMemAlloc in relaxed thread mode, which no capture
+ * refuses; its contents are undefined until the first launch with values.
+ * Executable graphs made from the capture (cucap_builder_complete(),
+ * cucap_graph_instantiate(), cucap_builder_complete_into()), or updated
+ * from it (cucap_exec_update()), read the block; a graph that embeds this
+ * one (cucap_builder_embed()) is refused, since nothing would fill it.
+ *
+ * \param       b       A CAPTURING PRIMARY or FORKED builder (a fork's block
+ *                      is its capture's).
+ * \param       size    1 to CUCAP_PARAMS_MAX bytes.
+ * \param       block   Receives the block's device address (0 on failure).
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for a NULL builder or
+ *              block, or a size of 0 or above CUCAP_PARAMS_MAX;
+ *              CUDA_ERROR_ILLEGAL_STATE for a builder that is not capturing,
+ *              a conditional body (make the block in the parent's capture),
+ *              or a capture that has its block already; the driver's error
+ *              of the allocation.  Nothing is made on failure, and the
+ *              capture goes on.
+ * \since       1.5.0 (LIBCUCAPTURE_1.5)
+ */
+CUCAP_API CUresult cucap_builder_params(cucap_builder *b, size_t size, CUdeviceptr *block, cucap_error **err);
+
 /**
  * \brief       Close: end a live capture first, release the stream, CLOSED
  *

@@ -95,6 +95,44 @@ CUCAP_API CUresult cucap_graph_instantiate(cucap_graph *g, const cucap_complete_
  */
 CUCAP_API CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err);
 
+/**
+ * \brief       Launch with new values in the graph's parameter block
+ *
+ * Copies size bytes from values into the parameter block the graph reads
+ * (cucap_builder_params()), on s, then launches the graph on s.  The
+ * values are taken at the call: the caller may change them as soon as it
+ * returns, and no later launch's values change what this one reads, on s
+ * or on any other stream (a launch on another stream than the block's last
+ * launch waits for that one first).  Launches of graphs that read one
+ * block may come from several threads at once; they are serialized.
+ * cucap_exec_launch() of such a graph keeps the same order and reads the
+ * values the last launch left.  Costs a cuMemcpyHtoDAsync and a
+ * cuEventRecord beside the cuGraphLaunch (see "Choosing a loop" in
+ * cucap_exec(3)).
+ *
+ * \param       e       An executable graph that reads a parameter block.
+ * \param       values  The values, size bytes.
+ * \param       size    The block's size, cucap_exec_params_size(e).
+ * \param       s       The stream, as cucap_exec_launch().
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for a NULL e or
+ *              values, or a size other than the block's;
+ *              CUDA_ERROR_ILLEGAL_STATE for a graph that reads no block;
+ *              nothing is copied or launched then; the driver's error of
+ *              the copy or the launch.
+ * \since       1.5.0 (LIBCUCAPTURE_1.5)
+ */
+CUCAP_API CUresult cucap_exec_launch_params(cucap_exec *e, const void *values, size_t size, CUstream s,
+                                            cucap_error **err);
+
+/**
+ * \brief       The size of the parameter block the graph reads
+ *
+ * \return      Its size in bytes; 0 when it reads none, or e is NULL.
+ * \since       1.5.0 (LIBCUCAPTURE_1.5)
+ */
+CUCAP_API size_t cucap_exec_params_size(const cucap_exec *e);
+
 /** \brief Upload the executable graph on s (cuGraphUpload) */
 CUCAP_API CUresult cucap_exec_upload(cucap_exec *e, CUstream s, cucap_error **err);
 

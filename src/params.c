@@ -1,0 +1,154 @@
+/* The parameter block of a capture: one allocation of device memory whose
+ * address the captured kernels take, and the host-to-device copy of each
+ * launch's values into it.  A copy goes on the launch's stream just before
+ * the launch, from pageable memory (which the driver stages at the call,
+ * so the caller's values may change at once), and after an event recorded
+ * behind the block's last launch when that launch was on another stream:
+ * so the values of a launch never change what an earlier one reads, with
+ * any number of launches queued on any streams.  Launches of graphs that
+ * read one block take its lock, one at a time. */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "context-hold.h"
+#include "driver.h"
+#include "internal.h"
+#include "params.h"
+#include "relaxed-scope.h"
+
+struct cucap_params {
+    atomic_int refs;
+    CUcontext ctx;
+    CUdeviceptr block;
+    size_t size;
+    unsigned long capture;
+    pthread_mutex_t lock;            /* one launch at a time; guards the fields below */
+    CUevent last_launch;             /* recorded behind the last launch, NULL before the first */
+    CUstream last_stream;
+};
+
+CUresult cucap_i_params_new(CUcontext ctx, size_t size, struct cucap_params **out, const char *caller,
+                            cucap_error **err)
+{
+    struct cucap_relaxed_scope scope;
+    struct cucap_params *p;
+    CUcontext saved = NULL;
+    CUresult rc;
+
+    *out = NULL;
+    if (!(p = calloc(1, sizeof *p)))
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) != CUDA_SUCCESS) {
+        free(p);
+        return rc;
+    }
+    if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) == CUDA_SUCCESS) {
+        if ((rc = cucap_i_drv.cuMemAlloc(&p->block, size)) != CUDA_SUCCESS)
+            cucap_i_fail_driver(err, rc, caller, "cuMemAlloc");
+        else if ((rc = cucap_i_drv.cuEventCreate(&p->last_launch, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+            cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
+            (void)cucap_i_drv.cuMemFree(p->block);
+        }
+        rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
+    }
+    rc = cucap_i_ctx_leave_for(ctx, saved, rc, caller, err);
+    if (rc != CUDA_SUCCESS) {
+        free(p);
+        return rc;
+    }
+    atomic_init(&p->refs, 1);
+    pthread_mutex_init(&p->lock, NULL);
+    p->ctx = ctx;
+    p->size = size;
+    *out = p;
+    return CUDA_SUCCESS;
+}
+
+void cucap_i_params_ref(struct cucap_params *p)
+{
+    if (p)
+        atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
+}
+
+void cucap_i_params_unref(struct cucap_params *p, const char *caller)
+{
+    struct cucap_relaxed_scope scope;
+    cucap_error *err = NULL;
+    CUcontext saved = NULL;
+    CUresult rc;
+
+    if (!p || atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if ((rc = cucap_i_ctx_enter(p->ctx, &saved)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "%s: cuCtxSetCurrent failed while freeing a parameter block: " CUCAP_I_RESULT_FMT,
+                     caller, CUCAP_I_RESULT_ARGS(rc));
+    else {
+        if (cucap_i_relaxed_enter(&scope, caller, &err) != CUDA_SUCCESS) {
+            cucap_i_warn_error(err);
+            err = NULL;
+        } else {
+            /* the block stays until the last launch that reads it is done */
+            if (p->last_stream && (rc = cucap_i_drv.cuEventSynchronize(p->last_launch)) != CUDA_SUCCESS)
+                cucap_i_warn(rc, "%s: cuEventSynchronize failed while waiting for the last launch that reads a "
+                             "parameter block; the block is not freed: " CUCAP_I_RESULT_FMT, caller,
+                             CUCAP_I_RESULT_ARGS(rc));
+            else if ((rc = cucap_i_drv.cuMemFree(p->block)) != CUDA_SUCCESS)
+                cucap_i_warn(rc, "%s: cuMemFree failed while freeing a parameter block: " CUCAP_I_RESULT_FMT,
+                             caller, CUCAP_I_RESULT_ARGS(rc));
+            if ((rc = cucap_i_drv.cuEventDestroy(p->last_launch)) != CUDA_SUCCESS)
+                cucap_i_warn(rc, "%s: cuEventDestroy failed: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
+            if (cucap_i_relaxed_leave(&scope, CUDA_SUCCESS, caller, &err) != CUDA_SUCCESS)
+                cucap_i_warn_error(err);
+        }
+        if ((rc = cucap_i_ctx_leave(p->ctx, saved)) != CUDA_SUCCESS)
+            cucap_i_warn(rc, "%s: cuCtxSetCurrent failed while restoring the thread's context: " CUCAP_I_RESULT_FMT,
+                         caller, CUCAP_I_RESULT_ARGS(rc));
+    }
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+CUdeviceptr cucap_i_params_block(const struct cucap_params *p)
+{
+    return p->block;
+}
+
+size_t cucap_i_params_size(const struct cucap_params *p)
+{
+    return p->size;
+}
+
+unsigned long cucap_i_params_capture(const struct cucap_params *p)
+{
+    return p->capture;
+}
+
+void cucap_i_params_set_capture(struct cucap_params *p, unsigned long capture)
+{
+    p->capture = capture;
+}
+
+CUresult cucap_i_params_launch(struct cucap_params *p, CUgraphExec exec, const void *values, CUstream s,
+                               const char *caller, cucap_error **err)
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    pthread_mutex_lock(&p->lock);
+    if (p->last_stream && p->last_stream != s && (rc = cucap_i_drv.cuStreamWaitEvent(s, p->last_launch, 0)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
+    else if (values && (rc = cucap_i_drv.cuMemcpyHtoDAsync(p->block, values, p->size, s)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuMemcpyHtoDAsync");
+    else if ((rc = cucap_i_drv.cuGraphLaunch(exec, s)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuGraphLaunch");
+    else if ((rc = cucap_i_drv.cuEventRecord(p->last_launch, s)) != CUDA_SUCCESS)
+        cucap_i_fail(err, rc, "%s: cuEventRecord failed behind the launch, which was queued: " CUCAP_I_RESULT_FMT
+                     "; the next launch on another stream may overwrite the values it reads, and the block is "
+                     "freed without waiting for it", caller, CUCAP_I_RESULT_ARGS(rc));
+    else
+        p->last_stream = s;
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}

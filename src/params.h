@@ -1,0 +1,31 @@
+/* The parameter block of a capture (params.c): device memory that the
+ * captured work reads, written before each launch.  Internal. */
+#ifndef CUCAP_I_PARAMS_H
+#define CUCAP_I_PARAMS_H
+
+#include "cucapture.h"
+
+struct cucap_params;
+
+/* A block of size bytes in ctx (cuMemAlloc in relaxed thread mode, which
+ * a capture on this or another thread allows), with one reference. */
+CUresult cucap_i_params_new(CUcontext ctx, size_t size, struct cucap_params **out, const char *caller,
+                            cucap_error **err);
+void cucap_i_params_ref(struct cucap_params *p);
+/* The last reference waits for the last launch that reads the block, then
+ * frees it; failures go to the warning handler as caller's. */
+void cucap_i_params_unref(struct cucap_params *p, const char *caller);
+CUdeviceptr cucap_i_params_block(const struct cucap_params *p);
+size_t cucap_i_params_size(const struct cucap_params *p);
+/* Which capture of its hierarchy handed it out last (the hierarchy's count). */
+unsigned long cucap_i_params_capture(const struct cucap_params *p);
+void cucap_i_params_set_capture(struct cucap_params *p, unsigned long capture);
+
+/* Launch exec on s, reading the block: values (size bytes, the block's
+ * size; NULL: the block as the last launch left it) are copied in first,
+ * on s, after every earlier launch that reads the block on any stream.
+ * In ctx, which the caller makes current. */
+CUresult cucap_i_params_launch(struct cucap_params *p, CUgraphExec exec, const void *values, CUstream s,
+                               const char *caller, cucap_error **err);
+
+#endif
