@@ -31,23 +31,49 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-// A capture's forks: the builder's kept forks (split_kept), joined back.
+// A capture's forks: forks of the builder (split), joined back.
 struct builder_forker : decode::forker {
     cucap::builder &b;
-    std::vector<cucap::builder> &kept;
+    std::vector<cucap::builder> forks;
 
-    builder_forker(cucap::builder &builder, std::vector<cucap::builder> &k) : b(builder), kept(k) {}
+    explicit builder_forker(cucap::builder &builder) : b(builder) {}
     void fork(int n, cudaStream_t *streams) override
     {
-        b.split_kept(n, kept);
+        forks = b.split(n);
         streams[0] = b.stream();
         for (int i = 1; i < n; i++)
-            streams[i] = kept[i - 1].stream();
+            streams[i] = forks[i - 1].stream();
     }
-    void join() override { b.join_forks(); }
+    void join() override
+    {
+        b.join_forks();
+        forks.clear();
+    }
 };
 
-enum mode { EAGER, RECAPTURE_RAW, RECAPTURE_LIB, REPLAY_RAW, REPLAY_LIB, FLOOR, MODES };
+// "N nodes (K kernel, ...), E edges"
+std::string describe(cudaGraph_t g)
+{
+    size_t nodes = 0, edges = 0;
+    DECODE_CHECK(cudaGraphGetNodes(g, nullptr, &nodes));
+    std::vector<cudaGraphNode_t> all(nodes);
+    DECODE_CHECK(cudaGraphGetNodes(g, all.data(), &nodes));
+    DECODE_CHECK(cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &edges));
+    int kernels = 0, copies = 0, other = 0;
+    for (cudaGraphNode_t n : all) {
+        cudaGraphNodeType t;
+        DECODE_CHECK(cudaGraphNodeGetType(n, &t));
+        kernels += t == cudaGraphNodeTypeKernel;
+        copies += t == cudaGraphNodeTypeMemcpy;
+        other += t != cudaGraphNodeTypeKernel && t != cudaGraphNodeTypeMemcpy;
+    }
+    char text[128];
+    std::snprintf(text, sizeof text, "%zu nodes (%d kernel, %d memcpy, %d other), %zu edges", nodes, kernels, copies,
+                  other, edges);
+    return text;
+}
+
+enum mode { EAGER, RECAPTURE_RAW, RECAPTURE_LIB, REPLAY_RAW, REPLAY_LIB, FLOOR, FLOOR_RAW, MODES };
 const char *const mode_names[MODES] = {
     "eager launches",
     "re-capture + update, hand-written",
@@ -55,6 +81,7 @@ const char *const mode_names[MODES] = {
     "replay, position copied, hand-written",
     "replay, per-launch params, libcucapture",
     "floor: replay, no host work between tokens",
+    "the same, the hand-written graph",
 };
 
 struct runner {
@@ -66,11 +93,10 @@ struct runner {
     decode::event_forker events;               // eager and hand-written forks
     cudaGraphExec_t raw_update = nullptr, raw_replay = nullptr;
     cucap::builder b;                          // the library's re-capture builder, reset per token
-    std::vector<cucap::builder> kept;
     cucap::exec lib_update;
     cucap::builder replay_builder;             // captured once
-    std::vector<cucap::builder> replay_kept;
     cucap::exec lib_replay;
+    std::string graphs;                        // the two replays' graphs, described
 
     runner(decode::model &model, bool f, int t) : m(model), forked(f), tokens(t), s(make_stream()), events(s)
     {
@@ -82,12 +108,14 @@ struct runner {
         cudaGraph_t g;
         DECODE_CHECK(cudaStreamEndCapture(s, &g));
         DECODE_CHECK(cudaGraphInstantiate(&raw_replay, g, 0));
+        graphs = "hand-written " + describe(g);
         DECODE_CHECK(cudaGraphDestroy(g));
         replay_builder = cucap::builder::on_stream(s);
-        builder_forker forks(replay_builder, replay_kept);
+        builder_forker forks(replay_builder);
         replay_builder.capture([&](cucap::builder &self) {
             m.step(self.stream(), self.params<int>(), forked ? &forks : nullptr);
         });
+        graphs += "; libcucapture " + describe(replay_builder.graph_ref().handle());
         lib_replay = replay_builder.complete();
     }
     ~runner()
@@ -121,7 +149,7 @@ struct runner {
     }
     void token_lib_recapture(int t)
     {
-        builder_forker forks(b, kept);
+        builder_forker forks(b);
         b.reset();
         b.begin(CU_STREAM_CAPTURE_MODE_GLOBAL);
         m.step(b.stream(), pos, forked ? &forks : nullptr);
@@ -145,6 +173,7 @@ struct runner {
             case RECAPTURE_RAW: token_raw_recapture(t); break;
             case RECAPTURE_LIB: token_lib_recapture(t); break;
             case REPLAY_RAW:
+            case FLOOR_RAW:
                 DECODE_CHECK(cudaMemcpyAsync(pos, &t, sizeof t, cudaMemcpyHostToDevice, s));
                 DECODE_CHECK(cudaGraphLaunch(raw_replay, s));
                 break;
@@ -152,7 +181,7 @@ struct runner {
             case FLOOR: lib_replay.launch(s, t); break;
             default: break;
             }
-            if (md != FLOOR)
+            if (md != FLOOR && md != FLOOR_RAW)
                 DECODE_CHECK(cudaStreamSynchronize(s));   // the next token depends on this one
         }
         DECODE_CHECK(cudaStreamSynchronize(s));
@@ -245,6 +274,7 @@ int main(int argc, char **argv)
                 }
                 std::printf("\n%d x %d layers (%d launches a token), %s\n", hidden, layers, 14 * layers,
                             forked ? "with forks (Q/K/V and gate/up in parallel)" : "one stream");
+                std::printf("graphs: %s\n", r.graphs.c_str());
                 std::printf("| %-44s | %9s | %21s |\n", "mode", "us/token", "[p10, p90]");
                 std::printf("|%s|%s|%s|\n", std::string(46, '-').c_str(), std::string(11, '-').c_str(),
                             std::string(23, '-').c_str());
