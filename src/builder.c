@@ -464,6 +464,9 @@ static int keep_for_create(cucap_builder *b)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
 
+#ifdef CUCAP_AB_NO_KEPT_BUILDERS   /* A/B: destroyed */
+    return 0;
+#endif
     if (b->kind != CUCAP_BUILDER_PRIMARY || b->state == CUCAP_BUILDER_CAPTURING || b->state == CUCAP_BUILDER_CLOSED ||
         !b->cached_stream || !b->ctx->retained || b->ctx->dev < 0 || b->ctx->dev >= KEPT_DEVICES)
         return 0;

@@ -10,7 +10,11 @@
 #ifndef CUCAP_I_COMPILER_H
 #define CUCAP_I_COMPILER_H
 
-#if defined(__GNUC__)
+#if defined(__GNUC__) && defined(CUCAP_AB_NO_HOT_COLD)   /* A/B: none */
+#  define CUCAP_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#  define CUCAP_I_HOT
+#  define CUCAP_I_COLD
+#elif defined(__GNUC__)
 #  define CUCAP_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
 #  define CUCAP_I_HOT __attribute__((hot))
 #  define CUCAP_I_COLD __attribute__((cold))

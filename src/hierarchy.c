@@ -314,6 +314,9 @@ CUCAP_I_HOT int cucap_i_hier_recycle(struct cucap_hier *h, const char *caller)
 {
     CUresult rc;
 
+#ifdef CUCAP_AB_NO_RECYCLE   /* A/B: a new hierarchy for every capture */
+    return 0;
+#endif
     if (!sole(h) || h->body_capture ||
         !atomic_load_explicit(&h->capture_over, memory_order_acquire))
         return 0;

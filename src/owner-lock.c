@@ -59,7 +59,7 @@ int cucap_i_owner_lock_possible(void)
     int state = atomic_load_explicit(&possible, memory_order_acquire);
 
     if (state == 0) {
-#ifdef CUCAP_HAVE_MEMBARRIER
+#if defined(CUCAP_HAVE_MEMBARRIER) && !defined(CUCAP_AB_NO_OWNER)   /* A/B: no owners */
         state = register_process() ? 1 : -1;
 #else
         state = -1;

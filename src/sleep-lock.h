@@ -17,6 +17,15 @@
 
 enum { CUCAP_SLEEP_FREE, CUCAP_SLEEP_HELD, CUCAP_SLEEP_WAITED_ON };
 
+#ifdef CUCAP_AB_PLAIN_LOCKS   /* A/B: a pthread mutex instead */
+#include <pthread.h>
+struct cucap_sleep_lock {
+    pthread_mutex_t m;
+};
+static inline void cucap_i_sleep_init(struct cucap_sleep_lock *l) { pthread_mutex_init(&l->m, NULL); }
+static inline void cucap_i_sleep_lock(struct cucap_sleep_lock *l) { pthread_mutex_lock(&l->m); }
+static inline void cucap_i_sleep_unlock(struct cucap_sleep_lock *l) { pthread_mutex_unlock(&l->m); }
+#else
 struct cucap_sleep_lock {
     atomic_int state;
 };
@@ -73,5 +82,7 @@ static inline void cucap_i_sleep_unlock(struct cucap_sleep_lock *l)
     if (atomic_exchange_explicit(&l->state, CUCAP_SLEEP_FREE, memory_order_release) == CUCAP_SLEEP_WAITED_ON)
         cucap_i_sleep_wake_one(l);
 }
+
+#endif
 
 #endif

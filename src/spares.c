@@ -12,6 +12,9 @@ CUCAP_I_HOT void *cucap_i_spare_take(struct cucap_spares *s)
     void *p;
     int i;
 
+#ifdef CUCAP_AB_NO_SPARES   /* A/B: the heap every time */
+    return NULL;
+#endif
     for (i = 0; i < CUCAP_SPARE_SLOTS; i++)
         if (atomic_load_explicit(&s->slot[i], memory_order_relaxed) &&
             (p = atomic_exchange_explicit(&s->slot[i], NULL, memory_order_acquire)) != NULL)
@@ -23,6 +26,9 @@ CUCAP_I_HOT int cucap_i_spare_give(struct cucap_spares *s, void *p)
 {
     int i;
 
+#ifdef CUCAP_AB_NO_SPARES
+    return 0;
+#endif
     for (i = 0; i < CUCAP_SPARE_SLOTS; i++) {
         void *empty = NULL;
         if (!atomic_load_explicit(&s->slot[i], memory_order_relaxed) &&

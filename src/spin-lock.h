@@ -9,6 +9,15 @@
 #include <sched.h>
 #include <stdatomic.h>
 
+#ifdef CUCAP_AB_PLAIN_LOCKS   /* A/B: a pthread mutex instead */
+#include <pthread.h>
+struct cucap_spin_lock {
+    pthread_mutex_t m;
+};
+static inline void cucap_i_spin_init(struct cucap_spin_lock *l) { pthread_mutex_init(&l->m, NULL); }
+static inline void cucap_i_spin_lock(struct cucap_spin_lock *l) { pthread_mutex_lock(&l->m); }
+static inline void cucap_i_spin_unlock(struct cucap_spin_lock *l) { pthread_mutex_unlock(&l->m); }
+#else
 struct cucap_spin_lock {
     atomic_int held;
 };
@@ -36,5 +45,6 @@ static inline void cucap_i_spin_unlock(struct cucap_spin_lock *l)
 {
     atomic_store_explicit(&l->held, 0, memory_order_release);
 }
+#endif
 
 #endif

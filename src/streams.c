@@ -31,6 +31,9 @@ CUCAP_I_HOT static struct cache *find_cache(CUcontext ctx)
 {
     int i;
 
+#ifdef CUCAP_AB_NO_STREAM_CACHE   /* A/B: made and destroyed every time */
+    return NULL;
+#endif
     for (i = 0; i < CACHED_CONTEXTS; i++)
         if (caches[i].ctx == ctx)
             return &caches[i];
@@ -51,6 +54,9 @@ static struct cache *install_cache(CUcontext ctx, CUdevice dev, const char *call
     CUresult rc, left;
     int i, keep = 0;
 
+#ifdef CUCAP_AB_NO_STREAM_CACHE
+    return NULL;
+#endif
     if (cucap_i_relaxed_enter(&scope, caller, &err) != CUDA_SUCCESS) {
         cucap_i_warn_error(err);
         return NULL;
