@@ -291,7 +291,7 @@ static void release_cached_stream(cucap_builder *b, const char *caller)
 
     /* a join just saw the stream in this capture: no need to ask again */
     if (b->joined_in_capture && b->ctx->retained && b->h &&
-        cucap_i_hier_defer_stream(b->h, b->ctx->ctx, b->ctx->dev, b->stream) == 0)
+        cucap_i_hier_defer_stream(b->h, b->ctx->ctx, b->ctx->dev, b->stream, 1) == 0)
         return;
     rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, &id, NULL, NULL, NULL, NULL);
     if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE) {
@@ -301,7 +301,7 @@ static void release_cached_stream(cucap_builder *b, const char *caller)
     /* a capture id not learned yet (no join saw it): not provably this
      * capture, so destroyed rather than kept */
     if (rc == CUDA_SUCCESS && b->ctx->retained && b->h && id && id == cucap_i_hier_capture_id(b->h) &&
-        cucap_i_hier_defer_stream(b->h, b->ctx->ctx, b->ctx->dev, b->stream) == 0)
+        cucap_i_hier_defer_stream(b->h, b->ctx->ctx, b->ctx->dev, b->stream, 0) == 0)
         return;
     if ((rc = cucap_i_drv.cuStreamDestroy(b->stream)) != CUDA_SUCCESS)
         cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing the builder's stream: " CUCAP_I_RESULT_FMT,

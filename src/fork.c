@@ -162,12 +162,16 @@ CUCAP_I_HOT static CUresult take_split_handles(cucap_builder *b, struct ctx_hold
                                    const char *caller, cucap_error **err)
 {
     const char *failed = "cuEventCreate";
-    size_t ready = 0, i;
+    size_t ready = 0, joined = 0, i;
     CUresult rc;
 
     if (on == b->ctx) {
-        if (on->retained && (ready = cucap_i_hier_take_ready(b->h, on->ctx, n, streams, ev)) == n && *ev)
-            return CUDA_SUCCESS;
+        if (on->retained) {
+            joined = cucap_i_hier_take_joined(b->h, on->ctx, n, streams);
+            ready = joined + cucap_i_hier_take_ready(b->h, on->ctx, n - joined, streams + joined, ev);
+            if (ready == n && *ev)
+                return CUDA_SUCCESS;
+        }
         rc = *ev ? cucap_i_take_streams(on, n - ready, streams + ready, caller)
                  : cucap_i_take_streams_and_event(on, n - ready, streams + ready, ev, &failed, caller);
         if (rc != CUDA_SUCCESS) {
@@ -178,7 +182,10 @@ CUCAP_I_HOT static CUresult take_split_handles(cucap_builder *b, struct ctx_hold
                     b->split_event = NULL;
                 *ev = NULL;
             }
-            for (i = 0; i < ready; i++)   /* in no capture: their last one is over */
+            for (i = 0; i < joined; i++)   /* still in this capture: back to wait for its end */
+                if (cucap_i_hier_defer_stream(b->h, on->ctx, on->dev, streams[i], 1) != 0)
+                    cucap_i_drv.cuStreamDestroy(streams[i]);   /* legal in a capture */
+            for (i = joined; i < ready; i++)   /* in no capture: their last one is over */
                 cucap_i_give_stream(on, streams[i], caller);
             return cucap_i_fail_driver(err, rc, caller, failed);
         }
@@ -730,7 +737,7 @@ CUCAP_I_HOT static int release_joined(cucap_builder *const *builders, size_t cou
             entries[n++] = &builders[i]->registration;
             if (!builders[i]->is_kept)   /* a kept fork keeps its stream for its next split */
                 items[n_items++] = (struct cucap_cache_item){ builders[i]->ctx->ctx, builders[i]->ctx->dev,
-                                                              builders[i]->stream, 0 };
+                                                              builders[i]->stream, 0, 1 };
         }
     /* as release does, in one step for all: out of the fork lists; out of
      * the registry, the streams deferred to the capture's end */
@@ -922,7 +929,7 @@ CUCAP_I_HOT static int join_one_fork(cucap_builder *b, struct cucap_hier *h, CUr
         *rc = close_unjoined(&f, 1, b, *rc, caller, err);
         return 1;
     }
-    item = (struct cucap_cache_item){ f->ctx->ctx, f->ctx->dev, f->stream, 0 };
+    item = (struct cucap_cache_item){ f->ctx->ctx, f->ctx->dev, f->stream, 0, 1 };
     if (cucap_i_hier_forks_joined(h, learned, &item, !kept, &entry, 1) != 0) {
         f->joined_in_capture = 1;   /* out of memory: closed on its own, as join_checked closes it */
         *rc = close_joined(f, caller, err);

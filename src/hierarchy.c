@@ -465,9 +465,10 @@ static int defer_locked(struct cucap_hier *h, const struct cucap_cache_item *ite
     return 0;
 }
 
-static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle, int is_event, size_t more)
+static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle, int is_event, int joined,
+                 size_t more)
 {
-    struct cucap_cache_item item = { ctx, dev, handle, is_event };
+    struct cucap_cache_item item = { ctx, dev, handle, is_event, joined };
     int over, rc = 0;
 
     session_lock(h);
@@ -480,14 +481,30 @@ static int defer(struct cucap_hier *h, CUcontext ctx, CUdevice dev, void *handle
     return rc;
 }
 
-int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s)
+int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s, int joined)
 {
-    return defer(h, ctx, dev, s, 0, 0);
+    return defer(h, ctx, dev, s, 0, joined, 0);
 }
 
 int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e)
 {
-    return defer(h, ctx, dev, e, 1, 0);
+    return defer(h, ctx, dev, e, 1, 0, 0);
+}
+
+CUCAP_I_HOT size_t cucap_i_hier_take_joined(struct cucap_hier *h, CUcontext ctx, size_t n, CUstream *streams)
+{
+    size_t i, got = 0;
+
+    session_lock(h);
+    for (i = h->deferred_count; i-- > 0 && got < n;) {
+        struct cucap_cache_item *item = &h->deferred[i];
+        if (item->is_event || !item->joined || item->ctx != ctx)
+            continue;
+        streams[got++] = (CUstream)item->handle;
+        *item = h->deferred[--h->deferred_count];   /* one visited already, or itself */
+    }
+    session_unlock(h);
+    return got;
 }
 
 static void unlink_locked(struct cucap_hier *h, struct cucap_registration *r);
@@ -871,7 +888,7 @@ CUCAP_I_HOT void cucap_i_capture_unregister(struct cucap_registration *r)
 CUCAP_I_HOT void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e, int keep_event,
                                    struct cucap_registration *chain, size_t n)
 {
-    struct cucap_cache_item item = { ctx, dev, e, 1 };
+    struct cucap_cache_item item = { ctx, dev, e, 1, 0 };
     struct cucap_registration *r, *next;
     size_t i;
     int over, kept = 0;

@@ -135,8 +135,17 @@ void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err);
  * the stream cache; after the end it goes back at once.  So no stream or
  * event is ever handed to a second capture while the first may still touch
  * it.  -1 when out of memory (the caller then destroys it). */
-int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s);
+/* joined: the stream's fork joined back into h's capture. */
+int cucap_i_hier_defer_stream(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUstream s, int joined);
 int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e);
+/* Under the graph lock, h's capture running: up to n streams of ctx whose
+ * forks joined back into this capture, taken from those deferred to its
+ * end, for another split of the same capture.  Each is still in the
+ * capture, so its next work follows its last, as a hand-written fork
+ * stream's does: the graph gets the same edges as hand-written code
+ * (which the H200 runs faster than the fewest edges; bench/RESULTS.md,
+ * "The decode step").  Returns how many. */
+size_t cucap_i_hier_take_joined(struct cucap_hier *h, CUcontext ctx, size_t n, CUstream *streams);
 /* An event of c recorded in h's capture (h NULL: in none that may still
  * run) given back: to the cache once that capture is over, destroyed when
  * c is not a cached context or the hierarchy cannot keep it. */

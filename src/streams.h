@@ -28,6 +28,7 @@ struct cucap_cache_item {
     CUdevice dev;
     void *handle;                    /* CUstream or CUevent */
     int is_event;
+    int joined;                      /* a stream whose fork joined back into the capture it waits on */
 };
 void cucap_i_cache_give_items(const struct cucap_cache_item *items, size_t n, const char *caller);
 CUresult cucap_i_cache_take_event(CUcontext ctx, CUdevice dev, CUevent *out, const char *caller);

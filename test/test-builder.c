@@ -558,6 +558,73 @@ BACKEND_TEST(builder, join_refuses_builders_of_other_captures)
     }
 }
 
+/* Two splits in one capture: the second takes the stream the first fork
+ * joined back with, as hand-written code reuses its fork stream, and the
+ * graph has the edges of that hand-written code (its fork's next work
+ * follows its last). */
+static size_t edges_of(CUgraph g)
+{
+    size_t n = 0;
+
+    cr_assert_eq(D.cuGraphGetEdges(g, NULL, NULL, NULL, &n), CUDA_SUCCESS);
+    return n;
+}
+
+BACKEND_TEST(builder, a_second_split_of_a_capture_reuses_a_joined_forks_stream)
+{
+    cucap_builder *b = new_builder(), *f1 = NULL, *f2 = NULL;
+    cucap_graph *g = NULL;
+    CUstream s = new_stream(), extra = new_stream(), first;
+    CUevent ev[2];
+    CUgraph raw = NULL;
+    CUdeviceptr d = 0;
+    int round;
+
+    cr_assert_eq(D.cuMemAlloc(&d, 256), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d, 1, 64, cucap_builder_stream(b)), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 2, &f1, NULL), CUDA_SUCCESS);
+    first = cucap_builder_stream(f1);
+    cr_assert_eq(D.cuMemsetD8Async(d + 64, 2, 64, first), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_join_forks(b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d, 3, 64, cucap_builder_stream(b)), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 2, &f2, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_stream(f2), first, "the second split took the joined fork's stream");
+    cr_assert_eq(D.cuMemsetD8Async(d + 128, 4, 64, cucap_builder_stream(f2)), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_join_forks(b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d + 192, 5, 64, cucap_builder_stream(b)), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_graph(b, &g, NULL), CUDA_SUCCESS);
+
+    /* the same by hand: one fork stream, events */
+    for (round = 0; round < 2; round++)
+        cr_assert_eq(D.cuEventCreate(&ev[round], CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    for (round = 0; round < 2; round++) {
+        cr_assert_eq(D.cuMemsetD8Async(d, (unsigned char)(1 + 2 * round), 64, s), CUDA_SUCCESS);
+        cr_assert_eq(D.cuEventRecord(ev[0], s), CUDA_SUCCESS);
+        cr_assert_eq(D.cuStreamWaitEvent(extra, ev[0], 0), CUDA_SUCCESS);
+        cr_assert_eq(D.cuMemsetD8Async(d + 64 + 64 * (CUdeviceptr)round, (unsigned char)(2 + 2 * round), 64, extra),
+                     CUDA_SUCCESS);
+        cr_assert_eq(D.cuEventRecord(ev[1], extra), CUDA_SUCCESS);
+        cr_assert_eq(D.cuStreamWaitEvent(s, ev[1], 0), CUDA_SUCCESS);
+    }
+    cr_assert_eq(D.cuMemsetD8Async(d + 192, 5, 64, s), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamEndCapture(s, &raw), CUDA_SUCCESS);
+    cr_assert_eq(edges_of(cucap_graph_handle(g)), edges_of(raw), "library %zu edges, hand-written %zu",
+                 edges_of(cucap_graph_handle(g)), edges_of(raw));
+    cr_assert_eq(D.cuGraphDestroy(raw), CUDA_SUCCESS);
+    for (round = 0; round < 2; round++)
+        cr_assert_eq(D.cuEventDestroy(ev[round]), CUDA_SUCCESS);
+    cucap_graph_unref(g);
+    cucap_builder_destroy(f2);
+    cucap_builder_destroy(f1);
+    cucap_builder_destroy(b);
+    cr_assert_eq(D.cuStreamDestroy(extra), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);
+    D.cuMemFree(d);
+}
+
 /* ---------------------------------------------------------------- giving a capture up */
 
 /* A capture given up with a fork still open: the thread is no longer
