@@ -74,7 +74,7 @@ void cucap_i_builder_spares_drain(void)
     cucap_i_spares_drain(&spare_builders);
 }
 
-CUCAP_I_HOT struct builder_slab *cucap_i_builder_slab_new(size_t count)
+struct builder_slab *cucap_i_builder_slab_new(size_t count)
 {
     struct builder_slab *slab = take_spare_slab(count);
     size_t capacity = 4;
@@ -94,7 +94,7 @@ CUCAP_I_HOT struct builder_slab *cucap_i_builder_slab_new(size_t count)
     return slab;
 }
 
-CUCAP_I_HOT cucap_builder *cucap_i_builder_slab_take(struct builder_slab *slab, size_t i, cucap_builder_kind kind,
+cucap_builder *cucap_i_builder_slab_take(struct builder_slab *slab, size_t i, cucap_builder_kind kind,
                                          cucap_builder_state state, CUstream s, int owns, struct ctx_hold *ctx)
 {
     cucap_builder *b = &slab->builders[i];
@@ -104,7 +104,7 @@ CUCAP_I_HOT cucap_builder *cucap_i_builder_slab_take(struct builder_slab *slab, 
     return b;
 }
 
-CUCAP_I_HOT void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken)
+void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken)
 {
     size_t unused = slab->count - taken;
 
@@ -112,7 +112,7 @@ CUCAP_I_HOT void cucap_i_builder_slab_done(struct builder_slab *slab, size_t tak
         give_spare_slab(slab);
 }
 
-CUCAP_I_HOT void cucap_i_builder_free(cucap_builder *b)
+void cucap_i_builder_free(cucap_builder *b)
 {
     struct builder_slab *slab = b->slab;
 

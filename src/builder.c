@@ -27,7 +27,7 @@
 
 const char *const cucap_i_state_names[] = { "NOT_STARTED", "CAPTURING", "ENDED", "INVALIDATED", "CLOSED" };
 
-CUCAP_I_HOT CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err)
+CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err)
 {
     if (!b)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the builder is NULL", caller);
@@ -48,7 +48,10 @@ CUresult cucap_i_builder_no_graph(const char *caller, cucap_error **err)
 /* Builders of cucap_builder_create destroyed between captures, kept whole
  * (their stream, context hold and recycled hierarchy) for the next
  * cucap_builder_create of their device, which then costs what a reset
- * does; by device, for the first KEPT_DEVICES devices. */
+ * does; by device, for the first KEPT_DEVICES devices.  What it buys
+ * (bench/RESULTS.md, "What each mechanism buys"): without it the update
+ * loop with a builder per capture ran 1.132 times the hand-written loop
+ * where it runs 1.048 (K = 2, H200, three runs each). */
 #define KEPT_DEVICES 8
 static struct cucap_spares kept_builders[KEPT_DEVICES];
 
@@ -64,7 +67,7 @@ void cucap_i_builder_kept_drain(void)
         }
 }
 
-CUCAP_I_HOT CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **err)
+CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_create";
     struct ctx_hold *hold;
@@ -135,7 +138,7 @@ static int body_may_begin_again(const cucap_builder *b)
            (b->state == CUCAP_BUILDER_INVALIDATED || (b->state == CUCAP_BUILDER_ENDED && b->record_failed));
 }
 
-CUCAP_I_HOT CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_error **err)
+CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_begin";
     struct cucap_hier *h = NULL;
@@ -188,7 +191,7 @@ CUCAP_I_HOT CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode m
 /* End the capture and settle who owns its graph, exclusive on the
  * hierarchy from the end's start until the outcome is settled.  Returns
  * the driver's status and never reports it; *g is the graph or NULL. */
-CUCAP_I_HOT static CUresult end_capture(cucap_builder *b, CUgraph *out)
+static CUresult end_capture(cucap_builder *b, CUgraph *out)
 {
     CUstreamCaptureStatus status;
     CUgraph g = NULL;
@@ -243,7 +246,7 @@ static CUresult end_failed(cucap_builder *b, CUresult rc, const char *caller, co
 }
 
 /* End the capture; a body's graph is then attached to its node. */
-CUCAP_I_HOT static CUresult end_and_attach(cucap_builder *b, const char *caller, const char *doing, cucap_error **err)
+static CUresult end_and_attach(cucap_builder *b, const char *caller, const char *doing, cucap_error **err)
 {
     CUgraph g = NULL;
     CUresult rc = end_capture(b, &g);
@@ -258,7 +261,7 @@ CUCAP_I_HOT static CUresult end_and_attach(cucap_builder *b, const char *caller,
     return CUDA_SUCCESS;
 }
 
-CUCAP_I_HOT CUresult cucap_builder_end(cucap_builder *b, cucap_error **err)
+CUresult cucap_builder_end(cucap_builder *b, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_end";
     CUresult rc;
@@ -373,7 +376,7 @@ static void release(cucap_builder *b, const char *caller)
 /* A PRIMARY builder whose capture is over (ENDED or INVALIDATED), made
  * NOT_STARTED: the last capture's forks are no longer b's, its hierarchy
  * kept for the next begin when it can be. */
-CUCAP_I_HOT static void start_over(cucap_builder *b, const char *caller)
+static void start_over(cucap_builder *b, const char *caller)
 {
     drop_fork_links(b, b->h);
     if (cucap_i_hier_recycle(b->h, caller))
@@ -385,7 +388,7 @@ CUCAP_I_HOT static void start_over(cucap_builder *b, const char *caller)
     b->state = CUCAP_BUILDER_NOT_STARTED;
 }
 
-CUCAP_I_HOT CUresult cucap_builder_reset(cucap_builder *b, cucap_error **err)
+CUresult cucap_builder_reset(cucap_builder *b, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_reset";
     CUresult rc;
@@ -435,7 +438,7 @@ void cucap_builder_abandon(cucap_builder *b)
     b->state = CUCAP_BUILDER_INVALIDATED;
 }
 
-CUCAP_I_HOT CUresult cucap_i_builder_close_as(cucap_builder *b, const char *caller, const char *doing, cucap_error **err)
+CUresult cucap_i_builder_close_as(cucap_builder *b, const char *caller, const char *doing, cucap_error **err)
 {
     CUgraph ignored;
     CUresult rc;
@@ -464,9 +467,6 @@ static int keep_for_create(cucap_builder *b)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
 
-#ifdef CUCAP_AB_NO_KEPT_BUILDERS   /* A/B: destroyed */
-    return 0;
-#endif
     if (b->kind != CUCAP_BUILDER_PRIMARY || b->state == CUCAP_BUILDER_CAPTURING || b->state == CUCAP_BUILDER_CLOSED ||
         !b->cached_stream || !b->ctx->retained || b->ctx->dev < 0 || b->ctx->dev >= KEPT_DEVICES)
         return 0;
@@ -487,7 +487,7 @@ static int keep_for_create(cucap_builder *b)
     return cucap_i_spare_give(&kept_builders[b->ctx->dev], b);
 }
 
-CUCAP_I_HOT void cucap_builder_destroy(cucap_builder *b)
+void cucap_builder_destroy(cucap_builder *b)
 {
     cucap_error *e = NULL;
 
@@ -505,7 +505,7 @@ CUCAP_I_HOT void cucap_builder_destroy(cucap_builder *b)
 
 /* NULL once closed (a kept fork keeps its stream and context for its
  * next split, but they are not the caller's meanwhile) */
-CUCAP_I_HOT CUstream cucap_builder_stream(const cucap_builder *b)
+CUstream cucap_builder_stream(const cucap_builder *b)
 {
     return b && b->state != CUCAP_BUILDER_CLOSED ? b->stream : NULL;
 }
@@ -559,7 +559,7 @@ CUresult cucap_builder_is_building(const cucap_builder *b, int *building, cucap_
 }
 
 /* open, has a graph, ENDED */
-CUCAP_I_HOT CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller, cucap_error **err)
+CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller, cucap_error **err)
 {
     CUresult rc;
 
@@ -605,7 +605,7 @@ static CUresult fail_as(cucap_error **err, cucap_error *e, const char *caller)
     return code;
 }
 
-CUCAP_I_HOT CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **err)
+CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **err)
 {
     static const char caller[] = "cucap_exec_update";
     CUresult rc;
@@ -617,7 +617,7 @@ CUCAP_I_HOT CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cuc
     return cucap_i_exec_update_from(e, source->h, caller, err);   /* holding source's reference */
 }
 
-CUCAP_I_HOT CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
+CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
                                      cucap_completion *how, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_complete_into";

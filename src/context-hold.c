@@ -32,17 +32,17 @@ static CUresult stream_context(CUstream s, CUcontext *ctx)
     return cucap_i_drv.cuStreamGetCtx(s, ctx);
 }
 
-CUCAP_I_HOT void cucap_i_ctx_hold_release(struct ctx_hold *c)
+void cucap_i_ctx_hold_release(struct ctx_hold *c)
 {
     cucap_i_ctx_hold_release_by(c, 1);
 }
 
-CUCAP_I_HOT void cucap_i_ctx_hold_ref_by(struct ctx_hold *c, size_t n)
+void cucap_i_ctx_hold_ref_by(struct ctx_hold *c, size_t n)
 {
     atomic_fetch_add_explicit(&c->refs, (int)n, memory_order_relaxed);
 }
 
-CUCAP_I_HOT void cucap_i_ctx_hold_release_by(struct ctx_hold *c, size_t n)
+void cucap_i_ctx_hold_release_by(struct ctx_hold *c, size_t n)
 {
     CUresult rc;
 

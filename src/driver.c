@@ -199,7 +199,7 @@ CUresult cucap_i_check_device(CUdevice dev, const char *caller, cucap_error **er
     return CUDA_SUCCESS;
 }
 
-CUCAP_I_HOT int cucap_i_one_device(void)
+int cucap_i_one_device(void)
 {
     return atomic_load_explicit(&one_device, memory_order_relaxed);
 }

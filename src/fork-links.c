@@ -12,7 +12,7 @@
 #include "builder-internal.h"
 #include "fork-links.h"
 
-CUCAP_I_HOT int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count)
+int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count)
 {
     cucap_builder **grown;
     size_t cap, i;
@@ -72,7 +72,7 @@ void cucap_i_fork_links_release(cucap_builder *b)
         unlink_fork(b);
 }
 
-CUCAP_I_HOT void cucap_i_fork_links_forks_joined(cucap_builder *b)
+void cucap_i_fork_links_forks_joined(cucap_builder *b)
 {
     size_t i;
 

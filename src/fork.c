@@ -104,7 +104,7 @@ static CUresult fork_wait(struct ctx_hold *on, struct ctx_hold *origin, CUstream
     return rc != CUDA_SUCCESS ? rc : left;
 }
 
-CUCAP_I_HOT static CUresult check_split_arguments(const cucap_builder *b, size_t count, cucap_builder **forks, const char *caller,
+static CUresult check_split_arguments(const cucap_builder *b, size_t count, cucap_builder **forks, const char *caller,
                                      cucap_error **err)
 {
     if (count < 2 || count > CUCAP_SPLIT_MAX)
@@ -115,7 +115,7 @@ CUCAP_I_HOT static CUresult check_split_arguments(const cucap_builder *b, size_t
     return cucap_i_builder_check_open(b, caller, err);
 }
 
-CUCAP_I_HOT static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
+static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
                            CUstream *streams, struct builder_slab *slab, const char *caller, cucap_error **err);
 
 /* The refusal of a split of a builder that does not capture, or a fork
@@ -130,7 +130,7 @@ static CUresult not_capturing(const cucap_builder *b, const char *caller, cucap_
 }
 
 /* Split b into count - 1 forks whose streams are of context `on`. */
-CUCAP_I_HOT static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
+static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
                          const char *caller, cucap_error **err)
 {
     struct builder_slab *slab;
@@ -158,7 +158,7 @@ CUCAP_I_HOT static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size
  * hierarchy kept from its earlier captures (a builder that is reset), the
  * rest from the cache, in one step when they are of one context.  Under
  * the graph lock. */
-CUCAP_I_HOT static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t n, CUstream *streams, CUevent *ev,
+static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t n, CUstream *streams, CUevent *ev,
                                    const char *caller, cucap_error **err)
 {
     const char *failed = "cuEventCreate";
@@ -220,7 +220,7 @@ static CUevent keep_split_event(cucap_builder *b, const struct ctx_hold *on, CUe
 }
 
 /* split_on's work, with the forks' memory and room for their streams. */
-CUCAP_I_HOT static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
+static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
                            CUstream *streams, struct builder_slab *slab, const char *caller, cucap_error **err)
 {
     CUevent ev = keeps_split_event(b, on) ? b->split_event : NULL;
@@ -290,7 +290,7 @@ CUCAP_I_HOT static CUresult split_with(cucap_builder *b, struct ctx_hold *on, si
     return CUDA_SUCCESS;
 }
 
-CUCAP_I_HOT CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
+CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
 {
     return split_on(b, b ? b->ctx : NULL, count, forks, "cucap_builder_split", err);
 }
@@ -367,7 +367,7 @@ static CUresult take_kept(cucap_builder *b, size_t n, cucap_builder **forks, CUs
  * split left them: closed by their join, with their stream and b's
  * context, held by the caller still, and b with its split event.  0,
  * taking none, when any is not (take_kept then sorts them out). */
-CUCAP_I_HOT static int kept_as_last_time(cucap_builder *b, size_t n, cucap_builder **forks)
+static int kept_as_last_time(cucap_builder *b, size_t n, cucap_builder **forks)
 {
     size_t i;
 
@@ -383,7 +383,7 @@ CUCAP_I_HOT static int kept_as_last_time(cucap_builder *b, size_t n, cucap_build
     return 1;
 }
 
-CUCAP_I_HOT CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
+CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_split_kept";
     CUstream streams_local[64], *streams = streams_local;
@@ -592,7 +592,7 @@ static long unique_dependencies(struct dependency *all, size_t n)
 /* join_by_dependencies for a root and one fork f: f's dependency arrays
  * are the driver's until the next call on f's stream, and the one call
  * that reads them is on the root's. */
-CUCAP_I_HOT static int join_one_by_dependencies(cucap_builder *root, cucap_builder *f, const char *caller, cucap_error **err,
+static int join_one_by_dependencies(cucap_builder *root, cucap_builder *f, const char *caller, cucap_error **err,
                                     CUresult *rc, cuuint64_t *learned)
 {
     const CUgraphNode *deps = NULL;
@@ -624,7 +624,7 @@ CUCAP_I_HOT static int join_one_by_dependencies(cucap_builder *root, cucap_build
  * nothing, when that does not apply; the pairwise join then runs and
  * reports what users know.  Returns 1 with *rc the call's result.  The
  * capture id of h, when the root's query taught it, is left in *learned. */
-CUCAP_I_HOT static int join_by_dependencies(cucap_builder *root, cucap_builder *const *builders, size_t count, int running,
+static int join_by_dependencies(cucap_builder *root, cucap_builder *const *builders, size_t count, int running,
                                 const char *caller, cucap_error **err, CUresult *rc, cuuint64_t *learned)
 {
     struct dependency local[128], *all = local, *grown;
@@ -711,7 +711,7 @@ out:
  * which the caller holds; learned as cucap_i_hier_forks_joined takes
  * it.  0, the lock still held and nothing changed that matters, when
  * that does not apply (each is then closed on its own). */
-CUCAP_I_HOT static int release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root, cuuint64_t learned)
+static int release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root, cuuint64_t learned)
 {
     struct cucap_cache_item local[64], *items = local;
     struct cucap_registration *local_entries[64], **entries = local_entries;
@@ -809,7 +809,7 @@ static CUresult close_unjoined(cucap_builder *const *builders, size_t count, cuc
 
 /* The join once its checks passed, with one hold of the capture's lock
  * (running: whether root's capture still runs), which it releases. */
-CUCAP_I_HOT static CUresult join_checked(cucap_builder *const *builders, size_t count, cucap_builder *root, int running,
+static CUresult join_checked(cucap_builder *const *builders, size_t count, cucap_builder *root, int running,
                              const char *caller, cucap_error **err)
 {
     CUresult rc = CUDA_SUCCESS;
@@ -912,7 +912,7 @@ static int forks_ready_to_join(cucap_builder *b, cucap_builder *const *all, size
  * closed as release_joined closes it (a kept fork keeps its stream, any
  * other gives it to the capture's end).  0, nothing changed, when that
  * does not apply. */
-CUCAP_I_HOT static int join_one_fork(cucap_builder *b, struct cucap_hier *h, CUresult *rc, cucap_error **err)
+static int join_one_fork(cucap_builder *b, struct cucap_hier *h, CUresult *rc, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_join";
     cucap_builder *f = b->forks[0];
@@ -946,7 +946,7 @@ CUCAP_I_HOT static int join_one_fork(cucap_builder *b, struct cucap_hier *h, CUr
     return 1;
 }
 
-CUCAP_I_HOT CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
+CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_join_forks";
     cucap_builder *room[16], **all;

@@ -214,7 +214,7 @@ static int needs_current_context(const cucap_exec *e, CUstream s, int on_stream)
 }
 
 /* A launch or upload that the driver refused, reported. */
-CUCAP_I_COLD static CUresult exec_failed(CUstream s, int upload, CUresult rc, const char *caller, cucap_error **err)
+static CUresult exec_failed(CUstream s, int upload, CUresult rc, const char *caller, cucap_error **err)
 {
     cucap_i_fail(err, rc, "%s: %s failed: " CUCAP_I_RESULT_FMT "%s", caller, upload ? "cuGraphUpload" : "cuGraphLaunch",
                  CUCAP_I_RESULT_ARGS(rc),
@@ -296,7 +296,7 @@ size_t cucap_exec_params_size(const cucap_exec *e)
 
 /* exec_on_stream's launch written out: the call a loop makes after every
  * update, a few instructions around the driver's. */
-CUCAP_I_HOT CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err)
+CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **err)
 {
     CUresult rc;
 
@@ -380,7 +380,7 @@ const char *cucap_i_node_type_text(CUgraphNodeType t)
     return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "unknown";
 }
 
-CUCAP_I_HOT CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const char *caller, cucap_error **err)
+CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const char *caller, cucap_error **err)
 {
     CUgraphExecUpdateResultInfo info;
     CUgraphNodeType type;

@@ -129,7 +129,7 @@ cuuint64_t cucap_i_hier_capture_id(const struct cucap_hier *h)
     return h->capture_id;
 }
 
-CUCAP_I_HOT int cucap_i_hier_is_capture_over(const struct cucap_hier *h)
+int cucap_i_hier_is_capture_over(const struct cucap_hier *h)
 {
     return atomic_load_explicit(&h->capture_over, memory_order_acquire);
 }
@@ -183,7 +183,7 @@ static void session_unlock(struct cucap_hier *h)
  * the holder ever finds its own name in graph_owner.  The lock of a
  * recycled hierarchy belongs to the thread that began its capture until
  * another thread takes it (owner-lock.h). */
-CUCAP_I_HOT void cucap_i_hier_lock(struct cucap_hier *h)
+void cucap_i_hier_lock(struct cucap_hier *h)
 {
     uintptr_t self = (uintptr_t)pthread_self();
 
@@ -196,7 +196,7 @@ CUCAP_I_HOT void cucap_i_hier_lock(struct cucap_hier *h)
     h->graph_depth = 1;
 }
 
-CUCAP_I_HOT void cucap_i_hier_unlock(struct cucap_hier *h)
+void cucap_i_hier_unlock(struct cucap_hier *h)
 {
     if (--h->graph_depth > 0)
         return;
@@ -228,7 +228,7 @@ static int sole(struct cucap_hier *h)
            atomic_load_explicit(&h->fork_refs, memory_order_acquire) == 0;
 }
 
-CUCAP_I_HOT int cucap_i_hier_lock_unless_sole(struct cucap_hier *h)
+int cucap_i_hier_lock_unless_sole(struct cucap_hier *h)
 {
     if (sole(h))
         return 0;
@@ -236,7 +236,7 @@ CUCAP_I_HOT int cucap_i_hier_lock_unless_sole(struct cucap_hier *h)
     return 1;
 }
 
-CUCAP_I_HOT int cucap_i_hier_lock_running(struct cucap_hier *h)
+int cucap_i_hier_lock_running(struct cucap_hier *h)
 {
     cucap_i_hier_lock(h);
     return !cucap_i_hier_is_capture_over(h);
@@ -310,13 +310,10 @@ void cucap_i_hier_fork_unref(struct cucap_hier *h)
         destroy_hier(h);
 }
 
-CUCAP_I_HOT int cucap_i_hier_recycle(struct cucap_hier *h, const char *caller)
+int cucap_i_hier_recycle(struct cucap_hier *h, const char *caller)
 {
     CUresult rc;
 
-#ifdef CUCAP_AB_NO_RECYCLE   /* A/B: a new hierarchy for every capture */
-    return 0;
-#endif
     if (!sole(h) || h->body_capture ||
         !atomic_load_explicit(&h->capture_over, memory_order_acquire))
         return 0;
@@ -393,7 +390,7 @@ CUgraph cucap_i_box_graph(struct cucap_hier *h, const struct cucap_box *box)
     return g;
 }
 
-CUCAP_I_HOT CUgraph cucap_i_hier_root_locked(const struct cucap_hier *h)
+CUgraph cucap_i_hier_root_locked(const struct cucap_hier *h)
 {
     return h->root.graph;
 }
@@ -428,7 +425,7 @@ static void give_item(const struct cucap_cache_item *d, const char *caller)
 
 /* Room for cap deferred items (more than there are): the few in the
  * hierarchy itself, more on the heap.  -1 when out of memory. */
-CUCAP_I_HOT static int grow_deferred(struct cucap_hier *h, size_t cap)
+static int grow_deferred(struct cucap_hier *h, size_t cap)
 {
     struct cucap_cache_item *grown;
 
@@ -491,7 +488,7 @@ int cucap_i_hier_defer_event(struct cucap_hier *h, CUcontext ctx, CUdevice dev, 
     return defer(h, ctx, dev, e, 1, 0, 0);
 }
 
-CUCAP_I_HOT size_t cucap_i_hier_take_joined(struct cucap_hier *h, CUcontext ctx, size_t n, CUstream *streams)
+size_t cucap_i_hier_take_joined(struct cucap_hier *h, CUcontext ctx, size_t n, CUstream *streams)
 {
     size_t i, got = 0;
 
@@ -544,7 +541,7 @@ static size_t keep_ready(struct cucap_hier *h, const struct cucap_cache_item *it
     return n;
 }
 
-CUCAP_I_HOT size_t cucap_i_hier_take_ready(struct cucap_hier *h, CUcontext ctx, size_t n, CUstream *streams, CUevent *event)
+size_t cucap_i_hier_take_ready(struct cucap_hier *h, CUcontext ctx, size_t n, CUstream *streams, CUevent *event)
 {
     size_t i = h->ready_count, got = 0;
 
@@ -561,7 +558,7 @@ CUCAP_I_HOT size_t cucap_i_hier_take_ready(struct cucap_hier *h, CUcontext ctx, 
     return got;
 }
 
-CUCAP_I_HOT void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap_registration *origin)
+void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended, struct cucap_registration *origin)
 {
     struct cucap_cache_item *d;
     size_t n, kept;
@@ -820,7 +817,7 @@ static void unlink_locked(struct cucap_hier *h, struct cucap_registration *r)
     r->linked = 0;
 }
 
-CUCAP_I_HOT void cucap_i_capture_register_origin(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
+void cucap_i_capture_register_origin(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
 {
     r->stream = s;
     h->origin = s;
@@ -841,7 +838,7 @@ CUCAP_I_HOT void cucap_i_capture_register_origin(struct cucap_registration *r, C
     add_to_registry(h);
 }
 
-CUCAP_I_HOT void cucap_i_capture_registry_end(struct cucap_hier *h)
+void cucap_i_capture_registry_end(struct cucap_hier *h)
 {
     if (!h->recycles)
         cucap_i_capture_registry_remove(h);
@@ -876,7 +873,7 @@ void cucap_i_capture_registry_remove(struct cucap_hier *h)
     pthread_mutex_unlock(&registry_lock);
 }
 
-CUCAP_I_HOT void cucap_i_capture_unregister(struct cucap_registration *r)
+void cucap_i_capture_unregister(struct cucap_registration *r)
 {
     if (!r->linked)
         return;
@@ -885,7 +882,7 @@ CUCAP_I_HOT void cucap_i_capture_unregister(struct cucap_registration *r)
     session_unlock(r->h);
 }
 
-CUCAP_I_HOT void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e, int keep_event,
+void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext ctx, CUdevice dev, CUevent e, int keep_event,
                                    struct cucap_registration *chain, size_t n)
 {
     struct cucap_cache_item item = { ctx, dev, e, 1, 0 };
@@ -910,7 +907,7 @@ CUCAP_I_HOT void cucap_i_hier_split_and_unlock(struct cucap_hier *h, CUcontext c
     cucap_i_hier_unlock(h);
 }
 
-CUCAP_I_HOT int cucap_i_hier_forks_joined(struct cucap_hier *h, cuuint64_t id, const struct cucap_cache_item *items,
+int cucap_i_hier_forks_joined(struct cucap_hier *h, cuuint64_t id, const struct cucap_cache_item *items,
                               size_t n_items, struct cucap_registration *const *entries, size_t n)
 {
     size_t i;

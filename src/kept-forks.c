@@ -44,7 +44,7 @@ static void release_kept(cucap_builder *f, const char *caller)
     f->ctx = NULL;
 }
 
-CUCAP_I_HOT size_t cucap_i_kept_take(cucap_builder *b, size_t n, cucap_builder **out)
+size_t cucap_i_kept_take(cucap_builder *b, size_t n, cucap_builder **out)
 {
     size_t i, kept = 0, got = 0;
 
@@ -82,7 +82,7 @@ cucap_builder *cucap_i_kept_new(cucap_builder *b)
     return f;
 }
 
-CUCAP_I_HOT void cucap_i_kept_handed_out(cucap_builder *f)
+void cucap_i_kept_handed_out(cucap_builder *f)
 {
     if (f->handed_out)
         return;
@@ -90,7 +90,7 @@ CUCAP_I_HOT void cucap_i_kept_handed_out(cucap_builder *f)
     atomic_store_explicit(&f->holders, 2, memory_order_relaxed);   /* nobody else holds it yet */
 }
 
-CUCAP_I_HOT void cucap_i_kept_let_go_all(cucap_builder *b, const char *caller)
+void cucap_i_kept_let_go_all(cucap_builder *b, const char *caller)
 {
     size_t i;
 

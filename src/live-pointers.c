@@ -23,7 +23,7 @@ static struct stripe *stripe_of(CUdeviceptr ptr)
     return &stripes[((uint64_t)ptr * 0x9e3779b97f4a7c15ull) >> 60];
 }
 
-CUCAP_I_HOT int cucap_i_live_add(CUdeviceptr ptr, const void *owner)
+int cucap_i_live_add(CUdeviceptr ptr, const void *owner)
 {
     struct stripe *s = stripe_of(ptr);
     int rc;
@@ -34,7 +34,7 @@ CUCAP_I_HOT int cucap_i_live_add(CUdeviceptr ptr, const void *owner)
     return rc;
 }
 
-CUCAP_I_HOT int cucap_i_live_remove(CUdeviceptr ptr, const void *owner)
+int cucap_i_live_remove(CUdeviceptr ptr, const void *owner)
 {
     struct stripe *s = stripe_of(ptr);
     int rc;

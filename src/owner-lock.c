@@ -59,7 +59,7 @@ int cucap_i_owner_lock_possible(void)
     int state = atomic_load_explicit(&possible, memory_order_acquire);
 
     if (state == 0) {
-#if defined(CUCAP_HAVE_MEMBARRIER) && !defined(CUCAP_AB_NO_OWNER)   /* A/B: no owners */
+#ifdef CUCAP_HAVE_MEMBARRIER
         state = register_process() ? 1 : -1;
 #else
         state = -1;
@@ -92,7 +92,7 @@ static void lock_below(struct cucap_owner_lock *l)
 
 /* Under the lock below, so that a taker that found no owner holds it until
  * the owner can have one. */
-CUCAP_I_HOT void cucap_i_owner_lock_give(struct cucap_owner_lock *l, uintptr_t self)
+void cucap_i_owner_lock_give(struct cucap_owner_lock *l, uintptr_t self)
 {
     if (atomic_load_explicit(&l->owner, memory_order_relaxed) == self ||
         atomic_load_explicit(&l->revoked, memory_order_relaxed) != CUCAP_OWNER_KEPT || !cucap_i_owner_lock_possible())

@@ -15,6 +15,12 @@
  * again.  Without membarrier (not Linux, a kernel before 4.14, a sandbox
  * that refuses it) no lock has an owner.
  *
+ * What it buys (bench/RESULTS.md, "What each mechanism buys"): without
+ * owners, the update loop (a builder per capture, K = 2) ran 1.058 times
+ * the hand-written loop where it runs 1.048, and the capture phase
+ * (K = 2) 1.400 times where it runs 1.333 (H200, three runs each, ranges
+ * disjoint): about 0.06 us a capture.
+ *
  * Not recursive.  Internal. */
 #ifndef CUCAPTURE_OWNER_LOCK_H
 #define CUCAPTURE_OWNER_LOCK_H

@@ -262,7 +262,7 @@ CUresult cucap_pool_create(CUdevice dev, const cucap_pool_options *opts, cucap_p
  * global capture (measured), and on the NULL stream both need a current
  * context.  On a stream of a library capture, under that capture's graph
  * lock, like every other call that adds to it. */
-CUCAP_I_HOT static CUresult stream_ordered(cucap_pool *p, int allocate, size_t size, CUstream s, CUdeviceptr *ptr,
+static CUresult stream_ordered(cucap_pool *p, int allocate, size_t size, CUstream s, CUdeviceptr *ptr,
                                const char *caller, cucap_error **err)
 {
     const char *call = allocate ? "cuMemAllocFromPoolAsync" : "cuMemFreeAsync";
@@ -288,7 +288,7 @@ CUCAP_I_HOT static CUresult stream_ordered(cucap_pool *p, int allocate, size_t s
     return cucap_i_ctx_leave_for(p->ctx, saved, rc, caller, err);
 }
 
-CUCAP_I_HOT CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *out, cucap_error **err)
+CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *out, cucap_error **err)
 {
     static const char caller[] = "cucap_pool_alloc";
     CUdeviceptr ptr = 0;
@@ -318,7 +318,7 @@ CUCAP_I_HOT CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CU
     return CUDA_SUCCESS;
 }
 
-CUCAP_I_HOT CUresult cucap_pool_free(cucap_pool *p, CUdeviceptr ptr, CUstream s, cucap_error **err)
+CUresult cucap_pool_free(cucap_pool *p, CUdeviceptr ptr, CUstream s, cucap_error **err)
 {
     static const char caller[] = "cucap_pool_free";
     int known;

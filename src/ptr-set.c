@@ -79,7 +79,7 @@ static void after_removal(struct cucap_ptr_set *set)
         (void)resize(set, set->capacity / 2);
 }
 
-CUCAP_I_HOT int cucap_i_ptr_set_add(struct cucap_ptr_set *set, CUdeviceptr p, const void *owner)
+int cucap_i_ptr_set_add(struct cucap_ptr_set *set, CUdeviceptr p, const void *owner)
 {
     struct cucap_ptr_slot *known = find(set, p);
     size_t i;
@@ -127,7 +127,7 @@ static void forget(struct cucap_ptr_set *set, struct cucap_ptr_slot *slot)
     }
 }
 
-CUCAP_I_HOT int cucap_i_ptr_set_remove(struct cucap_ptr_set *set, CUdeviceptr p, const void *owner)
+int cucap_i_ptr_set_remove(struct cucap_ptr_set *set, CUdeviceptr p, const void *owner)
 {
     struct cucap_ptr_slot *slot = find(set, p);
 

@@ -3,7 +3,10 @@
  * waits, where an uncontended pthread mutex costs the same two atomic
  * operations and about forty instructions more (doc/driver-facts.md, "The
  * cost floor").  A waiter spins briefly, then sleeps in the kernel until
- * the holder gives the lock back.  Not recursive.  Internal. */
+ * the holder gives the lock back.  Not recursive.
+ *
+ * What it buys: see spin-lock.h (the two were measured together against
+ * pthread mutexes).  Internal. */
 #ifndef CUCAPTURE_SLEEP_LOCK_H
 #define CUCAPTURE_SLEEP_LOCK_H
 
@@ -17,15 +20,6 @@
 
 enum { CUCAP_SLEEP_FREE, CUCAP_SLEEP_HELD, CUCAP_SLEEP_WAITED_ON };
 
-#ifdef CUCAP_AB_PLAIN_LOCKS   /* A/B: a pthread mutex instead */
-#include <pthread.h>
-struct cucap_sleep_lock {
-    pthread_mutex_t m;
-};
-static inline void cucap_i_sleep_init(struct cucap_sleep_lock *l) { pthread_mutex_init(&l->m, NULL); }
-static inline void cucap_i_sleep_lock(struct cucap_sleep_lock *l) { pthread_mutex_lock(&l->m); }
-static inline void cucap_i_sleep_unlock(struct cucap_sleep_lock *l) { pthread_mutex_unlock(&l->m); }
-#else
 struct cucap_sleep_lock {
     atomic_int state;
 };
@@ -82,7 +76,5 @@ static inline void cucap_i_sleep_unlock(struct cucap_sleep_lock *l)
     if (atomic_exchange_explicit(&l->state, CUCAP_SLEEP_FREE, memory_order_release) == CUCAP_SLEEP_WAITED_ON)
         cucap_i_sleep_wake_one(l);
 }
-
-#endif
 
 #endif

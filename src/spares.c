@@ -7,14 +7,11 @@
 #include "compiler.h"
 #include "spares.h"
 
-CUCAP_I_HOT void *cucap_i_spare_take(struct cucap_spares *s)
+void *cucap_i_spare_take(struct cucap_spares *s)
 {
     void *p;
     int i;
 
-#ifdef CUCAP_AB_NO_SPARES   /* A/B: the heap every time */
-    return NULL;
-#endif
     for (i = 0; i < CUCAP_SPARE_SLOTS; i++)
         if (atomic_load_explicit(&s->slot[i], memory_order_relaxed) &&
             (p = atomic_exchange_explicit(&s->slot[i], NULL, memory_order_acquire)) != NULL)
@@ -22,13 +19,10 @@ CUCAP_I_HOT void *cucap_i_spare_take(struct cucap_spares *s)
     return NULL;
 }
 
-CUCAP_I_HOT int cucap_i_spare_give(struct cucap_spares *s, void *p)
+int cucap_i_spare_give(struct cucap_spares *s, void *p)
 {
     int i;
 
-#ifdef CUCAP_AB_NO_SPARES
-    return 0;
-#endif
     for (i = 0; i < CUCAP_SPARE_SLOTS; i++) {
         void *empty = NULL;
         if (!atomic_load_explicit(&s->slot[i], memory_order_relaxed) &&

@@ -1,7 +1,13 @@
 /* A few freed objects of one kind kept for reuse, without a lock: taking
  * or giving one is an atomic exchange on a slot.  For the objects every
  * capture makes and frees (hierarchies, builders, fork slabs), so that a
- * capture does not go through the heap each time.  Internal. */
+ * capture does not go through the heap each time.
+ *
+ * What it buys (bench/RESULTS.md, "What each mechanism buys"): with the
+ * heap every time, the update loop with a builder per capture ran 1.194
+ * times the hand-written loop where it runs 1.048 (K = 2), and
+ * cucap_pool_open_default + close 2.22 times the raw calls where it runs
+ * 1.73 (H200, three runs each).  Internal. */
 #ifndef CUCAPTURE_SPARES_H
 #define CUCAPTURE_SPARES_H
 
