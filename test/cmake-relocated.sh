@@ -7,7 +7,10 @@ echo "1..3"
 top=${top_builddir:-.}
 get() { sed -n "s/^$1 = //p" "$top/Makefile"; }
 prefix=$(get prefix); version=$(get PACKAGE_VERSION); nvcc=$(get NVCC); san=$(get SAN_CFLAGS)
-cuda_include=$(get CUDA_INCLUDEDIR)   # the CUDA headers' place: outside the package, named as it is
+cuda_include=$(get CUDA_INCLUDEDIR)
+# lines naming a path under the prefix, but for comments and the CUDA
+# headers' places (outside the package: named as they are)
+package_paths() { grep -n "$prefix/" "$1" | grep -v '^[0-9]*:#' | grep -vF -e "$cuda_include" -e 'cuda.h'; }
 skip_all() { for i in 1 2 3; do echo "ok $i # SKIP $1"; done; exit 0; }
 command -v cmake >/dev/null 2>&1 || skip_all "cmake not found"
 [ -z "$san" ] || skip_all "a sanitizer build: programs built by CMake without the sanitizers cannot load its library"
@@ -19,8 +22,8 @@ if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$top" install DESTDIR="$tmp/
     config=$(find "$moved" -name cucapture-config.cmake | head -n 1)
     if [ -z "$config" ]; then
         echo "not ok 1 - the moved installation has no cucapture-config.cmake"
-    elif grep -n "$prefix/" "$config" | grep -v '^[0-9]*:#' | grep -vF "$cuda_include" | grep -q .; then
-        echo "not ok 1 - $config names the original prefix $prefix: $(grep -n "$prefix/" "$config" | grep -vF "$cuda_include" | head -n 1)"
+    elif package_paths "$config" | grep -q .; then
+        echo "not ok 1 - $config names the original prefix $prefix: $(package_paths "$config" | head -n 1)"
     else
         echo "ok 1 - make install DESTDIR, prefix $prefix moved to $moved; the package names no path of $prefix"
     fi
