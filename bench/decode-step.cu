@@ -215,6 +215,13 @@ int main(int argc, char **argv)
     std::vector<std::pair<int, int>> sizes;
     int devices = 0;
 
+#ifndef __OPTIMIZE__
+    // nvcc compiles host code at -O0 unless told: the C++ layer's inline
+    // code would be timed unoptimized against hand-written calls
+    std::fprintf(stderr, "decode-step: built without optimization (nvcc -O2; configure passes NVCCFLAGS, -O2 by default): "
+                 "its times would mean nothing\n");
+    return 2;
+#endif
     for (int i = 3; i < argc; i++) {
         int h = 0, l = 0;
         if (std::sscanf(argv[i], "%dx%d", &h, &l) != 2 || h <= 0 || h % decode::head_dim || l <= 0) {

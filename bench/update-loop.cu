@@ -142,6 +142,13 @@ int main(int argc, char **argv)
     int iterations = argc > 1 ? std::atoi(argv[1]) : 1000, rounds = argc > 2 ? std::atoi(argv[2]) : 3, devices = 0;
     cucap_error *err = nullptr;
 
+#ifndef __OPTIMIZE__
+    // nvcc compiles host code at -O0 unless told: the C++ layer's inline
+    // code would be timed unoptimized against hand-written calls
+    std::fprintf(stderr, "update-loop: built without optimization (nvcc -O2; configure passes NVCCFLAGS, -O2 by default): "
+                 "its times would mean nothing\n");
+    return 2;
+#endif
     if (iterations < 1 || rounds < 1) {
         std::fprintf(stderr, "usage: update-loop [iterations per round] [rounds]\n");
         return 2;
