@@ -124,6 +124,28 @@ CUCAP_API cucap_driver_fn cucap_driver_entry_point(const char *symbol);
  */
 CUCAP_API cucap_driver_fn cucap_driver_entry_point_version(const char *symbol, int cuda_version);
 
+/**
+ * \brief       Give back everything the library keeps for reuse
+ *
+ * The library keeps, for the next objects it makes: freed builder,
+ * hierarchy and pool objects (a few of each), builders destroyed between
+ * captures (with their stream), cached streams and events, the pool
+ * objects of cucap_device_pool(), and a retain of each device's primary
+ * context it used.  This call destroys and releases all of them, so that
+ * a program that destroyed its objects and calls it before it exits (or
+ * before dlclose() of a plugin that uses the library) leaves no memory,
+ * stream, event or context retain of the library's behind.
+ *
+ * Objects still alive keep what they hold and give it back when they are
+ * destroyed; what the library keeps after this call, it keeps again until
+ * the next one.  The pool pointers returned by cucap_device_pool() before
+ * the call are not valid after it (call cucap_device_pool() again), so no
+ * other thread may use one meanwhile.  Any other library call may run at
+ * the same time on other threads.  Failures of the driver's destroy calls
+ * go to the warning handler.  Does not unload the driver.  New in 1.6.
+ */
+CUCAP_API void cucap_release_cached(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -72,7 +72,7 @@ CUresult cucap_i_attach_body(struct cucap_hier *parent, struct cucap_box *body_b
         cucap_i_fail_driver(err, rc, caller, "cuGraphGetNodes (reading the captured body)");
     } else {
         cucap_i_hier_lock(parent);
-        body = cucap_i_box_graph(parent, body_box);
+        body = cucap_i_box_graph(body_box);
         if (!body)
             rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                               "%s: the parent's capture was invalidated and the driver discarded its graph, this "

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spares.h"
+#include "free-list.h"
 #include "builder-memory.h"
 #include "context-hold.h"
 
@@ -15,7 +15,7 @@
  * kept for the next captures: a split of many forks would otherwise
  * allocate and clear a large block each time. */
 #define SPARE_SLAB_MAX 256           /* builders; larger slabs go back to the heap */
-static struct cucap_spares spare_slabs, spare_builders;
+static struct cucap_free_list spare_slabs = CUCAP_FREE_LIST_INIT, spare_builders = CUCAP_FREE_LIST_INIT;
 
 static void builder_init(cucap_builder *b, cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                          struct ctx_hold *ctx)
@@ -30,7 +30,7 @@ static void builder_init(cucap_builder *b, cucap_builder_kind kind, cucap_builde
 cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                                   struct ctx_hold *ctx)
 {
-    cucap_builder *b = cucap_i_spare_take(&spare_builders);
+    cucap_builder *b = cucap_i_free_list_take(&spare_builders);
 
     if (b)
         memset(b, 0, sizeof *b);
@@ -52,10 +52,10 @@ struct builder_slab {
 
 static struct builder_slab *take_spare_slab(size_t count)
 {
-    struct builder_slab *slab = cucap_i_spare_take(&spare_slabs);
+    struct builder_slab *slab = cucap_i_free_list_take(&spare_slabs);
 
     if (slab && slab->capacity < count) {   /* too small for this split: kept for another */
-        if (!cucap_i_spare_give(&spare_slabs, slab))
+        if (!cucap_i_free_list_give(&spare_slabs, slab))
             free(slab);
         slab = NULL;
     }
@@ -64,14 +64,14 @@ static struct builder_slab *take_spare_slab(size_t count)
 
 static void give_spare_slab(struct builder_slab *slab)
 {
-    if (slab->capacity > SPARE_SLAB_MAX || !cucap_i_spare_give(&spare_slabs, slab))
+    if (slab->capacity > SPARE_SLAB_MAX || !cucap_i_free_list_give(&spare_slabs, slab))
         free(slab);
 }
 
 void cucap_i_builder_spares_drain(void)
 {
-    cucap_i_spares_drain(&spare_slabs);
-    cucap_i_spares_drain(&spare_builders);
+    cucap_i_free_list_drain(&spare_slabs);
+    cucap_i_free_list_drain(&spare_builders);
 }
 
 struct builder_slab *cucap_i_builder_slab_new(size_t count)
@@ -117,7 +117,7 @@ void cucap_i_builder_free(cucap_builder *b)
     struct builder_slab *slab = b->slab;
 
     if (!slab) {
-        if (!cucap_i_spare_give(&spare_builders, b))
+        if (!cucap_i_free_list_give(&spare_builders, b))
             free(b);
     }
     /* a split of one fork: no other builder shares the slab, no count to take */

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "builder-internal.h"
+#include "builder-object.h"
 
 cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                                    struct ctx_hold *ctx);

@@ -1,17 +1,18 @@
 /* Graph builders: creation, the capture state machine (begin, end, reset,
  * close, destroy), queries, what an ended builder hands out (complete,
- * complete_into, exec update, graph, dot print), the capture lock as
- * builders take it, and enqueue under it.  Memory:
- * builder-memory.c; embed: embed.c;
- * split and join: fork.c, fork-links.c; conditional nodes: conditional.c,
- * and body.c for attaching a body; the capture's hierarchy: hierarchy.c;
- * streams and events: streams.c. */
+ * complete_into, graph, dot print, the parameter block), the capture lock
+ * as builders take it, and enqueue under it.  The struct and its checks:
+ * builder-object.c; memory: builder-memory.c; embed: embed.c; split and
+ * join: fork.c, fork-links.c, kept-forks.c; conditional nodes:
+ * conditional.c, and body.c for attaching a body; the capture:
+ * hierarchy.c; streams and events: stream-cache.c. */
 #include "config.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "builder-internal.h"
+#include "capture-registry.h"
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
@@ -19,41 +20,22 @@
 #include "builder-memory.h"
 #include "context-hold.h"
 #include "fork-links.h"
+#include "free-list.h"
 #include "graph.h"
 #include "kept-forks.h"
-#include "spares.h"
 #include "params.h"
-#include "streams.h"
-
-const char *const cucap_i_state_names[] = { "NOT_STARTED", "CAPTURING", "ENDED", "INVALIDATED", "CLOSED" };
-
-CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err)
-{
-    if (!b)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the builder is NULL", caller);
-    if (b->state == CUCAP_BUILDER_CLOSED)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder has been closed", caller);
-    return CUDA_SUCCESS;
-}
-
-CUresult cucap_i_builder_no_graph(const char *caller, cucap_error **err)
-{
-    return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                        "%s: the capture was invalidated and the driver discarded its graph; this builder has no "
-                        "graph", caller);
-}
+#include "stream-cache.h"
 
 /* ---------------------------------------------------------------- creation */
 
 /* Builders of cucap_builder_create destroyed between captures, kept whole
- * (their stream, context hold and recycled hierarchy) for the next
+ * (their stream, context hold and last parameter block) for the next
  * cucap_builder_create of their device, which then costs what a reset
- * does; by device, for the first KEPT_DEVICES devices.  What it buys
- * (bench/RESULTS.md, "What each mechanism buys"): without it the update
- * loop with a builder per capture ran 1.132 times the hand-written loop
- * where it runs 1.048 (K = 2, H200, three runs each). */
+ * does (no stream or context to find); by device, for the first
+ * KEPT_DEVICES devices, until cucap_release_cached. */
 #define KEPT_DEVICES 8
-static struct cucap_spares kept_builders[KEPT_DEVICES];
+#define KEPT CUCAP_FREE_LIST_INIT
+static struct cucap_free_list kept_builders[KEPT_DEVICES] = { KEPT, KEPT, KEPT, KEPT, KEPT, KEPT, KEPT, KEPT };
 
 void cucap_i_builder_kept_drain(void)
 {
@@ -61,7 +43,7 @@ void cucap_i_builder_kept_drain(void)
     int dev;
 
     for (dev = 0; dev < KEPT_DEVICES; dev++)
-        while ((b = cucap_i_spare_take(&kept_builders[dev])) != NULL) {
+        while ((b = cucap_i_free_list_take(&kept_builders[dev])) != NULL) {
             (void)cucap_i_builder_close_as(b, "cucap_builder_destroy", "destroying a kept builder", NULL);
             cucap_i_builder_free(b);
         }
@@ -77,7 +59,7 @@ CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **e
     if (!out)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
     *out = NULL;
-    if (dev >= 0 && dev < KEPT_DEVICES && (*out = cucap_i_spare_take(&kept_builders[dev])) != NULL)
+    if (dev >= 0 && dev < KEPT_DEVICES && (*out = cucap_i_free_list_take(&kept_builders[dev])) != NULL)
         return CUDA_SUCCESS;
     if ((rc = cucap_i_ctx_hold_primary(dev, &hold, caller, err)) != CUDA_SUCCESS)
         return rc;
@@ -153,7 +135,7 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: cannot resume building after the capture ended (the builder is %s); create a "
                             "new builder", caller, cucap_i_state_names[b->state]);
-    if (b->kind == CUCAP_BUILDER_BODY && !cucap_i_box_graph(b->parent_h, b->body_box))
+    if (b->kind == CUCAP_BUILDER_BODY && !cucap_i_box_graph(b->body_box))
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: the parent's capture was invalidated and the driver discarded its graph, this "
                             "body's graph with it", caller);
@@ -161,21 +143,18 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
         mode != CU_STREAM_CAPTURE_MODE_RELAXED)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
                             "%s: %d is not a capture mode (GLOBAL, THREAD_LOCAL or RELAXED)", caller, (int)mode);
-    /* the hierarchy first (the last capture's, recycled by a reset, or a
-     * new one): nothing to undo when memory is short; its graph and the
-     * capture's id are learned when first needed (the end returns the
-     * graph, a join sees the id) */
-    if (!(h = b->kept_h) && !(h = cucap_i_hier_new_capture(b->ctx->ctx)))
+    /* the hierarchy first: nothing to undo when memory is short; its
+     * graph and the capture's id are learned when first needed (the end
+     * returns the graph, a join sees the id) */
+    if (!(h = cucap_i_hier_new_capture(b->ctx->ctx, b->stream)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     if ((rc = cucap_i_drv.cuStreamBeginCapture(b->stream, mode)) != CUDA_SUCCESS) {
-        if (h != b->kept_h)
-            cucap_i_hier_unref(h);
+        cucap_i_hier_unref(h, caller);
         return cucap_i_fail_driver(err, rc, caller, "cuStreamBeginCapture");
     }
-    b->kept_h = NULL;
     if (b->kind == CUCAP_BUILDER_BODY && b->h) {   /* a failed earlier capture of this body */
         drop_fork_links(b, b->h);   /* its forks stay in that capture */
-        cucap_i_hier_unref(b->h);
+        cucap_i_hier_unref(b->h, caller);
     }
     if (b->kind == CUCAP_BUILDER_BODY) {
         cucap_i_hier_mark_body_capture(h);
@@ -184,7 +163,7 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
     b->h = h;
     b->state = CUCAP_BUILDER_CAPTURING;
     b->capture_serial++;
-    cucap_i_capture_register_origin(&b->registration, b->stream, h);
+    cucap_i_registry_add(&b->registration, b->stream, h);
     return CUDA_SUCCESS;
 }
 
@@ -213,8 +192,8 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
         over = 1;
     }
     if (g) {
-        /* owned, every stream of the capture out of it, the origin's entry forgotten */
-        cucap_i_hier_capture_over(b->h, g, &b->registration);
+        /* owned, every stream of the capture out of it */
+        cucap_i_hier_capture_over(b->h, g);
         b->state = CUCAP_BUILDER_ENDED;
     } else {
         /* no graph: the driver discarded it, nothing may destroy it */
@@ -229,9 +208,8 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
     }
     cucap_i_hier_unlock(b->h);
     if (over && !g)
-        cucap_i_hier_capture_over(b->h, NULL, &b->registration);   /* every stream of the capture is out of it */
-    cucap_i_capture_unregister(&b->registration);
-    cucap_i_capture_registry_end(b->h);
+        cucap_i_hier_capture_over(b->h, NULL);   /* every stream of the capture is out of it */
+    cucap_i_registry_remove(&b->registration);
     *out = g;
     return rc;
 }
@@ -292,9 +270,11 @@ static void release_cached_stream(cucap_builder *b, const char *caller)
     cuuint64_t id = 0;
     CUresult rc;
 
+    struct cucap_cache_item item = { b->ctx->ctx, b->ctx->dev, b->stream, 0, 1 };
+
     /* a join just saw the stream in this capture: no need to ask again */
     if (b->joined_in_capture && b->ctx->retained && b->h &&
-        cucap_i_hier_defer_stream(b->h, b->ctx->ctx, b->ctx->dev, b->stream, 1) == 0)
+        cucap_i_defer(cucap_i_hier_deferral(b->h), &item, 1, 0, caller) == 0)
         return;
     rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, &id, NULL, NULL, NULL, NULL);
     if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE) {
@@ -303,23 +283,21 @@ static void release_cached_stream(cucap_builder *b, const char *caller)
     }
     /* a capture id not learned yet (no join saw it): not provably this
      * capture, so destroyed rather than kept */
+    item.joined = 0;
     if (rc == CUDA_SUCCESS && b->ctx->retained && b->h && id && id == cucap_i_hier_capture_id(b->h) &&
-        cucap_i_hier_defer_stream(b->h, b->ctx->ctx, b->ctx->dev, b->stream, 0) == 0)
+        cucap_i_defer(cucap_i_hier_deferral(b->h), &item, 1, 0, caller) == 0)
         return;
     if ((rc = cucap_i_drv.cuStreamDestroy(b->stream)) != CUDA_SUCCESS)
         cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing the builder's stream: " CUCAP_I_RESULT_FMT,
                      caller, CUCAP_I_RESULT_ARGS(rc));
 }
 
-/* A hierarchy b lets go of: out of the registry (a capture that could not
- * be ended, or a recycled hierarchy), b's forks' links gone. */
-static void let_go(cucap_builder *b, struct cucap_hier *h)
+/* The hierarchy of b's last capture let go of, b's forks' links gone. */
+static void let_go(cucap_builder *b, const char *caller)
 {
-    if (!h)
-        return;
-    cucap_i_capture_registry_remove(h);
-    drop_fork_links(b, h);
-    cucap_i_hier_unref(h);
+    drop_fork_links(b, b->h);
+    cucap_i_hier_unref(b->h, caller);
+    b->h = NULL;
 }
 
 static void release(cucap_builder *b, const char *caller)
@@ -327,20 +305,14 @@ static void release(cucap_builder *b, const char *caller)
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult rc;
 
-    cucap_i_capture_unregister(&b->registration);
+    cucap_i_registry_remove(&b->registration);   /* a capture that could not be ended */
     if (b->split_event) {   /* in b's capture while it runs: reused once that is over */
-        if (b->h)
-            cucap_i_give_event(b->ctx, b->h, b->split_event);
-        else
-            cucap_i_cache_give_event(b->ctx->ctx, b->ctx->dev, b->split_event, caller);
+        cucap_i_give_event(b->ctx, b->h ? cucap_i_hier_deferral(b->h) : NULL, b->split_event, caller);
         b->split_event = NULL;
     }
     cucap_i_kept_let_go_all(b, caller);
-    if (b->kind != CUCAP_BUILDER_FORKED) {
-        let_go(b, b->kept_h);
-        b->kept_h = NULL;
-        cucap_i_capture_registry_remove(b->h);   /* a capture that could not be ended */
-    }
+    cucap_i_params_unref(b->params, caller);
+    b->params = NULL;
     drop_fork_links(b, b->h);
     if (b->kind == CUCAP_BUILDER_PRIMARY && b->owns_stream) {
         /* an origin stream whose capture could not be ended is left alone;
@@ -360,11 +332,8 @@ static void release(cucap_builder *b, const char *caller)
         release_cached_stream(b, caller);
         cucap_i_capture_unlock(b);
     }
-    if (b->kind == CUCAP_BUILDER_FORKED)
-        cucap_i_hier_fork_unref(b->h);
-    else
-        cucap_i_hier_unref(b->h);
-    cucap_i_hier_unref(b->parent_h);
+    cucap_i_hier_unref(b->h, caller);
+    cucap_i_hier_unref(b->parent_h, caller);
     cucap_i_ctx_hold_release(b->ctx);
     b->h = NULL;
     b->parent_h = NULL;
@@ -374,16 +343,11 @@ static void release(cucap_builder *b, const char *caller)
 }
 
 /* A PRIMARY builder whose capture is over (ENDED or INVALIDATED), made
- * NOT_STARTED: the last capture's forks are no longer b's, its hierarchy
- * kept for the next begin when it can be. */
+ * NOT_STARTED: the last capture's forks are no longer b's, and its
+ * graph goes with the last reference to it. */
 static void start_over(cucap_builder *b, const char *caller)
 {
-    drop_fork_links(b, b->h);
-    if (cucap_i_hier_recycle(b->h, caller))
-        b->kept_h = b->h;   /* for the next begin */
-    else
-        let_go(b, b->h);
-    b->h = NULL;
+    let_go(b, caller);
     b->joined_in_capture = 0;
     b->state = CUCAP_BUILDER_NOT_STARTED;
 }
@@ -462,7 +426,7 @@ CUresult cucap_builder_close(cucap_builder *b, cucap_error **err)
 /* A builder of cucap_builder_create whose capture is over (or never
  * began), made NOT_STARTED as a reset makes it and kept for the next
  * cucap_builder_create of its device: 1, or 0 when it cannot be (it is
- * then destroyed as any other, its hierarchy maybe recycled). */
+ * then destroyed as any other). */
 static int keep_for_create(cucap_builder *b)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -470,21 +434,14 @@ static int keep_for_create(cucap_builder *b)
     if (b->kind != CUCAP_BUILDER_PRIMARY || b->state == CUCAP_BUILDER_CAPTURING || b->state == CUCAP_BUILDER_CLOSED ||
         !b->cached_stream || !b->ctx->retained || b->ctx->dev < 0 || b->ctx->dev >= KEPT_DEVICES)
         return 0;
-    if (b->h) {   /* ENDED or INVALIDATED */
-        drop_fork_links(b, b->h);
-        if (!cucap_i_hier_recycle(b->h, "cucap_builder_destroy"))
-            return 0;
-        b->kept_h = b->h;
-        b->h = NULL;
-        b->joined_in_capture = 0;
-        b->state = CUCAP_BUILDER_NOT_STARTED;
-    }
     /* as release proves before the cache gets the stream */
     if (cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
         status != CU_STREAM_CAPTURE_STATUS_NONE)
         return 0;
+    if (b->h)   /* ENDED or INVALIDATED */
+        start_over(b, "cucap_builder_destroy");
     cucap_i_kept_let_go_all(b, "cucap_builder_destroy");   /* its kept forks were its user's */
-    return cucap_i_spare_give(&kept_builders[b->ctx->dev], b);
+    return cucap_i_free_list_give(&kept_builders[b->ctx->dev], b);
 }
 
 void cucap_builder_destroy(cucap_builder *b)
@@ -558,21 +515,6 @@ CUresult cucap_builder_is_building(const cucap_builder *b, int *building, cucap_
     return CUDA_SUCCESS;
 }
 
-/* open, has a graph, ENDED */
-CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller, cucap_error **err)
-{
-    CUresult rc;
-
-    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if (b->state == CUCAP_BUILDER_INVALIDATED)
-        return cucap_i_builder_no_graph(caller, err);
-    if (b->state != CUCAP_BUILDER_ENDED)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the graph has not finished building (the builder "
-                            "is %s; end it first)", caller, cucap_i_state_names[b->state]);
-    return CUDA_SUCCESS;
-}
-
 CUresult cucap_builder_complete(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **out,
                                 cucap_error **err)
 {
@@ -603,18 +545,6 @@ static CUresult fail_as(cucap_error **err, cucap_error *e, const char *caller)
             cucap_i_error_add_note(*err, "%s", cucap_error_note(e, i));
     cucap_error_free(e);
     return code;
-}
-
-CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **err)
-{
-    static const char caller[] = "cucap_exec_update";
-    CUresult rc;
-
-    if (!e)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
-    if ((rc = cucap_i_builder_check_ended(source, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    return cucap_i_exec_update_from(e, source->h, caller, err);   /* holding source's reference */
 }
 
 CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
@@ -708,7 +638,6 @@ CUresult cucap_builder_params(cucap_builder *b, size_t size, CUdeviceptr *block,
 {
     static const char caller[] = "cucap_builder_params";
     struct cucap_params *p;
-    unsigned long capture;
     CUresult rc = CUDA_SUCCESS;
 
     if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
@@ -731,21 +660,27 @@ CUresult cucap_builder_params(cucap_builder *b, size_t size, CUdeviceptr *block,
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's capture ended (its primary's end came "
                             "first)", caller);
     }
-    capture = cucap_i_hier_capture_number(b->h);
-    p = cucap_i_hier_params(b->h);
-    if (p && cucap_i_params_capture(p) == capture)
+    if ((p = cucap_i_hier_params(b->h)) != NULL)
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                           "%s: the capture has its parameter block already (%zu bytes at 0x%llx): one per capture, "
                           "so put every value its work reads in one struct", caller, cucap_i_params_size(p),
                           (unsigned long long)cucap_i_params_block(p));
-    else if (!p || cucap_i_params_size(p) != size) {
-        /* an earlier capture's block of another size, if any, stays with the executable graphs that read it */
-        if ((rc = cucap_i_params_new(b->ctx->ctx, size, &p, caller, err)) == CUDA_SUCCESS)
+    else {
+        /* a primary builder's last block of this size again; one of another size stays with the
+         * executable graphs that read it */
+        cucap_builder *keeper = b->kind == CUCAP_BUILDER_PRIMARY ? b : NULL;
+        if (keeper && keeper->params && cucap_i_params_size(keeper->params) == size) {
+            p = keeper->params;
+            cucap_i_params_ref(p);
+        } else if ((rc = cucap_i_params_new(b->ctx->ctx, size, &p, caller, err)) == CUDA_SUCCESS && keeper) {
+            cucap_i_params_unref(keeper->params, caller);
+            keeper->params = p;
+            cucap_i_params_ref(p);
+        }
+        if (rc == CUDA_SUCCESS) {
             cucap_i_hier_set_params(b->h, p, caller);
-    }
-    if (rc == CUDA_SUCCESS) {   /* a new block, or the last capture's of this size, reused */
-        cucap_i_params_set_capture(p, capture);
-        *block = cucap_i_params_block(p);
+            *block = cucap_i_params_block(p);
+        }
     }
     cucap_i_capture_unlock(b);
     return rc;
@@ -813,12 +748,12 @@ CUresult cucap_builder_enqueue(cucap_builder *b, cucap_enqueue_fn fn, void *user
                           "first); the work was not enqueued", caller);
     } else if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) == CUDA_SUCCESS) {
         if ((rc = fn(s, user_data)) != CUDA_SUCCESS) {
-            cucap_i_hier_capture_failed(h, "the work of cucap_builder_enqueue", rc);
+            cucap_i_capture_failed(h, "the work of cucap_builder_enqueue", rc);
             cucap_i_fail(err, rc, "%s: the work failed: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
         }
         rc = cucap_i_ctx_leave_for(ctx, saved, rc, caller, err);
     }
     cucap_i_hier_unlock(h);
-    cucap_i_hier_unref(h);
+    cucap_i_hier_unref(h, caller);
     return rc;
 }

@@ -10,7 +10,7 @@
 #include "hierarchy.h"
 #include "internal.h"
 #include "builder-memory.h"
-#include "streams.h"
+#include "stream-cache.h"
 
 #define IF_ELSE_SWITCH_FLOOR 12080    /* IF with two bodies and SWITCH: CUDA 12.8 drivers */
 

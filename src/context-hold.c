@@ -49,36 +49,33 @@ void cucap_i_ctx_hold_release_by(struct ctx_hold *c, size_t n)
     if (!c || n == 0 || atomic_fetch_sub_explicit(&c->refs, (int)n, memory_order_acq_rel) != (int)n)
         return;
     if (c->retained && (rc = cucap_i_drv.cuDevicePrimaryCtxRelease(c->dev)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "libcucapture: cuDevicePrimaryCtxRelease failed while releasing device %d's primary "
+        cucap_i_warn(rc, "cuDevicePrimaryCtxRelease failed while releasing device %d's primary "
                      "context: " CUCAP_I_RESULT_FMT, (int)c->dev, CUCAP_I_RESULT_ARGS(rc));
     free(c);
 }
 
 /* Holds on primary contexts, shared by every builder of the context: the
  * table keeps one reference, so the retain is made once per context, as
- * the stream cache keeps its own retain (both until cucap_i_drain_kept).
- * Entries are added under the lock and looked up without it; only
- * cucap_i_drain_kept, when nothing else runs, takes them out. */
+ * the stream cache keeps its own retain (both until cucap_release_cached). */
 #define SHARED_HOLDS 8
-static _Atomic(struct ctx_hold *) shared_holds[SHARED_HOLDS];
+static struct ctx_hold *shared_holds[SHARED_HOLDS];
 static pthread_mutex_t shared_holds_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The shared hold of ctx (or, ctx NULL, of dev's primary context) with a
  * reference for the caller, or NULL. */
 static struct ctx_hold *shared_hold(CUcontext ctx, CUdevice dev)
 {
+    struct ctx_hold *found = NULL;
     int i;
 
-    for (i = 0; i < SHARED_HOLDS; i++) {
-        struct ctx_hold *h = atomic_load_explicit(&shared_holds[i], memory_order_acquire);
-        if (!h)
-            break;   /* filled in order, never emptied but by the drain */
-        if (ctx ? h->ctx == ctx : h->dev == dev) {
-            atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
-            return h;
+    pthread_mutex_lock(&shared_holds_lock);
+    for (i = 0; i < SHARED_HOLDS && shared_holds[i] && !found; i++)
+        if (ctx ? shared_holds[i]->ctx == ctx : shared_holds[i]->dev == dev) {
+            found = shared_holds[i];
+            atomic_fetch_add_explicit(&found->refs, 1, memory_order_relaxed);
         }
-    }
-    return NULL;
+    pthread_mutex_unlock(&shared_holds_lock);
+    return found;
 }
 
 /* Keep a new retained hold in the table (a reference of its own), when
@@ -89,12 +86,11 @@ static void share_hold(struct ctx_hold *hold)
 
     pthread_mutex_lock(&shared_holds_lock);
     for (i = 0; i < SHARED_HOLDS; i++) {
-        struct ctx_hold *h = atomic_load_explicit(&shared_holds[i], memory_order_relaxed);
-        if (h && h->ctx == hold->ctx)
+        if (shared_holds[i] && shared_holds[i]->ctx == hold->ctx)
             break;
-        if (!h) {
+        if (!shared_holds[i]) {
             atomic_fetch_add_explicit(&hold->refs, 1, memory_order_relaxed);
-            atomic_store_explicit(&shared_holds[i], hold, memory_order_release);
+            shared_holds[i] = hold;
             break;
         }
     }
@@ -104,14 +100,20 @@ static void share_hold(struct ctx_hold *hold)
 void cucap_i_ctx_holds_drain(void)
 {
     struct ctx_hold *held[SHARED_HOLDS];
-    int i;
+    struct cucap_relaxed_scope scope;
+    int i, relaxed;
 
     pthread_mutex_lock(&shared_holds_lock);
-    for (i = 0; i < SHARED_HOLDS; i++)
-        held[i] = atomic_exchange_explicit(&shared_holds[i], NULL, memory_order_acq_rel);
+    for (i = 0; i < SHARED_HOLDS; i++) {
+        held[i] = shared_holds[i];
+        shared_holds[i] = NULL;
+    }
     pthread_mutex_unlock(&shared_holds_lock);
+    relaxed = cucap_i_relaxed_enter(&scope, "cucap_release_cached", NULL) == CUDA_SUCCESS;
     for (i = 0; i < SHARED_HOLDS; i++)
         cucap_i_ctx_hold_release(held[i]);
+    if (relaxed)
+        cucap_i_relaxed_leave(&scope, CUDA_SUCCESS, "cucap_release_cached", NULL);
 }
 
 /* A new hold of dev's primary context, retained: the caller is in

@@ -1,6 +1,6 @@
 /* Holds on the context a builder's stream or a pool lives in: a device's
  * primary context is retained once and shared by every holder of it (until
- * cucap_i_drain_kept); another context is the caller's to keep alive.
+ * cucap_release_cached); another context is the caller's to keep alive.
  * Internal. */
 #ifndef CUCAPTURE_CONTEXT_HOLD_H
 #define CUCAPTURE_CONTEXT_HOLD_H
@@ -21,7 +21,7 @@ void cucap_i_ctx_hold_release(struct ctx_hold *c);
 /* n references at once (a split's or a join's forks) */
 void cucap_i_ctx_hold_ref_by(struct ctx_hold *c, size_t n);
 void cucap_i_ctx_hold_release_by(struct ctx_hold *c, size_t n);
-/* Let go of the shared holds (with cucap_i_drain_kept). */
+/* Let go of the shared holds (cucap_release_cached). */
 void cucap_i_ctx_holds_drain(void);
 /* A hold on dev's primary context (checked, retained in relaxed thread
  * mode), with one reference for the caller. */

@@ -175,6 +175,11 @@ static void load_driver(void)
     }
 }
 
+int cucap_i_driver_loaded(void)
+{
+    return atomic_load_explicit(&driver_loaded, memory_order_acquire);
+}
+
 CUresult cucap_i_driver(const char *caller, cucap_error **err)
 {
     pthread_once(&load_once, load_driver);

@@ -42,8 +42,8 @@ int cucap_i_one_device(void);
  * none (or no driver is loaded). */
 void *cucap_i_driver_entry_point_at(const char *symbol, int cuda_version);
 
-/* The driver's own name and description of a code, NULL when no driver is
- * loaded or it does not know the code. */
+/* Whether the driver was loaded (its table filled). */
+int cucap_i_driver_loaded(void);
 
 #ifdef __cplusplus
 }

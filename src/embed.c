@@ -23,8 +23,7 @@ CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the parent graph is not being built (it is %s)",
                             caller, cucap_i_state_names[parent->state]);
     (void)cucap_i_capture_lock_pair(parent, child);
-    if (cucap_i_hier_params(child->h) &&
-        cucap_i_params_capture(cucap_i_hier_params(child->h)) == cucap_i_hier_capture_number(child->h))
+    if (cucap_i_hier_params(child->h))
         rc = cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the child's capture made a parameter block, which "
                           "only launches of the child's own executable graphs fill; make the block in the "
                           "parent's capture and let the child's work read it", caller);

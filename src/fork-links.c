@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "builder-internal.h"
+#include "builder-object.h"
 #include "fork-links.h"
 
 int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "builder-internal.h"
+#include "capture-registry.h"
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
@@ -15,7 +16,7 @@
 #include "context-hold.h"
 #include "fork-links.h"
 #include "kept-forks.h"
-#include "streams.h"
+#include "stream-cache.h"
 
 /* The fast join (doc/driver-facts.md, "Joining by capture dependencies"):
  * when both streams are ACTIVE in one capture, `to` adds `from`'s current
@@ -66,7 +67,7 @@ static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *call
     if (wait_on_dependencies(to, from, &rc)) {
         if (rc != CUDA_SUCCESS) {
             rc = cucap_i_fail_in_capture(to->h, to->stream, rc, caller, "cuStreamUpdateCaptureDependencies", NULL, err);
-            cucap_i_hier_capture_failed(from->h, caller, rc);
+            cucap_i_capture_failed(from->h, caller, rc);
         }
         return rc;
     }
@@ -78,12 +79,12 @@ static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *call
     if (rc != CUDA_SUCCESS && ev) {   /* the call on `from` or on `to` failed: the other capture learns it too */
         cucap_builder *on = !strcmp(call, "cuEventRecord") ? from : to, *other = on == from ? to : from;
         rc = cucap_i_fail_in_capture(on->h, on->stream, rc, caller, call, NULL, err);
-        cucap_i_hier_capture_failed(other->h, caller, rc);
+        cucap_i_capture_failed(other->h, caller, rc);
     } else if (rc != CUDA_SUCCESS) {
         cucap_i_fail_driver(err, rc, caller, call);
     }
     if (ev)
-        cucap_i_give_event(from->ctx, from->h, ev);
+        cucap_i_give_event(from->ctx, cucap_i_hier_deferral(from->h), ev, caller);
     return rc;
 }
 
@@ -154,39 +155,36 @@ static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cu
     return rc;
 }
 
-/* The split's event and the forks' streams: those the capture's
- * hierarchy kept from its earlier captures (a builder that is reset), the
- * rest from the cache, in one step when they are of one context.  Under
- * the graph lock. */
+/* The split's event and the forks' streams: streams whose forks joined
+ * back into this capture first (hand-written code reuses its fork streams
+ * the same way), the rest from the cache, in one step when they are of
+ * one context.  Under the graph lock. */
 static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t n, CUstream *streams, CUevent *ev,
                                    const char *caller, cucap_error **err)
 {
+    struct cucap_deferral *d = cucap_i_hier_deferral(b->h);
     const char *failed = "cuEventCreate";
-    size_t ready = 0, joined = 0, i;
+    size_t joined = 0, i;
     CUresult rc;
 
     if (on == b->ctx) {
-        if (on->retained) {
-            joined = cucap_i_hier_take_joined(b->h, on->ctx, n, streams);
-            ready = joined + cucap_i_hier_take_ready(b->h, on->ctx, n - joined, streams + joined, ev);
-            if (ready == n && *ev)
-                return CUDA_SUCCESS;
-        }
-        rc = *ev ? cucap_i_take_streams(on, n - ready, streams + ready, caller)
-                 : cucap_i_take_streams_and_event(on, n - ready, streams + ready, ev, &failed, caller);
+        if (on->retained && (joined = cucap_i_deferral_take_joined(d, on->ctx, n, streams)) == n && *ev)
+            return CUDA_SUCCESS;
+        rc = *ev ? cucap_i_take_streams(on, n - joined, streams + joined, caller)
+                 : cucap_i_take_streams_and_event(on, n - joined, streams + joined, ev, &failed, caller);
         if (rc != CUDA_SUCCESS) {
-            if (*ev) {   /* the event was ready (so the context is retained): the streams failed */
+            if (*ev) {   /* the builder's own event (so the context is retained): the streams failed */
                 failed = "cuStreamCreate";
                 cucap_i_cache_give_event(on->ctx, on->dev, *ev, caller);
                 if (b->split_event == *ev)
                     b->split_event = NULL;
                 *ev = NULL;
             }
-            for (i = 0; i < joined; i++)   /* still in this capture: back to wait for its end */
-                if (cucap_i_hier_defer_stream(b->h, on->ctx, on->dev, streams[i], 1) != 0)
+            for (i = 0; i < joined; i++) {   /* still in this capture: back to wait for its end */
+                struct cucap_cache_item item = { on->ctx, on->dev, streams[i], 0, 1 };
+                if (cucap_i_defer(d, &item, 1, 0, caller) != 0)
                     cucap_i_drv.cuStreamDestroy(streams[i]);   /* legal in a capture */
-            for (i = joined; i < ready; i++)   /* in no capture: their last one is over */
-                cucap_i_give_stream(on, streams[i], caller);
+            }
             return cucap_i_fail_driver(err, rc, caller, failed);
         }
         return CUDA_SUCCESS;
@@ -194,10 +192,51 @@ static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t
     if ((rc = cucap_i_take_event(b->ctx, ev, caller)) != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
     if ((rc = cucap_i_take_streams(on, n, streams, caller)) != CUDA_SUCCESS) {
-        cucap_i_give_event(b->ctx, NULL, *ev);
+        cucap_i_give_event(b->ctx, NULL, *ev, caller);
         return cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
     }
     return CUDA_SUCCESS;
+}
+
+/* A split's last step on b's capture, whose graph lock the caller holds:
+ * n more references to the hierarchy (the forks'), their registry
+ * entries, the split's event e deferred to the capture's end with room
+ * for the forks' streams, destroyed when b's context has no cache
+ * (legal in a capture), or nothing when e is NULL (b keeps it), and the
+ * graph lock released. */
+static void split_done(cucap_builder *b, CUevent e, cucap_builder *const *forks, size_t n, const char *caller)
+{
+    struct cucap_cache_item item = { b->ctx->ctx, b->ctx->dev, e, 1, 0 };
+    struct cucap_hier *h = b->h;
+    size_t i;
+
+    cucap_i_hier_ref_by(h, n);
+    for (i = 0; i < n; i++) {
+        forks[i]->registration.stream = forks[i]->stream;
+        forks[i]->registration.next = i + 1 < n ? &forks[i + 1]->registration : NULL;
+    }
+    if (n)
+        cucap_i_registry_add_chain(&forks[0]->registration, n, h);
+    if (e && (!b->ctx->retained || cucap_i_defer(cucap_i_hier_deferral(h), &item, 1, n, caller) != 0))
+        cucap_i_drv.cuEventDestroy(e);
+    cucap_i_hier_unlock(h);
+}
+
+/* A join's last step on the capture of h, whose graph lock the caller
+ * holds: the capture's id learned (when id is not 0), the n joined forks'
+ * entries out of the registry and their references to h dropped, and the
+ * n_items streams of those that give theirs back deferred to the
+ * capture's end.  -1, changing nothing but the id, when out of memory. */
+static int forks_joined(struct cucap_hier *h, cuuint64_t id, const struct cucap_cache_item *items, size_t n_items,
+                        struct cucap_registration *const *entries, size_t n)
+{
+    if (id)
+        cucap_i_hier_learn_capture_id(h, id);
+    if (n_items && cucap_i_defer(cucap_i_hier_deferral(h), items, n_items, 0, "cucap_builder_join") != 0)
+        return -1;
+    cucap_i_registry_remove_all(entries, n);
+    cucap_i_hier_unref_by(h, n);   /* the joiner's reference stays: never the last */
+    return 0;
 }
 
 /* A primary builder of a retained context records its splits on an event
@@ -240,7 +279,7 @@ static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, 
     /* one event where b stands; every new stream waits on it and so joins the capture there */
     if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
         rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuEventRecord", NULL, err);
-        cucap_i_give_event(b->ctx, b->h, ev);
+        cucap_i_give_event(b->ctx, cucap_i_hier_deferral(b->h), ev, caller);
         if (keeps_split_event(b, on))
             b->split_event = NULL;
         for (i = 0; i < count - 1; i++)
@@ -268,15 +307,7 @@ static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, 
     cucap_i_ctx_hold_ref_by(on, made);
     if (rc == CUDA_SUCCESS && cucap_i_fork_links_add(b, forks, count - 1) != 0)
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    /* one step on the hierarchy: the forks' references and registry
-     * entries, and the event, which waits for the capture's end (a
-     * context the library did not retain has no cache) */
-    for (i = 0; i < made; i++) {
-        forks[i]->registration.stream = forks[i]->stream;
-        forks[i]->registration.next = i + 1 < made ? &forks[i + 1]->registration : NULL;
-    }
-    cucap_i_hier_split_and_unlock(b->h, b->ctx->ctx, b->ctx->dev, keep_split_event(b, on, ev), b->ctx->retained,
-                                  made ? &forks[0]->registration : NULL, made);
+    split_done(b, keep_split_event(b, on, ev), forks, made, caller);
     cucap_i_builder_slab_done(slab, made);
     if (rc != CUDA_SUCCESS) {
         /* a failed split hands out nothing: forks that did no work join
@@ -418,7 +449,7 @@ CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder 
     }
     if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
         rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuEventRecord", NULL, err);
-        cucap_i_give_event(b->ctx, b->h, ev);
+        cucap_i_give_event(b->ctx, cucap_i_hier_deferral(b->h), ev, caller);
         if (keeps_split_event(b, b->ctx))
             b->split_event = NULL;
         cucap_i_hier_unlock(b->h);
@@ -437,14 +468,10 @@ CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder 
         f->h = b->h;
         f->kept_serial = b->capture_serial;
         f->joined_in_capture = 0;
-        f->registration.stream = f->stream;
-        f->registration.next = made ? &forks[made - 1]->registration : NULL;
     }
     if (rc == CUDA_SUCCESS && cucap_i_fork_links_add(b, forks, n) != 0)
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    /* the forks' references to the hierarchy and registry entries, and the event */
-    cucap_i_hier_split_and_unlock(b->h, b->ctx->ctx, b->ctx->dev, keep_split_event(b, b->ctx, ev),
-                                  b->ctx->retained, made ? &forks[made - 1]->registration : NULL, made);
+    split_done(b, keep_split_event(b, b->ctx, ev), forks, made, caller);
     if (rc != CUDA_SUCCESS)   /* a failed split hands out nothing: those in the capture leave it */
         for (i = 0; i < made; i++)
             (void)cucap_i_builder_close_as(forks[i], caller, "closing a fork of a split that failed", NULL);
@@ -742,7 +769,7 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
     /* as release does, in one step for all: out of the fork lists; out of
      * the registry, the streams deferred to the capture's end */
     cucap_i_fork_links_release_all(builders, count, root);
-    if ((deferred = cucap_i_hier_forks_joined(h, learned, items, n_items, entries, n) == 0))
+    if ((deferred = forks_joined(h, learned, items, n_items, entries, n) == 0))
         cucap_i_hier_unlock(h);
     if (items != local)
         free(items);
@@ -930,7 +957,7 @@ static int join_one_fork(cucap_builder *b, struct cucap_hier *h, CUresult *rc, c
         return 1;
     }
     item = (struct cucap_cache_item){ f->ctx->ctx, f->ctx->dev, f->stream, 0, 1 };
-    if (cucap_i_hier_forks_joined(h, learned, &item, !kept, &entry, 1) != 0) {
+    if (forks_joined(h, learned, &item, !kept, &entry, 1) != 0) {
         f->joined_in_capture = 1;   /* out of memory: closed on its own, as join_checked closes it */
         *rc = close_joined(f, caller, err);
         return 1;

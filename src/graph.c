@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "builder-object.h"
 #include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
@@ -53,13 +54,13 @@ void cucap_graph_unref(cucap_graph *g)
 {
     if (!g || atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) != 1)
         return;
-    cucap_i_hier_unref(g->h);
+    cucap_i_hier_unref(g->h, "cucap_graph_unref");
     free(g);
 }
 
 CUgraph cucap_graph_handle(const cucap_graph *g)
 {
-    return g ? cucap_i_box_graph(g->h, g->box) : NULL;
+    return g ? cucap_i_box_graph(g->box) : NULL;
 }
 
 /* The driver's result codes, by value: a driver of CUDA 12.8 or newer
@@ -156,7 +157,7 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
     if (!(e = malloc(sizeof *e)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     cucap_i_hier_lock(h);
-    root = cucap_i_box_graph(h, box ? box : cucap_i_hier_root_box(h));
+    root = cucap_i_box_graph(box ? box : cucap_i_hier_root_box(h));
     if (!root)
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                           "%s: the capture was invalidated and the driver discarded its graph; there is no "
@@ -380,14 +381,16 @@ const char *cucap_i_node_type_text(CUgraphNodeType t)
     return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "unknown";
 }
 
-CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const char *caller, cucap_error **err)
+/* Update e from h's root graph, in e's context, under h's graph lock; a
+ * refused update names the driver's reason (and the node, when the driver
+ * names one). */
+static CUresult update_from(cucap_exec *e, struct cucap_hier *h, const char *caller, cucap_error **err)
 {
     CUgraphExecUpdateResultInfo info;
     CUgraphNodeType type;
     CUcontext ctx = e->ctx, saved = NULL;
     char where[96];
     CUresult rc;
-    int locked;
 
     where[0] = '\0';
     if (!needs_current_context(e, NULL, 0))
@@ -395,8 +398,8 @@ CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const cha
     else if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
     memset(&info, 0, sizeof info);
-    locked = cucap_i_hier_lock_unless_sole(h);
-    rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_hier_root_locked(h), &info);
+    cucap_i_hier_lock(h);
+    rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_hier_root(h), &info);
     if (rc == CUDA_SUCCESS && e->params != cucap_i_hier_params(h)) {   /* it now reads that capture's block */
         struct cucap_params *old = e->params;
         e->params = cucap_i_hier_params(h);
@@ -410,8 +413,7 @@ CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const cha
         else
             snprintf(where, sizeof where, ", at node %p", (void *)info.errorNode);
     }
-    if (locked)
-        cucap_i_hier_unlock(h);
+    cucap_i_hier_unlock(h);
     if (rc == CUDA_SUCCESS && saved == ctx)
         return rc;
     if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
@@ -421,4 +423,16 @@ CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const cha
         cucap_i_fail_driver(err, rc, caller, "cuGraphExecUpdate");
     }
     return cucap_i_ctx_leave_for(ctx, saved, rc, caller, err);
+}
+
+CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **err)
+{
+    static const char caller[] = "cucap_exec_update";
+    CUresult rc;
+
+    if (!e)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
+    if ((rc = cucap_i_builder_check_ended(source, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    return update_from(e, source->h, caller, err);   /* holding source's reference */
 }

@@ -24,9 +24,4 @@ void cucap_i_exec_destroy_handle(CUgraphExec exec, CUcontext ctx, const char *ca
 /* "host function", "memset", ... */
 const char *cucap_i_node_type_text(CUgraphNodeType t);
 
-/* Update e from h's root graph, in e's context, under h's graph lock
- * unless the caller holds h's only reference; a refused update names the
- * driver's reason (and the node, when the driver names one). */
-CUresult cucap_i_exec_update_from(cucap_exec *e, struct cucap_hier *h, const char *caller, cucap_error **err);
-
 #endif

@@ -9,12 +9,13 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "builder-internal.h"
+#include "builder-object.h"
 #include "builder-memory.h"
 #include "context-hold.h"
 #include "driver.h"
+#include "internal.h"
 #include "kept-forks.h"
-#include "streams.h"
+#include "stream-cache.h"
 
 static void let_go(cucap_builder *f)
 {

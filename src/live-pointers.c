@@ -2,21 +2,22 @@
  * in the same one. */
 #include "config.h"
 
-#include <stdatomic.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "compiler.h"
 #include "live-pointers.h"
 #include "ptr-set.h"
-#include "spin-lock.h"
 
 #define STRIPES 16
 
+#define STRIPE { PTHREAD_MUTEX_INITIALIZER, { NULL, 0, 0, 0, { { 0, NULL } } } }
+
 static struct stripe {
-    struct cucap_spin_lock lock;
+    pthread_mutex_t lock;
     struct cucap_ptr_set set;
-    char pad[64];                    /* keeps neighbouring stripes' locks off one cache line */
-} stripes[STRIPES];
+} stripes[STRIPES] = { STRIPE, STRIPE, STRIPE, STRIPE, STRIPE, STRIPE, STRIPE, STRIPE,
+                       STRIPE, STRIPE, STRIPE, STRIPE, STRIPE, STRIPE, STRIPE, STRIPE };
 
 static struct stripe *stripe_of(CUdeviceptr ptr)
 {
@@ -28,9 +29,9 @@ int cucap_i_live_add(CUdeviceptr ptr, const void *owner)
     struct stripe *s = stripe_of(ptr);
     int rc;
 
-    cucap_i_spin_lock(&s->lock);
+    pthread_mutex_lock(&s->lock);
     rc = cucap_i_ptr_set_add(&s->set, ptr, owner);
-    cucap_i_spin_unlock(&s->lock);
+    pthread_mutex_unlock(&s->lock);
     return rc;
 }
 
@@ -39,9 +40,9 @@ int cucap_i_live_remove(CUdeviceptr ptr, const void *owner)
     struct stripe *s = stripe_of(ptr);
     int rc;
 
-    cucap_i_spin_lock(&s->lock);
+    pthread_mutex_lock(&s->lock);
     rc = cucap_i_ptr_set_remove(&s->set, ptr, owner);
-    cucap_i_spin_unlock(&s->lock);
+    pthread_mutex_unlock(&s->lock);
     return rc;
 }
 
@@ -50,8 +51,8 @@ void cucap_i_live_forget_owner(const void *owner)
     int i;
 
     for (i = 0; i < STRIPES; i++) {
-        cucap_i_spin_lock(&stripes[i].lock);
+        pthread_mutex_lock(&stripes[i].lock);
         cucap_i_ptr_set_remove_owner(&stripes[i].set, owner);
-        cucap_i_spin_unlock(&stripes[i].lock);
+        pthread_mutex_unlock(&stripes[i].lock);
     }
 }

@@ -24,7 +24,6 @@ struct cucap_params {
     CUcontext ctx;
     CUdeviceptr block;
     size_t size;
-    unsigned long capture;
     pthread_mutex_t lock;            /* one launch at a time; guards the fields below */
     CUevent last_launch;             /* recorded behind the last launch, NULL before the first */
     CUstream last_stream;
@@ -119,16 +118,6 @@ CUdeviceptr cucap_i_params_block(const struct cucap_params *p)
 size_t cucap_i_params_size(const struct cucap_params *p)
 {
     return p->size;
-}
-
-unsigned long cucap_i_params_capture(const struct cucap_params *p)
-{
-    return p->capture;
-}
-
-void cucap_i_params_set_capture(struct cucap_params *p, unsigned long capture)
-{
-    p->capture = capture;
 }
 
 CUresult cucap_i_params_launch(struct cucap_params *p, CUgraphExec exec, const void *values, CUstream s,

@@ -17,9 +17,6 @@ void cucap_i_params_ref(struct cucap_params *p);
 void cucap_i_params_unref(struct cucap_params *p, const char *caller);
 CUdeviceptr cucap_i_params_block(const struct cucap_params *p);
 size_t cucap_i_params_size(const struct cucap_params *p);
-/* Which capture of its hierarchy handed it out last (the hierarchy's count). */
-unsigned long cucap_i_params_capture(const struct cucap_params *p);
-void cucap_i_params_set_capture(struct cucap_params *p, unsigned long capture);
 
 /* Launch exec on s, reading the block: values (size bytes, the block's
  * size; NULL: the block as the last launch left it) are copied in first,

@@ -4,7 +4,9 @@
 
 #include "cucapture.h"
 
-/* Free the pool objects kept for reuse (with cucap_i_drain_kept). */
+/* Free the pool objects kept for reuse, and those of cucap_device_pool
+ * (cucap_release_cached). */
 void cucap_i_pool_spares_drain(void);
+void cucap_i_pool_device_pools_drain(void);
 
 #endif

@@ -10,10 +10,11 @@
 
 #include "context-hold.h"
 #include "driver.h"
+#include "capture-registry.h"
 #include "hierarchy.h"
 #include "internal.h"
 #include "live-pointers.h"
-#include "spares.h"
+#include "free-list.h"
 #include "pool-internal.h"
 #include "relaxed-scope.h"
 
@@ -62,16 +63,16 @@ static CUresult check_device(CUdevice dev, const char *caller, cucap_error **err
 }
 
 /* Pool objects closed, kept for the next opens. */
-static struct cucap_spares spare_pools;
+static struct cucap_free_list spare_pools = CUCAP_FREE_LIST_INIT;
 
 void cucap_i_pool_spares_drain(void)
 {
-    cucap_i_spares_drain(&spare_pools);
+    cucap_i_free_list_drain(&spare_pools);
 }
 
 static cucap_pool *pool_new(CUmemoryPool handle, CUdevice dev, enum pool_kind kind)
 {
-    cucap_pool *p = cucap_i_spare_take(&spare_pools);
+    cucap_pool *p = cucap_i_free_list_take(&spare_pools);
 
     if (p)
         memset(p, 0, sizeof *p);
@@ -88,7 +89,7 @@ static void pool_free_object(cucap_pool *p)
     /* none recorded: the live table holds nothing of p, and may see p again */
     if (atomic_load_explicit(&p->recorded, memory_order_acquire))
         cucap_i_live_forget_owner(p);
-    if (!cucap_i_spare_give(&spare_pools, p))
+    if (!cucap_i_free_list_give(&spare_pools, p))
         free(p);
 }
 
@@ -135,6 +136,22 @@ static void release_hold(struct ctx_hold *hold, const char *caller)
     }
     cucap_i_ctx_hold_release(hold);
     cucap_i_relaxed_leave(&scope, CUDA_SUCCESS, caller, NULL);
+}
+
+void cucap_i_pool_device_pools_drain(void)
+{
+    cucap_pool *p;
+    int dev;
+
+    for (dev = 0; dev < CUCAP_MAX_DEVICES; dev++) {
+        pthread_mutex_lock(&device_pools_lock);
+        p = atomic_exchange_explicit(&device_pools[dev], NULL, memory_order_acq_rel);
+        pthread_mutex_unlock(&device_pools_lock);
+        if (p) {
+            release_hold(p->hold, "cucap_release_cached");
+            pool_free_object(p);
+        }
+    }
 }
 
 static CUresult open_current(CUdevice dev, enum pool_kind kind, const char *caller, cucap_pool **out,
@@ -278,13 +295,13 @@ static CUresult stream_ordered(cucap_pool *p, int allocate, size_t size, CUstrea
         rc = allocate ? cucap_i_drv.cuMemAllocFromPoolAsync(ptr, size, p->handle, s)
                       : cucap_i_drv.cuMemFreeAsync(*ptr, s);
         if (rc != CUDA_SUCCESS) {
-            cucap_i_capture_stream_failed(s, allocate ? "cucap_pool_alloc (cuMemAllocFromPoolAsync)"
-                                                      : "cucap_pool_free (cuMemFreeAsync)", rc);
+            cucap_i_capture_failed(capture, allocate ? "cucap_pool_alloc (cuMemAllocFromPoolAsync)"
+                                                     : "cucap_pool_free (cuMemFreeAsync)", rc);
             cucap_i_fail_driver(err, rc, caller, call);
         }
         rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
     }
-    cucap_i_capture_unlock_stream(capture);
+    cucap_i_capture_unlock_stream(capture, caller);
     return cucap_i_ctx_leave_for(p->ctx, saved, rc, caller, err);
 }
 

@@ -1,22 +1,25 @@
-/* Everything the library keeps for reuse, destroyed at once (the tests'
- * leak checks): above every object that keeps something. */
+/* cucap_release_cached: everything the library keeps for reuse, given
+ * back at once.  Above every object that keeps something. */
 #include "config.h"
 
 #include "builder-internal.h"
+#include "builder-memory.h"
 #include "context-hold.h"
+#include "driver.h"
 #include "hierarchy.h"
 #include "internal.h"
-#include "builder-memory.h"
 #include "pool-internal.h"
-#include "streams.h"
-#include "teardown.h"
+#include "stream-cache.h"
 
-void cucap_i_drain_kept(void)
+void cucap_release_cached(void)
 {
-    cucap_i_builder_kept_drain();   /* first: they hold hierarchies, streams and contexts */
+    if (!cucap_i_driver_loaded())
+        return;   /* nothing was ever kept */
+    cucap_i_builder_kept_drain();   /* first: they hold streams, contexts and parameter blocks */
+    cucap_i_pool_device_pools_drain();   /* they hold contexts */
     cucap_i_ctx_holds_drain();
     cucap_i_builder_spares_drain();
-    cucap_i_hier_spares_drain();
+    cucap_i_hier_free_list_drain();
     cucap_i_pool_spares_drain();
     cucap_i_stream_cache_drain();
 }

@@ -3,29 +3,30 @@
 # built: every file has a layer, no file calls a file of a higher layer,
 # and no files call each other round in a loop.  Prints TAP.
 layers='
-teardown 5
-builder 4
-fork 4
-conditional 4
-embed 4
-builder-memory 4
-fork-links 4
-kept-forks 4
-pool 4
-live-pointers 4
-ptr-set 4
-graph 3
-params 3
-body 3
-hierarchy 3
-streams 2
-context-hold 2
+teardown 10
+fork 10
+conditional 10
+embed 10
+builder 9
+body 8
+kept-forks 8
+graph 7
+pool 7
+builder-memory 7
+fork-links 7
+capture-registry 6
+hierarchy 5
+stream-cache 4
+params 4
+context-hold 3
 relaxed-scope 2
-spares 2
-owner-lock 2
+live-pointers 2
+builder-object 2
 driver 1
 error 1
 error-names 1
+free-list 1
+ptr-set 1
 '
 dir=src/.libs
 ls "$dir"/libcucapture_internal_la-*.o >/dev/null 2>&1 || dir=src

@@ -13,7 +13,6 @@
 #include "builder-internal.h"
 #include "hierarchy.h"
 #include "internal.h"
-#include "owner-lock.h"
 
 BACKEND_SUITES(builder, 120);
 FAULT_BACKEND_SUITES(builder, 300);
@@ -1270,7 +1269,7 @@ FAULT_BACKEND_TEST(builder, a_failed_restore_in_the_stream_cache_is_reported)
 {
     cucap_builder *b = new_builder(), *f = NULL;
 
-    cucap_i_drain_kept();   /* the next split makes the cache, in relaxed mode */
+    cucap_release_cached();   /* the next split makes the cache, in relaxed mode */
     cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
     warnings = 0;
     cucap_set_warning_handler(count_warning, NULL);
@@ -1591,7 +1590,7 @@ FAULT_BACKEND_TEST(builder, a_warning_handler_may_call_the_library)
 
     cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_begin(other, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
-    cucap_i_drain_kept();   /* the next split makes the cache, in relaxed mode */
+    cucap_release_cached();   /* the next split makes the cache, in relaxed mode */
     reentrant_target = other;
     cucap_set_warning_handler(reentrant_warning, NULL);
     cr_assert_eq(set_rules("cuThreadExchangeStreamCaptureMode:2:CUDA_ERROR_UNKNOWN"), 0);
@@ -1601,7 +1600,7 @@ FAULT_BACKEND_TEST(builder, a_warning_handler_may_call_the_library)
     cr_assert_eq(strncmp(reentrant_message, "cucap_builder_split:", 20), 0, "%s", reentrant_message);
     /* the message names the public function that was called */
     cr_assert_eq(cucap_builder_create_condition(b, 1, 1, &c, NULL), CUDA_SUCCESS);
-    cucap_i_drain_kept();
+    cucap_release_cached();
     reentrant_message[0] = '\0';
     cr_assert_eq(set_rules("cuThreadExchangeStreamCaptureMode:2:CUDA_ERROR_UNKNOWN"), 0);
     cr_assert_eq(cucap_builder_if(b, c, &body, NULL), CUDA_SUCCESS);
@@ -3049,7 +3048,7 @@ static void *capture_once(void *p)
     return NULL;
 }
 
-static int lock_way_after(struct shared_capture *c, int share, int on_another_thread)
+static void capture_after(struct shared_capture *c, int share, int on_another_thread)
 {
     pthread_t t;
 
@@ -3061,27 +3060,21 @@ static int lock_way_after(struct shared_capture *c, int share, int on_another_th
         capture_once(c);
     }
     cr_assert_eq(c->rc, CUDA_SUCCESS, "capture %d: %s", c->value, cucap_result_name(c->rc));
-    cr_assert_eq(cucap_i_hier_session_lock_way(c->b->h), cucap_i_hier_lock_way(c->b->h),
-                 "capture %d: the capture's two locks went different ways", c->value);
-    return cucap_i_hier_lock_way(c->b->h);
 }
 
 static void *capture_shared_and_not(void *p)
 {
     struct shared_capture *c = p;
-    int owned = cucap_i_owner_lock_possible(), i, way;
     unsigned char host[64];
+    int i;
 
     cr_assert_eq(cucap_builder_create(0, &c->b, NULL), CUDA_SUCCESS);
-    cr_assert_eq(lock_way_after(c, 0, 0), 0, "the first capture's hierarchy is new: no owner");
-    for (i = 0; i < 5; i++)
-        cr_assert_eq(lock_way_after(c, 0, 0), owned, "a recycled hierarchy's lock is the thread's");
-    cr_assert_eq(lock_way_after(c, 0, 1), owned, "handed to another thread between captures: no revoke");
-    cr_assert_eq(lock_way_after(c, 0, 0), owned);
-    way = lock_way_after(c, 1, 0);
-    cr_assert_eq(way, owned ? -1 : 0, "another thread took the lock in the capture: revoked");
-    for (i = 0; i < 5; i++)
-        cr_assert_eq(lock_way_after(c, i % 2, 0), way, "a revoked lock stays revoked");
+    for (i = 0; i < 6; i++)
+        capture_after(c, 0, 0);
+    capture_after(c, 0, 1);   /* the builder handed to another thread between captures */
+    capture_after(c, 0, 0);
+    for (i = 0; i < 6; i++)
+        capture_after(c, i % 2 == 0, 0);   /* another thread takes the capture's lock in every other one */
     D.cuCtxSetCurrent(cucap_builder_context(c->b));
     cr_assert_eq(D.cuStreamSynchronize(cucap_builder_stream(c->b)), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemcpyDtoH(host, c->d, sizeof host), CUDA_SUCCESS);
@@ -3095,7 +3088,7 @@ static void *capture_shared_and_not(void *p)
     return NULL;
 }
 
-BACKEND_TEST(builder, a_reset_builders_lock_is_its_threads_until_another_thread_takes_it)
+BACKEND_TEST(builder, a_reset_builder_captures_alone_and_with_another_thread_in_turn)
 {
     struct shared_capture c = { 0 };
     pthread_t t;

@@ -651,7 +651,7 @@ static void open_default_fails_in_turn(int first_open)
     cr_assert_eq(cucap_pool_open_default(0, &p, NULL), CUDA_SUCCESS);
     cucap_pool_close(p, NULL);
     if (first_open)
-        cucap_i_drain_kept();
+        cucap_release_cached();
     cr_assert_eq(set_rules(""), 0);
     cr_assert_eq(cucap_pool_open_default(0, &p, NULL), CUDA_SUCCESS);
     total = calls("*");
@@ -663,7 +663,7 @@ static void open_default_fails_in_turn(int first_open)
         cucap_error *err = NULL;
         CUresult rc;
         if (first_open)
-            cucap_i_drain_kept();
+            cucap_release_cached();
         snprintf(rule, sizeof rule, "*:%ld:CUDA_ERROR_LAUNCH_TIMEOUT", i);
         cr_assert_eq(set_rules(rule), 0);
         p = NULL;

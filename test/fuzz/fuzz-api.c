@@ -29,7 +29,7 @@
 #include "fault/fault.h"
 #include "fuzz/fuzz.h"
 #include "internal.h"
-#include "teardown.h"
+#include "cucapture.h"
 #include "sim/sim.h"
 
 #define BUILDERS 8
@@ -684,7 +684,7 @@ static void teardown(struct input *in)
         D.cuMemFree(st.buffer);
         D.cuThreadExchangeStreamCaptureMode(&m);
     }
-    cucap_i_drain_kept();
+    cucap_release_cached();
     if (!st.fault_in_release)
         for (i = 0; i < 6; i++) {
             n = sim_live(kinds[i]) - st.baseline[i];
@@ -703,7 +703,7 @@ void fuzz_one(const uint8_t *data, size_t size)
     transcript_len = 0;
     set_rules("");
     cucap_set_warning_handler(quiet, NULL);
-    cucap_i_drain_kept();
+    cucap_release_cached();
     for (i = 0; i < 6; i++)
         st.baseline[i] = sim_live(kinds[i]);
     {

@@ -13,7 +13,7 @@
 #include "driver.h"
 #include "test-driver.h"
 #include "internal.h"
-#include "teardown.h"
+#include "cucapture.h"
 #include "fault-env.h"
 #include "gpu.h"
 #include "sim-env.h"
@@ -32,7 +32,7 @@ static inline void sim_setup(void)
  * emptied (cached streams are the library's, not leaks). */
 static inline long sim_live_settled(const char *kind)
 {
-    cucap_i_drain_kept();
+    cucap_release_cached();
     return sim_live(kind);
 }
 

@@ -6,7 +6,7 @@
 #include "backend.h"
 #include "builder-internal.h"
 #include "hierarchy.h"
-#include "streams.h"
+#include "stream-cache.h"
 
 TestSuite(streams, .init = sim_setup, .fini = gpu_teardown, .timeout = 60);
 
@@ -15,14 +15,14 @@ Test(streams, a_stream_given_back_is_handed_out_again)
     CUstream a = NULL, b = NULL;
     long before;
 
-    cucap_i_drain_kept();
+    cucap_release_cached();
     before = sim_live("stream");
     cr_assert_eq(cucap_i_cache_take_stream(gpu_context, gpu_device, &a, "test"), CUDA_SUCCESS);
     cucap_i_cache_give_stream(gpu_context, gpu_device, a, "test");
     cr_assert_eq(cucap_i_cache_take_stream(gpu_context, gpu_device, &b, "test"), CUDA_SUCCESS);
     cr_assert_eq(a, b, "the cache reuses the stream");
     cucap_i_cache_give_stream(gpu_context, gpu_device, b, "test");
-    cucap_i_drain_kept();
+    cucap_release_cached();
     cr_assert_eq(sim_live("stream"), before, "draining destroys what the cache held");
 }
 
@@ -32,7 +32,7 @@ Test(streams, an_event_of_a_capture_is_reused_only_after_its_end)
     CUevent spare = NULL;
     long events_during, events_after;
 
-    cucap_i_drain_kept();
+    cucap_release_cached();
     cr_assert_eq(cucap_builder_create(0, &p, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_begin(p, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_split(p, 2, &f, NULL), CUDA_SUCCESS);
@@ -49,7 +49,7 @@ Test(streams, an_event_of_a_capture_is_reused_only_after_its_end)
     cucap_i_cache_give_event(gpu_context, gpu_device, spare, "test");
     cucap_builder_destroy(f);
     cucap_builder_destroy(p);
-    cucap_i_drain_kept();
+    cucap_release_cached();
     cr_assert_eq(sim_live("event"), 0);
     cr_assert_eq(sim_live("stream"), 0);
 }

@@ -1,19 +1,19 @@
 /* Streams and events of builders, forks, bodies and joins: reused per
  * primary context through a cache instead of being created and destroyed
- * for every call.  What it buys (bench/RESULTS.md, "What each mechanism
- * buys"): without it the capture phase of a fork/join ran 3.6 times the
- * raw driver calls where it runs 1.33 (K = 2; 6.2 where it runs 0.78 at
- * K = 64), and the whole fork/join cycle 1.29 times where it runs 1.06
- * (H200, three runs each). */
+ * for every call (a stream creation is a driver round trip), and held
+ * back, while a capture they took part in runs, in that capture's
+ * deferral. */
 #include "config.h"
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "driver.h"
 #include "internal.h"
 #include "context-hold.h"
 #include "relaxed-scope.h"
-#include "streams.h"
+#include "stream-cache.h"
 
 #define CACHED_CONTEXTS 8
 #define CACHED_PER_KIND 256
@@ -244,19 +244,22 @@ void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e, const char
 
 void cucap_i_stream_cache_drain(void)
 {
+    struct cache taken;
     int i;
 
-    pthread_mutex_lock(&cache_lock);
     for (i = 0; i < CACHED_CONTEXTS; i++) {
-        while (caches[i].count[STREAMS] > 0)
-            cucap_i_drv.cuStreamDestroy((CUstream)caches[i].items[STREAMS][--caches[i].count[STREAMS]]);
-        while (caches[i].count[EVENTS] > 0)
-            cucap_i_drv.cuEventDestroy((CUevent)caches[i].items[EVENTS][--caches[i].count[EVENTS]]);
-        if (caches[i].ctx)
-            cucap_i_drv.cuDevicePrimaryCtxRelease(caches[i].dev);
+        pthread_mutex_lock(&cache_lock);
+        taken = caches[i];
         caches[i].ctx = NULL;
+        caches[i].count[STREAMS] = caches[i].count[EVENTS] = 0;
+        pthread_mutex_unlock(&cache_lock);
+        while (taken.count[STREAMS] > 0)
+            cucap_i_drv.cuStreamDestroy((CUstream)taken.items[STREAMS][--taken.count[STREAMS]]);
+        while (taken.count[EVENTS] > 0)
+            cucap_i_drv.cuEventDestroy((CUevent)taken.items[EVENTS][--taken.count[EVENTS]]);
+        if (taken.ctx)
+            cucap_i_drv.cuDevicePrimaryCtxRelease(taken.dev);
     }
-    pthread_mutex_unlock(&cache_lock);
 }
 
 /* ---------------------------------------------------------------- a builder's streams and events */
@@ -327,4 +330,125 @@ CUresult cucap_i_take_event(struct ctx_hold *c, CUevent *e, const char *caller)
     if (c->retained)
         return cucap_i_cache_take_event(c->ctx, c->dev, e, caller);
     return cucap_i_create_in(c->ctx, CUCAP_I_EVENT, (void **)e);
+}
+
+/* ---------------------------------------------------------------- deferral to a capture's end */
+
+static void destroy_item(const struct cucap_cache_item *d)
+{
+    if (d->is_event)
+        cucap_i_drv.cuEventDestroy((CUevent)d->handle);
+    else
+        cucap_i_drv.cuStreamDestroy((CUstream)d->handle);
+}
+
+void cucap_i_deferral_init(struct cucap_deferral *d)
+{
+    pthread_mutex_init(&d->lock, NULL);
+    d->over = 0;
+    d->items = d->few;
+    d->count = 0;
+    d->cap = sizeof d->few / sizeof d->few[0];
+}
+
+/* Under d->lock: room for want items.  -1 when out of memory. */
+static int reserve_locked(struct cucap_deferral *d, size_t want)
+{
+    struct cucap_cache_item *grown;
+    size_t cap = d->cap;
+
+    if (want <= cap)
+        return 0;
+    while (cap < want)
+        cap *= 2;
+    if (d->items == d->few) {
+        if (!(grown = malloc(cap * sizeof *grown)))
+            return -1;
+        memcpy(grown, d->few, d->count * sizeof *grown);
+    } else if (!(grown = realloc(d->items, cap * sizeof *grown))) {
+        return -1;
+    }
+    d->items = grown;
+    d->cap = cap;
+    return 0;
+}
+
+int cucap_i_defer(struct cucap_deferral *d, const struct cucap_cache_item *items, size_t n, size_t more,
+                  const char *caller)
+{
+    int over, rc = 0;
+
+    pthread_mutex_lock(&d->lock);
+    if (!(over = d->over)) {
+        if (reserve_locked(d, d->count + n + more) != 0 && reserve_locked(d, d->count + n) != 0)
+            rc = -1;
+        else {
+            memcpy(d->items + d->count, items, n * sizeof *items);
+            d->count += n;
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    if (over)
+        cucap_i_cache_give_items(items, n, caller);
+    return rc;
+}
+
+size_t cucap_i_deferral_take_joined(struct cucap_deferral *d, CUcontext ctx, size_t n, CUstream *streams)
+{
+    size_t i, got = 0;
+
+    pthread_mutex_lock(&d->lock);
+    for (i = d->count; i-- > 0 && got < n;) {
+        struct cucap_cache_item *item = &d->items[i];
+        if (item->is_event || !item->joined || item->ctx != ctx)
+            continue;
+        streams[got++] = (CUstream)item->handle;
+        *item = d->items[--d->count];   /* one visited already, or itself */
+    }
+    pthread_mutex_unlock(&d->lock);
+    return got;
+}
+
+void cucap_i_deferral_end(struct cucap_deferral *d, const char *caller)
+{
+    struct cucap_cache_item *items;
+    size_t n;
+
+    pthread_mutex_lock(&d->lock);
+    items = d->items;
+    n = d->count;
+    d->items = d->few;
+    d->count = 0;
+    d->cap = sizeof d->few / sizeof d->few[0];
+    d->over = 1;   /* nothing is deferred from now on: few is not written again */
+    pthread_mutex_unlock(&d->lock);
+    cucap_i_cache_give_items(items, n, caller);
+    if (items != d->few)
+        free(items);
+}
+
+void cucap_i_deferral_destroy(struct cucap_deferral *d)
+{
+    while (d->count)
+        destroy_item(&d->items[--d->count]);
+    if (d->items != d->few)
+        free(d->items);
+    d->items = d->few;
+    pthread_mutex_destroy(&d->lock);
+}
+
+/* An event recorded in a capture is reused only once that capture is
+ * over, so that no event is ever recorded in two captures that may both
+ * still run (the driver crashes when a capture's end races a re-record of
+ * its event). */
+void cucap_i_give_event(struct ctx_hold *c, struct cucap_deferral *d, CUevent e, const char *caller)
+{
+    struct cucap_cache_item item = { c->ctx, c->dev, e, 1, 0 };
+
+    if (!c->retained)
+        cucap_i_drv.cuEventDestroy(e);   /* legal during capture */
+    else if (!d)
+        cucap_i_cache_give_event(c->ctx, c->dev, e, caller);
+    else if (cucap_i_defer(d, &item, 1, 0, caller) != 0)
+        cucap_i_drv.cuEventDestroy(e);
 }

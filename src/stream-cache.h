@@ -1,7 +1,9 @@
-/* The stream and event cache (streams.c).  Internal. */
-#ifndef CUCAP_I_STREAMS_H
-#define CUCAP_I_STREAMS_H
+/* The stream and event cache, and the deferral of a capture's streams
+ * and events to its end (stream-cache.c).  Internal. */
+#ifndef CUCAP_I_STREAM_CACHE_H
+#define CUCAP_I_STREAM_CACHE_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include "cucapture.h"
@@ -33,14 +35,42 @@ struct cucap_cache_item {
 void cucap_i_cache_give_items(const struct cucap_cache_item *items, size_t n, const char *caller);
 CUresult cucap_i_cache_take_event(CUcontext ctx, CUdevice dev, CUevent *out, const char *caller);
 void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e, const char *caller);
-/* Destroy the cached streams and events (with cucap_i_drain_kept). */
+/* Destroy the cached streams and events and release the primary
+ * contexts the cache retained (cucap_release_cached). */
 void cucap_i_stream_cache_drain(void);
+
+/* A stream or event that took part in a capture waits in the capture's
+ * deferral until the capture is over, then goes back to the cache; after
+ * the end it goes back at once.  So no stream or event is ever handed to
+ * a second capture while the first may still touch it. */
+struct cucap_deferral {
+    pthread_mutex_t lock;
+    int over;                        /* the capture ended: give back at once */
+    struct cucap_cache_item *items;  /* few, or on the heap when more */
+    size_t count, cap;
+    struct cucap_cache_item few[4];
+};
+void cucap_i_deferral_init(struct cucap_deferral *d);
+/* Defer n items, or give them back at once when the capture is over,
+ * with room made for `more` after them when it can be.  -1, deferring
+ * none, when out of memory (the caller then destroys them, which is legal
+ * in a capture). */
+int cucap_i_defer(struct cucap_deferral *d, const struct cucap_cache_item *items, size_t n, size_t more,
+                  const char *caller);
+/* Up to n streams of ctx whose forks joined back into the capture,
+ * taken back from those deferred, for another split of the same capture
+ * (each is still in it, so its next work follows its last, as a
+ * hand-written fork stream's does).  Returns how many. */
+size_t cucap_i_deferral_take_joined(struct cucap_deferral *d, CUcontext ctx, size_t n, CUstream *streams);
+/* The capture is over: everything deferred back to the cache. */
+void cucap_i_deferral_end(struct cucap_deferral *d, const char *caller);
+/* A deferral let go of: whatever is still deferred (a capture that never
+ * ended) destroyed, which is legal during a capture. */
+void cucap_i_deferral_destroy(struct cucap_deferral *d);
 
 
 /* Streams and events of forks, bodies and joins, from the cache
- * in a primary context the builders retain, made and destroyed otherwise.
- * An event recorded in h's capture is reused only once that capture is
- * over. */
+ * in a primary context the builders retain, made and destroyed otherwise. */
 CUresult cucap_i_stream_in(CUcontext ctx, CUstream *s, const char *caller, cucap_error **err);
 CUresult cucap_i_take_stream(struct ctx_hold *c, CUstream *s, const char *caller);
 /* n at once (a split's): none handed out on failure */
@@ -51,5 +81,9 @@ void cucap_i_give_stream(struct ctx_hold *c, CUstream s, const char *caller);
 CUresult cucap_i_take_streams_and_event(struct ctx_hold *c, size_t n, CUstream *out, CUevent *e,
                                         const char **failed, const char *caller);
 CUresult cucap_i_take_event(struct ctx_hold *c, CUevent *e, const char *caller);
+/* An event of c recorded in the capture of deferral d (NULL: in none that
+ * may still run) given back: to the cache once that capture is over,
+ * destroyed when c is not a cached context or d cannot keep it. */
+void cucap_i_give_event(struct ctx_hold *c, struct cucap_deferral *d, CUevent e, const char *caller);
 
 #endif

@@ -1,0 +1,73 @@
+/* The builder object (builder-object.c): one struct for the three kinds
+ * (primary, fork, conditional body), and the checks of its state that
+ * every builder call makes.  builder.c runs its life; the files that serve
+ * it (builder-memory.c, fork-links.c, kept-forks.c), the split, join,
+ * conditional and embed calls (fork.c, conditional.c, embed.c) and
+ * cucap_exec_update (graph.c) read and write its fields.  Internal. */
+#ifndef CUCAPTURE_BUILDER_OBJECT_H
+#define CUCAPTURE_BUILDER_OBJECT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "capture-registry.h"
+#include "context-hold.h"
+#include "cucapture.h"
+
+struct cucap_hier;
+struct cucap_box;
+struct cucap_body_record;
+struct cucap_params;
+struct builder_slab;
+
+struct cucap_builder {
+    /* what a capture loop touches, first */
+    cucap_builder_kind kind;
+    cucap_builder_state state;
+    CUstream stream;
+    struct ctx_hold *ctx;
+    struct cucap_hier *h;            /* from begin (forks: their parent's) */
+    int owns_stream;
+    int cached_stream;               /* the stream comes from the stream cache */
+    unsigned char join_mark;         /* set while a join checks it (fork.c) */
+    int joined_in_capture;           /* a join saw its stream ACTIVE in h's capture */
+    struct cucap_registration registration;    /* the stream's entry in the capture registry */
+    /* forks split from this builder and still open, for
+     * cucap_builder_join_forks; guarded by h's graph lock (fork-links.c) */
+    cucap_builder *split_parent;
+    size_t split_index;              /* its place in split_parent->forks */
+    cucap_builder **forks;           /* NULL, few_forks, or on the heap when more */
+    size_t fork_count, fork_cap;
+    cucap_builder *few_forks[4];
+    /* cucap_builder_split_kept (kept-forks.c): a PRIMARY builder's forks
+     * kept from one capture to the next, each with its stream */
+    cucap_builder **kept;            /* PRIMARY: its kept forks */
+    size_t kept_count, kept_cap;
+    unsigned long capture_serial;    /* PRIMARY: counts its captures */
+    struct cucap_params *params;     /* PRIMARY: its last capture's parameter block, for the next capture
+                                        that asks for one of that size */
+    CUevent split_event;             /* PRIMARY of a retained context: its splits' event, kept from one
+                                        capture to the next (one capture of it runs at a time) */
+    int is_kept;                     /* FORKED: a kept fork, its builder's (and the caller's once handed out) */
+    int handed_out;                  /* a kept fork: a split handed it to the caller */
+    atomic_int holders;              /* a kept fork: its builder, and the caller once handed out */
+    unsigned long kept_serial;       /* a kept fork: the capture of its builder it was last split in */
+    struct builder_slab *slab;       /* allocated with the other forks of its split, or NULL */
+    /* BODY only: the body graph of a conditional node in the parent's
+     * hierarchy, which the body's standalone capture is attached to */
+    struct cucap_hier *parent_h;
+    struct cucap_box *body_box;
+    struct cucap_body_record *record;
+    int record_failed;               /* the last capture failed or could not be attached */
+};
+
+extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
+
+/* b is not NULL and not closed. */
+CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err);
+/* b is open, ENDED and has a graph. */
+CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller, cucap_error **err);
+/* The refusal of a builder whose capture the driver discarded. */
+CUresult cucap_i_builder_no_graph(const char *caller, cucap_error **err);
+
+#endif
