@@ -32,7 +32,7 @@
 /** The version of the headers, for compile-time checks; the library's own
  *  is cucap_version_string(). */
 #define CUCAP_VERSION_MAJOR 1
-#define CUCAP_VERSION_MINOR 5
+#define CUCAP_VERSION_MINOR 6
 #define CUCAP_VERSION_PATCH 0
 /** One number to compare: CUCAP_VERSION >= CUCAP_VERSION_NUMBER(1, 3, 0) */
 #define CUCAP_VERSION_NUMBER(major, minor, patch) ((major) * 10000 + (minor) * 100 + (patch))

@@ -116,8 +116,6 @@ static CUresult check_split_arguments(const cucap_builder *b, size_t count, cuca
     return cucap_i_builder_check_open(b, caller, err);
 }
 
-static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
-                           CUstream *streams, struct builder_slab *slab, const char *caller, cucap_error **err);
 
 /* The refusal of a split of a builder that does not capture, or a fork
  * whose primary's capture ended (which its state says). */
@@ -128,31 +126,6 @@ static CUresult not_capturing(const cucap_builder *b, const char *caller, cucap_
     return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                         "%s: the builder must be building before it can be split (it is %s%s)", caller,
                         cucap_i_state_names[state], b->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
-}
-
-/* Split b into count - 1 forks whose streams are of context `on`. */
-static CUresult split_on(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
-                         const char *caller, cucap_error **err)
-{
-    struct builder_slab *slab;
-    CUstream streams_local[64], *streams = streams_local;
-    size_t i;
-    CUresult rc;
-
-    if ((rc = check_split_arguments(b, count, forks, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if (b->state != CUCAP_BUILDER_CAPTURING)
-        return not_capturing(b, caller, err);
-    for (i = 0; i < count - 1; i++)
-        forks[i] = NULL;
-    if ((count - 1 > 64 && !(streams = malloc((count - 1) * sizeof *streams))) ||
-        !(slab = cucap_i_builder_slab_new(count - 1)))
-        rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    else
-        rc = split_with(b, on, count, forks, streams, slab, caller, err);
-    if (streams != streams_local)
-        free(streams);
-    return rc;
 }
 
 /* The split's event and the forks' streams: streams whose forks joined
@@ -258,92 +231,6 @@ static CUevent keep_split_event(cucap_builder *b, const struct ctx_hold *on, CUe
     return NULL;
 }
 
-/* split_on's work, with the forks' memory and room for their streams. */
-static CUresult split_with(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks,
-                           CUstream *streams, struct builder_slab *slab, const char *caller, cucap_error **err)
-{
-    CUevent ev = keeps_split_event(b, on) ? b->split_event : NULL;
-    size_t made = 0, i;
-    CUresult rc;
-
-    if (!cucap_i_hier_lock_running(b->h)) {   /* a fork whose primary's capture ended */
-        cucap_i_hier_unlock(b->h);
-        cucap_i_builder_slab_done(slab, 0);
-        return not_capturing(b, caller, err);
-    }
-    if ((rc = take_split_handles(b, on, count - 1, streams, &ev, caller, err)) != CUDA_SUCCESS) {
-        cucap_i_hier_unlock(b->h);
-        cucap_i_builder_slab_done(slab, 0);
-        return rc;
-    }
-    /* one event where b stands; every new stream waits on it and so joins the capture there */
-    if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
-        rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuEventRecord", NULL, err);
-        cucap_i_give_event(b->ctx, cucap_i_hier_deferral(b->h), ev, caller);
-        if (keeps_split_event(b, on))
-            b->split_event = NULL;
-        for (i = 0; i < count - 1; i++)
-            cucap_i_give_stream(on, streams[i], caller);
-        cucap_i_hier_unlock(b->h);
-        cucap_i_builder_slab_done(slab, 0);
-        return rc;
-    }
-    for (made = 0; rc == CUDA_SUCCESS && made < count - 1; made++) {
-        cucap_builder *f;
-        if ((rc = fork_wait(on, b->ctx, streams[made], ev)) != CUDA_SUCCESS) {
-            rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuStreamWaitEvent", NULL, err);
-            /* it may have joined nothing, or the capture: destroying is legal; the rest joined nothing */
-            cucap_i_drv.cuStreamDestroy(streams[made]);
-            for (i = made + 1; i < count - 1; i++)
-                cucap_i_give_stream(on, streams[i], caller);
-            break;
-        }
-        f = cucap_i_builder_slab_take(slab, made, CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, streams[made], 1,
-                                      on);
-        f->cached_stream = 1;
-        f->h = b->h;
-        forks[made] = f;
-    }
-    cucap_i_ctx_hold_ref_by(on, made);
-    if (rc == CUDA_SUCCESS && cucap_i_fork_links_add(b, forks, count - 1) != 0)
-        rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    split_done(b, keep_split_event(b, on, ev), forks, made, caller);
-    cucap_i_builder_slab_done(slab, made);
-    if (rc != CUDA_SUCCESS) {
-        /* a failed split hands out nothing: forks that did no work join
-         * nothing, and their streams can go */
-        for (i = 0; i < made; i++) {
-            cucap_builder_destroy(forks[i]);
-            forks[i] = NULL;
-        }
-        return rc;
-    }
-    return CUDA_SUCCESS;
-}
-
-CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
-{
-    return split_on(b, b ? b->ctx : NULL, count, forks, "cucap_builder_split", err);
-}
-
-CUresult cucap_builder_split_on(cucap_builder *b, CUdevice dev, size_t count, cucap_builder **forks,
-                                cucap_error **err)
-{
-    static const char caller[] = "cucap_builder_split_on";
-    struct ctx_hold *on;
-    CUresult rc;
-
-    if (b && b->ctx->retained && b->ctx->dev == dev)
-        return split_on(b, b->ctx, count, forks, caller, err);
-    if ((rc = check_split_arguments(b, count, forks, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = cucap_i_ctx_hold_primary(dev, &on, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    rc = split_on(b, on, count, forks, caller, err);
-    cucap_i_ctx_hold_release(on);   /* each fork holds its own reference */
-    return rc;
-}
-
 /* Kept forks of b's earlier captures that were left unjoined (their
  * capture is over, they still say so): closed, so that a split may take
  * them again.  Before the graph lock: closing takes their own capture's. */
@@ -414,76 +301,134 @@ static int kept_as_last_time(cucap_builder *b, size_t n, cucap_builder **forks)
     return 1;
 }
 
-CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
+/* Every split: count - 1 forks of b whose streams are of context `on`,
+ * new ones (their builders in one slab) or, kept, b's kept forks. */
+static CUresult split(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks, int kept,
+                      const char *caller, cucap_error **err)
 {
-    static const char caller[] = "cucap_builder_split_kept";
     CUstream streams_local[64], *streams = streams_local;
+    struct builder_slab *slab = NULL;
+    size_t n = count - 1, made = 0, i;
+    int again = 0;
     CUevent ev;
-    size_t n, made = 0, i;
     CUresult rc;
 
     if ((rc = check_split_arguments(b, count, forks, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if (b->kind != CUCAP_BUILDER_PRIMARY)
+    if (kept && b->kind != CUCAP_BUILDER_PRIMARY)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: only a primary builder keeps forks (this one is %s); "
                             "use cucap_builder_split", caller,
                             b->kind == CUCAP_BUILDER_FORKED ? "a fork" : "a conditional body");
     if (b->state != CUCAP_BUILDER_CAPTURING)
         return not_capturing(b, caller, err);
-    n = count - 1;
-    if (kept_as_last_time(b, n, forks)) {
-        cucap_i_hier_lock(b->h);
-        ev = b->split_event;
-    } else {
+    /* kept forks as the last split left them need nothing new */
+    if (!kept || !(again = kept_as_last_time(b, n, forks))) {
         for (i = 0; i < n; i++)
             forks[i] = NULL;
-        close_stale_kept(b, caller);
-        if (n > 64 && !(streams = malloc(n * sizeof *streams)))
-            return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-        cucap_i_hier_lock(b->h);   /* b is CAPTURING: its own capture runs */
-        ev = keeps_split_event(b, b->ctx) ? b->split_event : NULL;
-        if ((rc = take_kept(b, n, forks, streams, &ev, caller, err)) != CUDA_SUCCESS) {
-            cucap_i_hier_unlock(b->h);
+        if (kept)
+            close_stale_kept(b, caller);
+        if ((n > 64 && !(streams = malloc(n * sizeof *streams))) ||
+            (!kept && !(slab = cucap_i_builder_slab_new(n)))) {
+            rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
             goto out;
         }
     }
+    if (!cucap_i_hier_lock_running(b->h)) {   /* a fork whose primary's capture ended */
+        cucap_i_hier_unlock(b->h);
+        rc = not_capturing(b, caller, err);
+        goto out;
+    }
+    ev = keeps_split_event(b, on) ? b->split_event : NULL;
+    if (!again && (rc = kept ? take_kept(b, n, forks, streams, &ev, caller, err)
+                             : take_split_handles(b, on, n, streams, &ev, caller, err)) != CUDA_SUCCESS) {
+        cucap_i_hier_unlock(b->h);
+        goto out;
+    }
+    /* one event where b stands; every fork's stream waits on it and so joins the capture there */
     if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
         rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuEventRecord", NULL, err);
         cucap_i_give_event(b->ctx, cucap_i_hier_deferral(b->h), ev, caller);
-        if (keeps_split_event(b, b->ctx))
+        if (keeps_split_event(b, on))
             b->split_event = NULL;
+        for (i = 0; i < n && !kept; i++)
+            cucap_i_give_stream(on, streams[i], caller);
         cucap_i_hier_unlock(b->h);
         goto out;
     }
     for (made = 0; made < n; made++) {
-        cucap_builder *f = forks[made];
-        if ((rc = cucap_i_drv.cuStreamWaitEvent(f->stream, ev, 0)) != CUDA_SUCCESS) {
+        CUstream s = kept ? forks[made]->stream : streams[made];
+        cucap_builder *f;
+        if ((rc = fork_wait(on, b->ctx, s, ev)) != CUDA_SUCCESS) {
             rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuStreamWaitEvent", NULL, err);
-            /* it may have joined the capture: destroying it is legal, the fork makes a new one next time */
-            cucap_i_drv.cuStreamDestroy(f->stream);
-            f->stream = NULL;
+            /* it may have joined nothing, or the capture: destroying is legal; the rest joined nothing */
+            cucap_i_drv.cuStreamDestroy(s);
+            if (kept)
+                forks[made]->stream = NULL;   /* the fork takes a new one next time */
+            for (i = made + 1; i < n && !kept; i++)
+                cucap_i_give_stream(on, streams[i], caller);
             break;
+        }
+        if (kept) {
+            f = forks[made];
+            f->kept_serial = b->capture_serial;
+            f->joined_in_capture = 0;
+        } else {
+            f = forks[made] = cucap_i_builder_slab_take(slab, made, CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, s,
+                                                        1, on);
+            f->cached_stream = 1;
         }
         f->state = CUCAP_BUILDER_CAPTURING;
         f->h = b->h;
-        f->kept_serial = b->capture_serial;
-        f->joined_in_capture = 0;
     }
+    if (!kept)
+        cucap_i_ctx_hold_ref_by(on, made);
     if (rc == CUDA_SUCCESS && cucap_i_fork_links_add(b, forks, n) != 0)
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    split_done(b, keep_split_event(b, b->ctx, ev), forks, made, caller);
-    if (rc != CUDA_SUCCESS)   /* a failed split hands out nothing: those in the capture leave it */
-        for (i = 0; i < made; i++)
-            (void)cucap_i_builder_close_as(forks[i], caller, "closing a fork of a split that failed", NULL);
-    else
-        for (i = 0; i < n; i++)
-            cucap_i_kept_handed_out(forks[i]);
+    split_done(b, keep_split_event(b, on, ev), forks, made, caller);
 out:
-    if (rc != CUDA_SUCCESS)
-        for (i = 0; i < n; i++)
-            forks[i] = NULL;
+    if (slab)
+        cucap_i_builder_slab_done(slab, made);
     if (streams != streams_local)
         free(streams);
+    /* a failed split hands out nothing: forks that did no work join
+     * nothing, and those in the capture leave it */
+    for (i = 0; i < n && rc != CUDA_SUCCESS; i++) {
+        if (i < made && kept)
+            (void)cucap_i_builder_close_as(forks[i], caller, "closing a fork of a split that failed", NULL);
+        else if (i < made)
+            cucap_builder_destroy(forks[i]);
+        forks[i] = NULL;
+    }
+    for (i = 0; i < n && rc == CUDA_SUCCESS && kept; i++)
+        cucap_i_kept_handed_out(forks[i]);
+    return rc;
+}
+
+CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
+{
+    return split(b, b ? b->ctx : NULL, count, forks, 0, "cucap_builder_split", err);
+}
+
+CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
+{
+    return split(b, b ? b->ctx : NULL, count, forks, 1, "cucap_builder_split_kept", err);
+}
+
+CUresult cucap_builder_split_on(cucap_builder *b, CUdevice dev, size_t count, cucap_builder **forks,
+                                cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_split_on";
+    struct ctx_hold *on;
+    CUresult rc;
+
+    if (b && b->ctx->retained && b->ctx->dev == dev)
+        return split(b, b->ctx, count, forks, 0, caller, err);
+    if ((rc = check_split_arguments(b, count, forks, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_ctx_hold_primary(dev, &on, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    rc = split(b, on, count, forks, 0, caller, err);
+    cucap_i_ctx_hold_release(on);   /* each fork holds its own reference */
     return rc;
 }
 
@@ -733,9 +678,24 @@ out:
     return applied;
 }
 
+/* A fork that a one-step join joined into its capture, closed as
+ * release would close it: its registry entry and reference are gone
+ * already (forks_joined), its stream deferred to the capture's end; a
+ * kept fork keeps its stream and context for its next split. */
+static void close_joined_fork(cucap_builder *f)
+{
+    f->h = NULL;
+    f->state = CUCAP_BUILDER_CLOSED;
+    if (f->is_kept)
+        return;
+    cucap_i_ctx_hold_release(f->ctx);
+    f->ctx = NULL;
+    f->stream = NULL;
+}
+
 /* Close, as release does, the forks a one-step join just joined into
  * root's capture, in one step for all, and release the capture's lock,
- * which the caller holds; learned as cucap_i_hier_forks_joined takes
+ * which the caller holds; learned as forks_joined takes
  * it.  0, the lock still held and nothing changed that matters, when
  * that does not apply (each is then closed on its own). */
 static int release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root, cuuint64_t learned)
@@ -777,31 +737,9 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
         free(entries);
     if (!deferred)
         return 0;   /* out of memory: each is released on its own */
-    {   /* the forks' context references, released by runs of one context
-         * (a kept fork keeps its stream and context) */
-        struct ctx_hold *run = NULL;
-        size_t run_length = 0;
-        for (i = 0; i < count; i++) {
-            cucap_builder *f = builders[i];
-            if (f == root)
-                continue;
-            f->h = NULL;
-            f->state = CUCAP_BUILDER_CLOSED;
-            if (f->is_kept)
-                continue;
-            if (f->ctx != run) {
-                if (run)
-                    cucap_i_ctx_hold_release_by(run, run_length);
-                run = f->ctx;
-                run_length = 0;
-            }
-            run_length++;
-            f->ctx = NULL;
-            f->stream = NULL;
-        }
-        if (run)
-            cucap_i_ctx_hold_release_by(run, run_length);
-    }
+    for (i = 0; i < count; i++)
+        if (builders[i] != root)
+            close_joined_fork(builders[i]);
     return 1;
 }
 
@@ -933,46 +871,6 @@ static int forks_ready_to_join(cucap_builder *b, cucap_builder *const *all, size
     return 1;
 }
 
-/* join_forks of b's one open fork, ACTIVE in b's running capture (the
- * loop that splits in two every capture), in the hold of the capture's
- * lock that join_forks took: its dependencies added to b's, and it
- * closed as release_joined closes it (a kept fork keeps its stream, any
- * other gives it to the capture's end).  0, nothing changed, when that
- * does not apply. */
-static int join_one_fork(cucap_builder *b, struct cucap_hier *h, CUresult *rc, cucap_error **err)
-{
-    static const char caller[] = "cucap_builder_join";
-    cucap_builder *f = b->forks[0];
-    struct cucap_registration *entry = &f->registration;
-    struct cucap_cache_item item;
-    cuuint64_t learned = 0;
-    int kept = f->is_kept;
-
-    if (f->state != CUCAP_BUILDER_CAPTURING || f->h != h || f->fork_count || f->ctx->ctx != b->ctx->ctx ||
-        (!kept && (!f->cached_stream || !f->ctx->retained)) || b->state != CUCAP_BUILDER_CAPTURING ||
-        cucap_i_hier_is_capture_over(h) || !join_one_by_dependencies(b, f, caller, err, rc, &learned))
-        return 0;
-    if (*rc != CUDA_SUCCESS) {
-        *rc = close_unjoined(&f, 1, b, *rc, caller, err);
-        return 1;
-    }
-    item = (struct cucap_cache_item){ f->ctx->ctx, f->ctx->dev, f->stream, 0, 1 };
-    if (forks_joined(h, learned, &item, !kept, &entry, 1) != 0) {
-        f->joined_in_capture = 1;   /* out of memory: closed on its own, as join_checked closes it */
-        *rc = close_joined(f, caller, err);
-        return 1;
-    }
-    cucap_i_fork_links_forks_joined(b);
-    f->h = NULL;
-    f->state = CUCAP_BUILDER_CLOSED;
-    if (!kept) {
-        cucap_i_ctx_hold_release(f->ctx);
-        f->ctx = NULL;
-        f->stream = NULL;
-    }
-    return 1;
-}
-
 CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_join_forks";
@@ -989,10 +887,7 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
     /* the list and the join under one hold of the lock that guards it
      * (the join, b its root, takes it again) */
     cucap_i_hier_lock(h);
-    all = room;
-    if ((n = b->fork_count) == 1 && join_one_fork(b, h, &rc, err))
-        joined = 1;
-    else if (!(all = cucap_i_fork_links_snapshot(b, room, sizeof room / sizeof room[0], &n)))
+    if (!(all = cucap_i_fork_links_snapshot(b, room, sizeof room / sizeof room[0], &n)))
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     else if (n == 0)
         rc = CUDA_SUCCESS;   /* nothing to join */
@@ -1007,7 +902,7 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
     if (joined && rc != CUDA_SUCCESS && err && *err)
         cucap_i_error_add_note(*err, "%s joined the %zu open forks split from this builder", caller, n);
     cucap_i_hier_unlock(h);
-    if (all != room)
+    if (all && all != room)
         free(all);
     return rc;
 }
