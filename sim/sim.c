@@ -473,8 +473,16 @@ CUDASIM_EXPORT long cudasim_counter(const char *name)
 
 CUDASIM_EXPORT long cudasim_live(const char *kind)
 {
+    long retains = 0;
     int i;
 
+    if (kind && !strcmp(kind, "primary context retain")) {
+        sim_lock();
+        for (i = 0; i < SIM_MAX_DEVICES; i++)
+            retains += contexts[i].retain_count;
+        sim_unlock();
+        return retains;
+    }
     for (i = 0; kind && i < SIM_KIND_COUNT; i++)
         if (!strcmp(kind, live_names[i]))
             return atomic_load(&live[i]);

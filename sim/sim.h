@@ -17,7 +17,9 @@
  * Test hooks, resolved with dlsym on the library's handle:
  *   cudasim_counter(name)    how often the named entry point was called
  *   cudasim_live(kind)       live objects of a kind: "stream", "event",
- *                            "graph", "exec", "pool", "allocation"
+ *                            "graph", "exec", "pool", "allocation", and the
+ *                            retains of primary contexts not yet released
+ *                            ("primary context retain")
  */
 #ifndef CUDASIM_H
 #define CUDASIM_H

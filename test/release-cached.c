@@ -1,0 +1,221 @@
+/* A program that creates and frees every kind of library object from
+ * several fresh threads at once (builders, forks, kept forks, graph
+ * references, executable graphs, pools, parameter blocks), then calls
+ * cucap_release_cached(): afterwards the driver holds no stream, event,
+ * graph, executable graph, pool or allocation of the library's and no
+ * retain of a primary context, and under LeakSanitizer (a build with
+ * --enable-sanitizers) no memory of the library's is left, with no
+ * suppression for it.
+ *
+ * Built twice: release-cached-sim on the simulated driver, which counts
+ * every kind of object, and release-cached-gpu on the real one (skipped
+ * without a GPU, failed without one under CUCAPTURE_REQUIRE_GPU=1), where
+ * cuDevicePrimaryCtxGetState says whether a retain is left and
+ * compute-sanitizer's leak check sees the rest.  A plain TAP program. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cucapture.h>
+#include <cudaTypedefs.h>
+
+#include "sim/sim.h"
+
+/* The simulator's count of live objects of a kind (the library loaded it). */
+static long sim_live(const char *kind)
+{
+    void *sim = dlopen(getenv("CUCAPTURE_TEST_SIM"), RTLD_NOW | RTLD_NOLOAD);
+    cudasim_live_fn live = sim ? (cudasim_live_fn)dlsym(sim, "cudasim_live") : NULL;
+    long n = live ? live(kind) : -1;
+
+    if (sim)
+        dlclose(sim);
+    return n;
+}
+
+#define THREADS 6
+#define ROUNDS 20
+
+static int tests, failures;
+
+static void check(int ok, const char *what)
+{
+    printf("%s %d - %s\n", ok ? "ok" : "not ok", ++tests, what);
+    failures += !ok;
+}
+
+struct work {
+    int index;
+    CUresult rc;
+    char message[512];
+};
+
+static CUresult fail(struct work *w, cucap_error *err, const char *doing)
+{
+    snprintf(w->message, sizeof w->message, "thread %d, %s: %s", w->index, doing,
+             err ? cucap_error_message(err) : "(no error object)");
+    w->rc = err ? cucap_error_code(err) : CUDA_ERROR_UNKNOWN;
+    cucap_error_free(err);
+    return w->rc;
+}
+
+/* One round: a capture with a split, a kept split and a parameter block,
+ * its graph referenced, instantiated and launched, a pool allocation on a
+ * fork; everything destroyed in an order of its own. */
+static CUresult round_of(struct work *w, int round)
+{
+    cucap_builder *b = NULL, *forks[2] = { NULL, NULL }, *kept[2] = { NULL, NULL }, *all[3];
+    cucap_graph *g = NULL;
+    cucap_exec *exec = NULL;
+    cucap_pool *pool = NULL;
+    cucap_error *err = NULL;
+    CUdeviceptr block = 0, scratch = 0;
+    int value = round;
+
+    if (cucap_builder_create(0, &b, &err) != CUDA_SUCCESS)
+        return fail(w, err, "cucap_builder_create");
+    if (cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, &err) != CUDA_SUCCESS ||
+        cucap_builder_params(b, sizeof value, &block, &err) != CUDA_SUCCESS ||
+        cucap_builder_split(b, 3, forks, &err) != CUDA_SUCCESS)
+        goto failed;
+    if (cucap_pool_create(0, NULL, &pool, &err) != CUDA_SUCCESS ||
+        cucap_pool_alloc(pool, 256, cucap_builder_stream(forks[0]), &scratch, &err) != CUDA_SUCCESS ||
+        cucap_pool_free(pool, scratch, cucap_builder_stream(forks[0]), &err) != CUDA_SUCCESS)
+        goto failed;
+    all[0] = b;
+    all[1] = forks[0];
+    all[2] = forks[1];
+    if (cucap_builder_join(all, 3, NULL, &err) != CUDA_SUCCESS ||
+        cucap_builder_split_kept(b, 3, kept, &err) != CUDA_SUCCESS ||
+        cucap_builder_join_forks(b, &err) != CUDA_SUCCESS ||
+        cucap_builder_end(b, &err) != CUDA_SUCCESS ||
+        cucap_builder_graph(b, &g, &err) != CUDA_SUCCESS ||
+        cucap_graph_instantiate(g, NULL, &exec, &err) != CUDA_SUCCESS)
+        goto failed;
+    if (cucap_exec_launch_params(exec, &value, sizeof value, cucap_builder_stream(b), &err) != CUDA_SUCCESS)
+        goto failed;
+    if (round % 2) {   /* the builder first, then what it handed out */
+        cucap_builder_destroy(b);
+        cucap_graph_unref(g);
+        cucap_exec_destroy(exec);
+    } else {
+        cucap_exec_destroy(exec);
+        cucap_graph_unref(g);
+        cucap_builder_destroy(b);
+    }
+    cucap_builder_destroy(kept[0]);
+    cucap_builder_destroy(kept[1]);
+    cucap_builder_destroy(forks[0]);
+    cucap_builder_destroy(forks[1]);
+    cucap_pool_destroy(pool);
+    return CUDA_SUCCESS;
+failed:
+    fail(w, err, "a round");
+    cucap_exec_destroy(exec);
+    cucap_graph_unref(g);
+    cucap_builder_destroy(kept[0]);
+    cucap_builder_destroy(kept[1]);
+    cucap_builder_destroy(forks[0]);
+    cucap_builder_destroy(forks[1]);
+    cucap_builder_destroy(b);
+    cucap_pool_destroy(pool);
+    return w->rc;
+}
+
+static void *worker(void *p)
+{
+    struct work *w = p;
+    int round;
+
+    for (round = 0; round < ROUNDS && w->rc == CUDA_SUCCESS; round++)
+        (void)round_of(w, round);
+    return NULL;
+}
+
+static int load_driver(int on_gpu)
+{
+    cucap_error *err = NULL;
+    const char *required = getenv("CUCAPTURE_REQUIRE_GPU"), *sim = getenv("CUCAPTURE_TEST_SIM");
+
+    if (on_gpu)
+        unsetenv("CUCAPTURE_DRIVER");
+    else if (!sim || setenv("CUCAPTURE_DRIVER", sim, 1) != 0) {
+        printf("Bail out! the simulated driver (CUCAPTURE_TEST_SIM) is not set\n");
+        return -1;
+    }
+    if (cucap_init(&err) == CUDA_SUCCESS)
+        return 1;
+    if (on_gpu && !(required && strcmp(required, "1") == 0)) {
+        printf("1..0 # SKIP no usable CUDA GPU: %s\n", cucap_error_message(err));
+        cucap_error_free(err);
+        return 0;
+    }
+    printf("Bail out! %s cannot be used: %s\n", on_gpu ? "the GPU (CUCAPTURE_REQUIRE_GPU=1)" : "the simulated driver",
+           cucap_error_message(err));
+    cucap_error_free(err);
+    return -1;
+}
+
+int main(void)
+{
+#ifdef RELEASE_CACHED_GPU
+    const int on_gpu = 1;
+#else
+    const int on_gpu = 0;
+#endif
+    struct work w[THREADS];
+    pthread_t t[THREADS];
+    int i, loaded, all_ran = 1, started[THREADS];
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if ((loaded = load_driver(on_gpu)) <= 0)
+        return loaded == 0 ? 0 : 1;
+    printf("1..%d\n", on_gpu ? 3 : 9);
+    memset(w, 0, sizeof w);
+    for (i = 0; i < THREADS; i++) {
+        w[i].index = i;
+        if (!(started[i] = pthread_create(&t[i], NULL, worker, &w[i]) == 0))
+            w[i].rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (i = 0; i < THREADS; i++)
+        if (started[i])
+            pthread_join(t[i], NULL);
+    for (i = 0; i < THREADS; i++)
+        if (w[i].rc != CUDA_SUCCESS) {
+            all_ran = 0;
+            printf("# %s\n", w[i].message[0] ? w[i].message : "a thread could not start");
+        }
+    check(all_ran, "6 fresh threads created and destroyed every kind of object, 20 rounds each");
+    cucap_release_cached();
+    if (on_gpu) {
+        PFN_cuDevicePrimaryCtxGetState_v7000 get_state =
+            (PFN_cuDevicePrimaryCtxGetState_v7000)cucap_driver_entry_point("cuDevicePrimaryCtxGetState");
+        unsigned int flags = 0;
+        int active = -1;
+        check(get_state && get_state(0, &flags, &active) == CUDA_SUCCESS && active == 0,
+              "after cucap_release_cached no retain of device 0's primary context is left");
+    } else {
+        static const char *const kinds[] = { "stream", "event", "graph", "exec", "pool", "allocation",
+                                             "primary context retain" };
+        char what[128];
+        for (i = 0; i < (int)(sizeof kinds / sizeof kinds[0]); i++) {
+            long live = sim_live(kinds[i]);
+            snprintf(what, sizeof what, "after cucap_release_cached the driver holds no %s of the library's (%ld)",
+                     kinds[i], live);
+            check(live == 0, what);
+        }
+    }
+    /* the library works again after it, and gives back again */
+    {
+        struct work again = { 0 };
+        again.index = -1;
+        (void)round_of(&again, 0);
+        cucap_release_cached();
+        check(again.rc == CUDA_SUCCESS, "a round after cucap_release_cached runs, and the call again gives back");
+        if (again.rc != CUDA_SUCCESS)
+            printf("# %s\n", again.message);
+    }
+    return failures ? 1 : 0;
+}
