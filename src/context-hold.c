@@ -260,3 +260,65 @@ CUresult cucap_i_ctx_leave(CUcontext ctx, CUcontext saved)
 {
     return saved == ctx ? CUDA_SUCCESS : cucap_i_drv.cuCtxSetCurrent(saved);
 }
+
+/* ---------------------------------------------------------------- a call's work in a context, in relaxed mode */
+
+CUresult cucap_i_work_enter(struct cucap_work_scope *w, CUcontext ctx, const char *caller, cucap_error **err)
+{
+    CUresult rc;
+
+    w->ctx = ctx;
+    w->in_ctx = w->in_relaxed = 0;
+    if (ctx && (rc = cucap_i_ctx_enter_for(ctx, &w->saved, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    w->in_ctx = ctx != NULL;
+    if ((rc = cucap_i_relaxed_enter(&w->relaxed, caller, err)) != CUDA_SUCCESS) {
+        if (w->in_ctx)
+            (void)cucap_i_ctx_leave(ctx, w->saved);
+        w->in_ctx = 0;
+        return rc;
+    }
+    w->in_relaxed = 1;
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_i_work_leave(struct cucap_work_scope *w, CUresult work, const char *caller, cucap_error **err)
+{
+    if (w->in_relaxed)
+        work = cucap_i_relaxed_leave(&w->relaxed, work, caller, err);
+    if (w->in_ctx)
+        work = cucap_i_ctx_leave_for(w->ctx, w->saved, work, caller, err);
+    w->in_ctx = w->in_relaxed = 0;
+    return work;
+}
+
+void cucap_i_work_enter_quietly(struct cucap_work_scope *w, CUcontext ctx, const char *caller)
+{
+    cucap_error *err = NULL;
+    CUresult rc;
+
+    w->ctx = ctx;
+    w->in_ctx = w->in_relaxed = 0;
+    if (ctx && (rc = cucap_i_ctx_enter(ctx, &w->saved)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "%s: cuCtxSetCurrent failed while making the object's context current; the work runs in "
+                     "the thread's own context: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
+    else
+        w->in_ctx = ctx != NULL;
+    if (cucap_i_relaxed_enter(&w->relaxed, caller, &err) != CUDA_SUCCESS)
+        cucap_i_warn_error(err);
+    else
+        w->in_relaxed = 1;
+}
+
+void cucap_i_work_leave_quietly(struct cucap_work_scope *w, const char *caller)
+{
+    cucap_error *err = NULL;
+    CUresult rc;
+
+    if (w->in_relaxed && cucap_i_relaxed_leave(&w->relaxed, CUDA_SUCCESS, caller, &err) != CUDA_SUCCESS)
+        cucap_i_warn_error(err);
+    if (w->in_ctx && (rc = cucap_i_ctx_leave(w->ctx, w->saved)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "%s: cuCtxSetCurrent failed while restoring the thread's context: " CUCAP_I_RESULT_FMT,
+                     caller, CUCAP_I_RESULT_ARGS(rc));
+    w->in_ctx = w->in_relaxed = 0;
+}

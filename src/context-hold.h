@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "cucapture.h"
+#include "relaxed-scope.h"
 
 struct ctx_hold {
     atomic_int refs;
@@ -41,5 +42,27 @@ CUresult cucap_i_ctx_leave(CUcontext ctx, CUcontext saved);
  * failed restore a note on the work's error, or the error itself. */
 CUresult cucap_i_ctx_enter_for(CUcontext ctx, CUcontext *saved, const char *caller, cucap_error **err);
 CUresult cucap_i_ctx_leave_for(CUcontext ctx, CUcontext saved, CUresult work, const char *caller, cucap_error **err);
+
+/* The work of a call that runs in an object's context (ctx; NULL: the
+ * thread's own) with the thread in relaxed capture mode, and then puts
+ * both back:
+ *     struct cucap_work_scope w;
+ *     if ((rc = cucap_i_work_enter(&w, ctx, caller, err)) != CUDA_SUCCESS) return rc;
+ *     rc = ...the work, which fills *err on failure...;
+ *     return cucap_i_work_leave(&w, rc, caller, err);
+ * A failed switch is the call's error; a failed restore a note on the
+ * work's error, or the error itself.  A destroy path, which reports
+ * nothing, uses the quiet pair instead: failures go to the warning
+ * handler, and the work runs all the same, in the thread's own context
+ * or mode where the switch failed. */
+struct cucap_work_scope {
+    CUcontext ctx, saved;
+    struct cucap_relaxed_scope relaxed;
+    int in_ctx, in_relaxed;
+};
+CUresult cucap_i_work_enter(struct cucap_work_scope *w, CUcontext ctx, const char *caller, cucap_error **err);
+CUresult cucap_i_work_leave(struct cucap_work_scope *w, CUresult work, const char *caller, cucap_error **err);
+void cucap_i_work_enter_quietly(struct cucap_work_scope *w, CUcontext ctx, const char *caller);
+void cucap_i_work_leave_quietly(struct cucap_work_scope *w, const char *caller);
 
 #endif

@@ -144,9 +144,8 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
                                   const cucap_complete_options *opts, cucap_exec **out, const char *caller,
                                   cucap_error **err)
 {
-    struct cucap_relaxed_scope scope;
+    struct cucap_work_scope w;
     CUgraphExec exec = NULL;
-    CUcontext saved = NULL;
     CUgraph root;
     cucap_exec *e;
     CUresult rc;
@@ -164,12 +163,9 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
                           "graph to instantiate", caller);
     else
         rc = cucap_i_hier_check_bodies(h, caller, err);
-    if (rc == CUDA_SUCCESS && (rc = cucap_i_ctx_enter_for(cucap_i_hier_context(h), &saved, caller, err)) == CUDA_SUCCESS) {
-        if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) == CUDA_SUCCESS) {
-            rc = instantiate_graph(root, cucap_i_hier_has_bodies(h), opts, &exec, caller, err);
-            rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
-        }
-        rc = cucap_i_ctx_leave_for(cucap_i_hier_context(h), saved, rc, caller, err);
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_work_enter(&w, cucap_i_hier_context(h), caller, err)) == CUDA_SUCCESS) {
+        rc = instantiate_graph(root, cucap_i_hier_has_bodies(h), opts, &exec, caller, err);
+        rc = cucap_i_work_leave(&w, rc, caller, err);
     }
     cucap_i_hier_unlock(h);
     if (rc != CUDA_SUCCESS) {
@@ -324,27 +320,13 @@ CUgraphExec cucap_exec_handle(const cucap_exec *e)
  * warning handler. */
 void cucap_i_exec_destroy_handle(CUgraphExec exec, CUcontext ctx, const char *caller)
 {
-    struct cucap_relaxed_scope scope;
-    cucap_error *err = NULL;
-    CUcontext saved = NULL;
-    CUresult rc, entered;
-    int in_ctx;
+    struct cucap_work_scope w;
+    CUresult rc;
 
-    if (!(in_ctx = (rc = cucap_i_ctx_enter(ctx, &saved)) == CUDA_SUCCESS))
-        cucap_i_warn(rc, "%s: cuCtxSetCurrent failed while making the graph's context current; the executable "
-                     "graph is destroyed in the thread's own context: " CUCAP_I_RESULT_FMT, caller,
-                     CUCAP_I_RESULT_ARGS(rc));
-    if ((entered = cucap_i_relaxed_enter(&scope, caller, &err)) != CUDA_SUCCESS) {
-        cucap_i_warn_error(err);
-        err = NULL;
-    }
+    cucap_i_work_enter_quietly(&w, ctx, caller);
     if ((rc = cucap_i_drv.cuGraphExecDestroy(exec)) != CUDA_SUCCESS)
         cucap_i_warn(rc, "%s: cuGraphExecDestroy failed: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
-    if (entered == CUDA_SUCCESS && cucap_i_relaxed_leave(&scope, CUDA_SUCCESS, caller, &err) != CUDA_SUCCESS)
-        cucap_i_warn_error(err);
-    if (in_ctx && (rc = cucap_i_ctx_leave(ctx, saved)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "%s: cuCtxSetCurrent failed while restoring the thread's context: " CUCAP_I_RESULT_FMT,
-                     caller, CUCAP_I_RESULT_ARGS(rc));
+    cucap_i_work_leave_quietly(&w, caller);
 }
 
 void cucap_exec_destroy(cucap_exec *e)

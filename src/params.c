@@ -17,7 +17,6 @@
 #include "driver.h"
 #include "internal.h"
 #include "params.h"
-#include "relaxed-scope.h"
 
 struct cucap_params {
     atomic_int refs;
@@ -32,28 +31,22 @@ struct cucap_params {
 CUresult cucap_i_params_new(CUcontext ctx, size_t size, struct cucap_params **out, const char *caller,
                             cucap_error **err)
 {
-    struct cucap_relaxed_scope scope;
+    struct cucap_work_scope w;
     struct cucap_params *p;
-    CUcontext saved = NULL;
     CUresult rc;
 
     *out = NULL;
     if (!(p = calloc(1, sizeof *p)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) != CUDA_SUCCESS) {
-        free(p);
-        return rc;
-    }
-    if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) == CUDA_SUCCESS) {
+    if ((rc = cucap_i_work_enter(&w, ctx, caller, err)) == CUDA_SUCCESS) {
         if ((rc = cucap_i_drv.cuMemAlloc(&p->block, size)) != CUDA_SUCCESS)
             cucap_i_fail_driver(err, rc, caller, "cuMemAlloc");
         else if ((rc = cucap_i_drv.cuEventCreate(&p->last_launch, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
             cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
             (void)cucap_i_drv.cuMemFree(p->block);
         }
-        rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
+        rc = cucap_i_work_leave(&w, rc, caller, err);
     }
-    rc = cucap_i_ctx_leave_for(ctx, saved, rc, caller, err);
     if (rc != CUDA_SUCCESS) {
         free(p);
         return rc;
@@ -74,38 +67,22 @@ void cucap_i_params_ref(struct cucap_params *p)
 
 void cucap_i_params_unref(struct cucap_params *p, const char *caller)
 {
-    struct cucap_relaxed_scope scope;
-    cucap_error *err = NULL;
-    CUcontext saved = NULL;
+    struct cucap_work_scope w;
     CUresult rc;
 
     if (!p || atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
         return;
-    if ((rc = cucap_i_ctx_enter(p->ctx, &saved)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "%s: cuCtxSetCurrent failed while freeing a parameter block: " CUCAP_I_RESULT_FMT,
-                     caller, CUCAP_I_RESULT_ARGS(rc));
-    else {
-        if (cucap_i_relaxed_enter(&scope, caller, &err) != CUDA_SUCCESS) {
-            cucap_i_warn_error(err);
-            err = NULL;
-        } else {
-            /* the block stays until the last launch that reads it is done */
-            if (p->last_stream && (rc = cucap_i_drv.cuEventSynchronize(p->last_launch)) != CUDA_SUCCESS)
-                cucap_i_warn(rc, "%s: cuEventSynchronize failed while waiting for the last launch that reads a "
-                             "parameter block; the block is not freed: " CUCAP_I_RESULT_FMT, caller,
-                             CUCAP_I_RESULT_ARGS(rc));
-            else if ((rc = cucap_i_drv.cuMemFree(p->block)) != CUDA_SUCCESS)
-                cucap_i_warn(rc, "%s: cuMemFree failed while freeing a parameter block: " CUCAP_I_RESULT_FMT,
-                             caller, CUCAP_I_RESULT_ARGS(rc));
-            if ((rc = cucap_i_drv.cuEventDestroy(p->last_launch)) != CUDA_SUCCESS)
-                cucap_i_warn(rc, "%s: cuEventDestroy failed: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
-            if (cucap_i_relaxed_leave(&scope, CUDA_SUCCESS, caller, &err) != CUDA_SUCCESS)
-                cucap_i_warn_error(err);
-        }
-        if ((rc = cucap_i_ctx_leave(p->ctx, saved)) != CUDA_SUCCESS)
-            cucap_i_warn(rc, "%s: cuCtxSetCurrent failed while restoring the thread's context: " CUCAP_I_RESULT_FMT,
-                         caller, CUCAP_I_RESULT_ARGS(rc));
-    }
+    cucap_i_work_enter_quietly(&w, p->ctx, caller);
+    /* the block stays until the last launch that reads it is done */
+    if (p->last_stream && (rc = cucap_i_drv.cuEventSynchronize(p->last_launch)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "%s: cuEventSynchronize failed while waiting for the last launch that reads a "
+                     "parameter block; the block is not freed: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
+    else if ((rc = cucap_i_drv.cuMemFree(p->block)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "%s: cuMemFree failed while freeing a parameter block: " CUCAP_I_RESULT_FMT, caller,
+                     CUCAP_I_RESULT_ARGS(rc));
+    if ((rc = cucap_i_drv.cuEventDestroy(p->last_launch)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "%s: cuEventDestroy failed: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
+    cucap_i_work_leave_quietly(&w, caller);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }

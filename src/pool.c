@@ -283,15 +283,11 @@ static CUresult stream_ordered(cucap_pool *p, int allocate, size_t size, CUstrea
                                const char *caller, cucap_error **err)
 {
     const char *call = allocate ? "cuMemAllocFromPoolAsync" : "cuMemFreeAsync";
-    struct cucap_relaxed_scope scope;
-    struct cucap_hier *capture;
-    CUcontext saved = NULL;
+    struct cucap_work_scope w;
+    struct cucap_hier *capture = cucap_i_capture_lock_stream(s);
     CUresult rc;
 
-    if ((rc = cucap_i_ctx_enter_for(p->ctx, &saved, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    capture = cucap_i_capture_lock_stream(s);
-    if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) == CUDA_SUCCESS) {
+    if ((rc = cucap_i_work_enter(&w, p->ctx, caller, err)) == CUDA_SUCCESS) {
         rc = allocate ? cucap_i_drv.cuMemAllocFromPoolAsync(ptr, size, p->handle, s)
                       : cucap_i_drv.cuMemFreeAsync(*ptr, s);
         if (rc != CUDA_SUCCESS) {
@@ -299,10 +295,10 @@ static CUresult stream_ordered(cucap_pool *p, int allocate, size_t size, CUstrea
                                                      : "cucap_pool_free (cuMemFreeAsync)", rc);
             cucap_i_fail_driver(err, rc, caller, call);
         }
-        rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
+        rc = cucap_i_work_leave(&w, rc, caller, err);
     }
     cucap_i_capture_unlock_stream(capture, caller);
-    return cucap_i_ctx_leave_for(p->ctx, saved, rc, caller, err);
+    return rc;
 }
 
 CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *out, cucap_error **err)
