@@ -258,40 +258,6 @@ CUresult cucap_builder_end(cucap_builder *b, cucap_error **err)
 
 /* ---------------------------------------------------------------- close and destroy */
 
-/* A cached stream goes back to the cache only when the driver says it is in
- * no capture.  One still in its own hierarchy's capture waits for that
- * capture's end; one in another capture (a body or orphan joined into
- * somebody else's) is destroyed, which is legal during a capture, so that
- * no later builder is ever handed a stream inside a capture it is not
- * part of. */
-static void release_cached_stream(cucap_builder *b, const char *caller)
-{
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    cuuint64_t id = 0;
-    CUresult rc;
-
-    struct cucap_cache_item item = { b->ctx->ctx, b->ctx->dev, b->stream, 0, 1 };
-
-    /* a join just saw the stream in this capture: no need to ask again */
-    if (b->joined_in_capture && b->ctx->retained && b->h &&
-        cucap_i_defer(cucap_i_hier_deferral(b->h), &item, 1, 0, caller) == 0)
-        return;
-    rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, &id, NULL, NULL, NULL, NULL);
-    if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE) {
-        cucap_i_give_stream(b->ctx, b->stream, caller);
-        return;
-    }
-    /* a capture id not learned yet (no join saw it): not provably this
-     * capture, so destroyed rather than kept */
-    item.joined = 0;
-    if (rc == CUDA_SUCCESS && b->ctx->retained && b->h && id && id == cucap_i_hier_capture_id(b->h) &&
-        cucap_i_defer(cucap_i_hier_deferral(b->h), &item, 1, 0, caller) == 0)
-        return;
-    if ((rc = cucap_i_drv.cuStreamDestroy(b->stream)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing the builder's stream: " CUCAP_I_RESULT_FMT,
-                     caller, CUCAP_I_RESULT_ARGS(rc));
-}
-
 /* The hierarchy of b's last capture let go of, b's forks' links gone. */
 static void let_go(cucap_builder *b, const char *caller)
 {
@@ -318,18 +284,19 @@ static void release(cucap_builder *b, const char *caller)
         /* an origin stream whose capture could not be ended is left alone;
          * one in no capture goes back to the cache it came from, one in
          * somebody else's capture (joined into it) is destroyed */
-        rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL);
-        if (rc == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE && b->state == CUCAP_BUILDER_CAPTURING)
+        if (b->state == CUCAP_BUILDER_CAPTURING &&
+            cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
+            status != CU_STREAM_CAPTURE_STATUS_NONE)
             cucap_i_warn(CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's stream is still capturing and was not "
                          "destroyed", caller);
-        else if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE && b->cached_stream)
-            cucap_i_give_stream(b->ctx, b->stream, caller);
+        else if (b->cached_stream)
+            cucap_i_give_back_stream(b->ctx, b->stream, NULL, 0, caller);   /* its capture is over */
         else if ((rc = cucap_i_drv.cuStreamDestroy(b->stream)) != CUDA_SUCCESS)
             cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing the builder's stream: " CUCAP_I_RESULT_FMT,
                          caller, CUCAP_I_RESULT_ARGS(rc));
     } else if (b->cached_stream) {
         (void)cucap_i_capture_lock(b);
-        release_cached_stream(b, caller);
+        cucap_i_give_back_stream(b->ctx, b->stream, b->h, b->joined_in_capture, caller);
         cucap_i_capture_unlock(b);
     }
     cucap_i_hier_unref(b->h, caller);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "context-hold.h"
 #include "driver.h"
 #include "free-list.h"
 #include "hierarchy.h"
@@ -200,6 +201,31 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended)
     }
     atomic_store_explicit(&h->capture_over, 1, memory_order_release);
     cucap_i_deferral_end(&h->deferral, "cucap_builder_end");
+}
+
+void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_hier *h, int joined, const char *caller)
+{
+    struct cucap_cache_item item = { c->ctx, c->dev, s, 0, 1 };
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t id = 0;
+    CUresult rc;
+
+    if (joined && c->retained && h && cucap_i_defer(&h->deferral, &item, 1, 0, caller) == 0)
+        return;
+    rc = cucap_i_drv.cuStreamGetCaptureInfo(s, &status, &id, NULL, NULL, NULL, NULL);
+    if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE) {
+        cucap_i_give_stream(c, s, caller);
+        return;
+    }
+    /* a capture id not learned yet (no join saw it): not provably this
+     * capture, so destroyed rather than kept */
+    item.joined = 0;
+    if (rc == CUDA_SUCCESS && c->retained && h && id && id == h->capture_id &&
+        cucap_i_defer(&h->deferral, &item, 1, 0, caller) == 0)
+        return;
+    if ((rc = cucap_i_drv.cuStreamDestroy(s)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing a builder's stream: " CUCAP_I_RESULT_FMT, caller,
+                     CUCAP_I_RESULT_ARGS(rc));
 }
 
 struct cucap_params *cucap_i_hier_params(const struct cucap_hier *h)

@@ -81,6 +81,15 @@ CUcontext cucap_i_hier_context(const struct cucap_hier *h);
 int cucap_i_hier_is_owned(struct cucap_hier *h);
 /* Where the streams and events of its capture wait for its end. */
 struct cucap_deferral *cucap_i_hier_deferral(struct cucap_hier *h);
+/* A stream of c that a builder used, given back: to the cache when the
+ * driver says it is in no capture; to wait for the end of h's capture
+ * when it is still in that one (joined: a join just saw it there, no need
+ * to ask); destroyed otherwise (in another capture, which is legal, or c
+ * has no cache), so that no later builder is ever handed a stream inside
+ * a capture it is not part of.  h NULL: in no capture of the library's
+ * that may still run. */
+struct ctx_hold;
+void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_hier *h, int joined, const char *caller);
 /* The capture is over; `ended`, when not NULL, is the graph its end
  * returned, which the hierarchy owns from now on (the caller holds the
  * graph lock).  The streams and events deferred to the end go back to

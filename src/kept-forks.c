@@ -15,6 +15,7 @@
 #include "driver.h"
 #include "internal.h"
 #include "kept-forks.h"
+#include "hierarchy.h"
 #include "stream-cache.h"
 
 static void let_go(cucap_builder *f)
@@ -28,16 +29,8 @@ static void let_go(cucap_builder *f)
  * reference. */
 static void release_kept(cucap_builder *f, const char *caller)
 {
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult rc;
-
     if (f->stream) {
-        rc = cucap_i_drv.cuStreamGetCaptureInfo(f->stream, &status, NULL, NULL, NULL, NULL, NULL);
-        if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE)
-            cucap_i_give_stream(f->ctx, f->stream, caller);
-        else if ((rc = cucap_i_drv.cuStreamDestroy(f->stream)) != CUDA_SUCCESS)
-            cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing a kept fork's stream: " CUCAP_I_RESULT_FMT,
-                         caller, CUCAP_I_RESULT_ARGS(rc));
+        cucap_i_give_back_stream(f->ctx, f->stream, NULL, 0, caller);
         f->stream = NULL;
     }
     if (f->ctx)
