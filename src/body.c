@@ -6,9 +6,8 @@
 
 #include "driver.h"
 #include "hierarchy.h"
-#include "internal.h"
+#include "error.h"
 #include "body.h"
-#include "graph.h"
 
 /* Node types the driver allows in a conditional body (CUDA 12.3 to 13.0);
  * a body holding another type makes the parent's instantiate fail. */

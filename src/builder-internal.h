@@ -6,7 +6,7 @@
 #include "builder-object.h"
 #include "cucapture.h"
 #include "hierarchy.h"
-#include "internal.h"
+#include "error.h"
 
 /* Destroy the builders kept for the next cucap_builder_create
  * (cucap_release_cached). */

@@ -2,7 +2,7 @@
 #include "config.h"
 
 #include "builder-object.h"
-#include "internal.h"
+#include "error.h"
 
 const char *const cucap_i_state_names[] = { "NOT_STARTED", "CAPTURING", "ENDED", "INVALIDATED", "CLOSED" };
 

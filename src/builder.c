@@ -15,7 +15,7 @@
 #include "capture-registry.h"
 #include "driver.h"
 #include "hierarchy.h"
-#include "internal.h"
+#include "error.h"
 #include "body.h"
 #include "builder-memory.h"
 #include "context-hold.h"

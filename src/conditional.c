@@ -8,7 +8,7 @@
 #include "builder-internal.h"
 #include "driver.h"
 #include "hierarchy.h"
-#include "internal.h"
+#include "error.h"
 #include "builder-memory.h"
 #include "stream-cache.h"
 

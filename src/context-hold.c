@@ -1,6 +1,8 @@
-/* Holds on the context a builder's stream lives in: a device's primary
- * context (retained once and shared by every builder of it), or the
- * context of a borrowed stream (the caller keeps that one alive). */
+/* The context and capture mode a call runs in: holds on the context a
+ * builder's stream or a pool lives in (a device's primary context,
+ * retained once and shared by every holder of it, or the context of a
+ * borrowed stream, which the caller keeps alive), making a context current
+ * for a call, and relaxed capture mode for calls a capture would refuse. */
 #include "config.h"
 
 #include <pthread.h>
@@ -9,8 +11,7 @@
 
 #include "context-hold.h"
 #include "driver.h"
-#include "internal.h"
-#include "relaxed-scope.h"
+#include "error.h"
 
 /* The context a stream's work runs in.  For a stream of a green context
  * that is the green context's own CUcontext (cuCtxFromGreenCtx): streams
@@ -221,6 +222,41 @@ CUresult cucap_i_ctx_hold_of_stream(CUstream s, struct ctx_hold **out, const cha
     }
     *out = hold;
     return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- relaxed capture mode for a call */
+
+CUresult cucap_i_relaxed_enter(struct cucap_relaxed_scope *scope, const char *caller, cucap_error **err)
+{
+    CUresult rc;
+
+    scope->saved = CU_STREAM_CAPTURE_MODE_RELAXED;
+    rc = cucap_i_drv.cuThreadExchangeStreamCaptureMode(&scope->saved);
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail(err, rc,
+                            "%s: cuThreadExchangeStreamCaptureMode failed while switching the thread to "
+                            "relaxed capture mode: " CUCAP_I_RESULT_FMT,
+                            caller, CUCAP_I_RESULT_ARGS(rc));
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_i_relaxed_leave(struct cucap_relaxed_scope *scope, CUresult work, const char *caller,
+                               cucap_error **err)
+{
+    CUstreamCaptureMode mode = scope->saved;
+    CUresult rc = cucap_i_drv.cuThreadExchangeStreamCaptureMode(&mode);
+
+    if (rc == CUDA_SUCCESS)
+        return work;
+    if (work != CUDA_SUCCESS) {
+        cucap_i_note_failure(err, "cuThreadExchangeStreamCaptureMode",
+                             "restoring the thread's capture mode", rc);
+        return work;
+    }
+    return cucap_i_fail(err, rc,
+                        "%s: cuThreadExchangeStreamCaptureMode failed while restoring the thread's capture "
+                        "mode; the thread is left in relaxed mode: " CUCAP_I_RESULT_FMT,
+                        caller, CUCAP_I_RESULT_ARGS(rc));
 }
 
 /* ---------------------------------------------------------------- making a context current for a call */

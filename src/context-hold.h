@@ -1,4 +1,7 @@
-/* Holds on the context a builder's stream or a pool lives in: a device's
+/* The context and capture mode a call runs in (context-hold.c): holds on
+ * the context a builder's stream or a pool lives in, making a context
+ * current, and relaxed capture mode for calls a capture would refuse.
+ * Holds on the context a builder's stream or a pool lives in: a device's
  * primary context is retained once and shared by every holder of it (until
  * cucap_release_cached); another context is the caller's to keep alive.
  * Internal. */
@@ -9,7 +12,22 @@
 #include <stddef.h>
 
 #include "cucapture.h"
-#include "relaxed-scope.h"
+
+/* Run capture-unsafe driver calls (pool attributes, pool creation and
+ * destruction, instantiation, waits) with the calling thread in relaxed
+ * capture mode, its own mode restored on every path.
+ *     struct cucap_relaxed_scope scope;
+ *     if ((rc = cucap_i_relaxed_enter(&scope, caller, err)) != CUDA_SUCCESS) return rc;
+ *     rc = ...the work, which fills *err on failure...;
+ *     return cucap_i_relaxed_leave(&scope, rc, caller, err);
+ * leave restores the thread's mode; a failed restore is a note on the
+ * work's error, or the error itself when the work succeeded. */
+struct cucap_relaxed_scope {
+    CUstreamCaptureMode saved;
+};
+CUresult cucap_i_relaxed_enter(struct cucap_relaxed_scope *scope, const char *caller, cucap_error **err);
+CUresult cucap_i_relaxed_leave(struct cucap_relaxed_scope *scope, CUresult work, const char *caller,
+                               cucap_error **err);
 
 struct ctx_hold {
     atomic_int refs;

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "driver.h"
-#include "internal.h"
+#include "error.h"
 
 #define CUCAP_DEFAULT_DRIVER "libcuda.so.1"
 

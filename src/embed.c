@@ -5,7 +5,7 @@
 #include "builder-internal.h"
 #include "driver.h"
 #include "hierarchy.h"
-#include "internal.h"
+#include "error.h"
 #include "params.h"
 
 static CUresult embed_locked(cucap_builder *parent, cucap_builder *child, const char *caller, cucap_error **err);

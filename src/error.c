@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "error-names.h"
 #include "error.h"
 
 struct cucap_error {
@@ -351,4 +351,12 @@ void cucap_i_warn(CUresult code, const char *fmt, ...)
     e = error_newv(code, fmt, ap);
     va_end(ap);
     cucap_i_warn_error(e);
+}
+
+const char *cucap_i_node_type_text(CUgraphNodeType t)
+{
+    static const char *const names[] = { "kernel", "memcpy", "memset", "host function", "child graph", "empty", "event wait",
+                                         "event record", "semaphore signal", "semaphore wait", "allocation", "free",
+                                         "batch memory operation", "conditional" };
+    return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "unknown";
 }

@@ -60,4 +60,7 @@ CUresult cucap_i_fail_driver(cucap_error **err, CUresult rc, const char *caller,
 }
 #endif
 
+/* "host function", "memset", ...: a graph node type in words. */
+const char *cucap_i_node_type_text(CUgraphNodeType t);
+
 #endif

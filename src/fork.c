@@ -11,7 +11,7 @@
 #include "capture-registry.h"
 #include "driver.h"
 #include "hierarchy.h"
-#include "internal.h"
+#include "error.h"
 #include "builder-memory.h"
 #include "context-hold.h"
 #include "fork-links.h"

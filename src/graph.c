@@ -10,11 +10,11 @@
 #include "builder-object.h"
 #include "driver.h"
 #include "hierarchy.h"
-#include "internal.h"
+#include "error.h"
 #include "context-hold.h"
 #include "graph.h"
 #include "params.h"
-#include "relaxed-scope.h"
+#include "context-hold.h"
 
 struct cucap_graph {
     atomic_int refs;
@@ -353,14 +353,6 @@ static const char *update_result_text(CUgraphExecUpdateResult r)
     case CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED (node attributes changed)";
     default: return "an unknown update result";
     }
-}
-
-const char *cucap_i_node_type_text(CUgraphNodeType t)
-{
-    static const char *const names[] = { "kernel", "memcpy", "memset", "host function", "child graph", "empty", "event wait",
-                                         "event record", "semaphore signal", "semaphore wait", "allocation", "free",
-                                         "batch memory operation", "conditional" };
-    return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "unknown";
 }
 
 /* Update e from h's root graph, in e's context, under h's graph lock; a

@@ -21,7 +21,5 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
 /* Destroy an executable graph in ctx, in relaxed thread mode; failures go
  * to the warning handler. */
 void cucap_i_exec_destroy_handle(CUgraphExec exec, CUcontext ctx, const char *caller);
-/* "host function", "memset", ... */
-const char *cucap_i_node_type_text(CUgraphNodeType t);
 
 #endif

@@ -14,11 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture-registry.h"
 #include "context-hold.h"
 #include "driver.h"
 #include "free-list.h"
 #include "hierarchy.h"
-#include "internal.h"
+#include "error.h"
 #include "params.h"
 #include "stream-cache.h"
 
@@ -200,6 +201,7 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended)
         atomic_store_explicit(&h->owned, 1, memory_order_release);
     }
     atomic_store_explicit(&h->capture_over, 1, memory_order_release);
+    cucap_i_registry_remove_capture(h);   /* no stream is in it any more */
     cucap_i_deferral_end(&h->deferral, "cucap_builder_end");
 }
 
@@ -376,18 +378,75 @@ int cucap_i_is_capture_error(CUresult code)
 
 /* A call that found the capture INVALIDATED did not invalidate it:
  * something outside the library did. */
-void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresult code, const char *streams)
+void cucap_i_capture_failed(struct cucap_hier *h, const char *call, CUresult code)
 {
+    char streams[256];
+
     if (!h || !cucap_i_is_capture_error(code))
         return;
+    streams[0] = '\0';
+    if (code == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)   /* before the short lock: the registry's is taken alone */
+        cucap_i_registry_describe(h, h->origin, streams, sizeof streams);
     pthread_mutex_lock(&h->lock);
     if (!h->first_failure_call[0]) {
         snprintf(h->first_failure_call, sizeof h->first_failure_call, "%s", call);
         h->first_failure_code = code;
-        snprintf(h->first_failure_streams, sizeof h->first_failure_streams, "%s",
-                 code == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED && streams ? streams : "");
+        snprintf(h->first_failure_streams, sizeof h->first_failure_streams, "%s", streams);
     }
     pthread_mutex_unlock(&h->lock);
+}
+
+CUresult cucap_i_fail_in_capture(struct cucap_hier *h, CUstream s, CUresult rc, const char *caller, const char *call,
+                                 const char *consequence, cucap_error **err)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+
+    /* the driver does not always say (an event wait in a capture that
+     * another thread's global-mode call invalidated gives INVALID_VALUE) */
+    if (!cucap_i_is_capture_error(rc) &&
+        cucap_i_drv.cuStreamGetCaptureInfo(s, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
+        status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+        cucap_i_fail(err, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                     "%s: %s failed: " CUCAP_I_RESULT_FMT
+                     ", because the capture had been invalidated before this call by a call "
+                     "made outside the library on one of its streams (synchronizing one of them, a synchronous "
+                     "allocation or free, or another thread's global-mode call such as a legacy-stream "
+                     "operation)%s", caller, call, CUCAP_I_RESULT_ARGS(rc),
+                     consequence ? consequence : "");
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else {
+        cucap_i_fail(err, rc, "%s: %s failed: " CUCAP_I_RESULT_FMT "%s", caller, call, CUCAP_I_RESULT_ARGS(rc),
+                     consequence ? consequence : "");
+    }
+    cucap_i_capture_failed(h, caller, rc);
+    return rc;
+}
+
+void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code)
+{
+    struct cucap_hier *h;
+
+    if (!cucap_i_is_capture_error(code) || !(h = cucap_i_registry_find(s, cucap_i_hier_ref)))
+        return;
+    cucap_i_capture_failed(h, call, code);
+    cucap_i_hier_unref(h, call);
+}
+
+struct cucap_hier *cucap_i_capture_lock_stream(CUstream s)
+{
+    struct cucap_hier *h = cucap_i_registry_find(s, cucap_i_hier_ref);
+
+    if (h)
+        cucap_i_hier_lock(h);
+    return h;
+}
+
+void cucap_i_capture_unlock_stream(struct cucap_hier *h, const char *caller)
+{
+    if (!h)
+        return;
+    cucap_i_hier_unlock(h);
+    cucap_i_hier_unref(h, caller);
 }
 
 void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)

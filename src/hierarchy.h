@@ -130,12 +130,26 @@ CUresult cucap_i_hier_check_bodies(struct cucap_hier *h, const char *caller, cuc
 void cucap_i_hier_mark_body_capture(struct cucap_hier *h);
 int cucap_i_hier_is_body_capture(const struct cucap_hier *h);
 
-/* The first library call that failed with a capture error while the
- * hierarchy's capture ran, kept for the note of a later end; streams,
- * when not NULL, names the capture's streams (a call that found the
- * capture invalidated). */
-void cucap_i_hier_capture_failed(struct cucap_hier *h, const char *call, CUresult code, const char *streams);
+/* Record a capture error of call on h's capture: the first one is kept
+ * for the note of its end (cucap_i_hier_note_first_failure), with the
+ * capture's streams when the call found it invalidated; other codes and
+ * h NULL are ignored. */
+void cucap_i_capture_failed(struct cucap_hier *h, const char *call, CUresult code);
 void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err);
+/* A driver call on stream s of h's capture failed with rc: report it in
+ * *err, as STREAM_CAPTURE_INVALIDATED (the driver's code in the message)
+ * when the capture is found invalidated, and record it on h.  consequence,
+ * if not NULL, ends the message.  Returns the code reported. */
+CUresult cucap_i_fail_in_capture(struct cucap_hier *h, CUstream s, CUresult rc, const char *caller, const char *call,
+                                 const char *consequence, cucap_error **err);
+/* The same as cucap_i_capture_failed for a call that knows only the
+ * stream: the capture it takes part in, if any. */
+void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code);
+/* For a call that only knows a stream: the graph lock of the capture the
+ * stream takes part in, referenced (NULL, locking nothing, for a stream
+ * the library did not register). */
+struct cucap_hier *cucap_i_capture_lock_stream(CUstream s);
+void cucap_i_capture_unlock_stream(struct cucap_hier *h, const char *caller);
 /* Whether a code is one of the driver's capture errors. */
 int cucap_i_is_capture_error(CUresult code);
 

@@ -13,7 +13,7 @@
 #include "builder-memory.h"
 #include "context-hold.h"
 #include "driver.h"
-#include "internal.h"
+#include "error.h"
 #include "kept-forks.h"
 #include "hierarchy.h"
 #include "stream-cache.h"

@@ -15,7 +15,7 @@
 
 #include "context-hold.h"
 #include "driver.h"
-#include "internal.h"
+#include "error.h"
 #include "params.h"
 
 struct cucap_params {

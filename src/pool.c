@@ -10,13 +10,12 @@
 
 #include "context-hold.h"
 #include "driver.h"
-#include "capture-registry.h"
 #include "hierarchy.h"
-#include "internal.h"
+#include "error.h"
 #include "live-pointers.h"
 #include "free-list.h"
 #include "pool-internal.h"
-#include "relaxed-scope.h"
+#include "context-hold.h"
 
 #define CUCAP_MAX_DEVICES 64
 

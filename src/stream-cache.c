@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "driver.h"
-#include "internal.h"
+#include "error.h"
 #include "context-hold.h"
-#include "relaxed-scope.h"
+#include "context-hold.h"
 #include "stream-cache.h"
 
 #define CACHED_CONTEXTS 8

@@ -7,7 +7,7 @@
 #include "context-hold.h"
 #include "driver.h"
 #include "hierarchy.h"
-#include "internal.h"
+#include "error.h"
 #include "pool-internal.h"
 #include "stream-cache.h"
 

@@ -12,7 +12,8 @@
 #include "backend.h"
 #include "builder-internal.h"
 #include "hierarchy.h"
-#include "internal.h"
+#include "error-names.h"
+#include "error.h"
 
 BACKEND_SUITES(builder, 120);
 FAULT_BACKEND_SUITES(builder, 300);

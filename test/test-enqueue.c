@@ -10,7 +10,8 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "internal.h"
+#include "error-names.h"
+#include "error.h"
 
 BACKEND_SUITES(enqueue, 120);
 

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "error-names.h"
+#include "error.h"
 
 /* Linked with --wrap=malloc/realloc: the library's allocations come here,
  * and a test can make the next ones fail. */

@@ -13,7 +13,8 @@
 #include <string.h>
 
 #include "conformance.h"
-#include "internal.h"
+#include "error-names.h"
+#include "error.h"
 
 CUcontext conf_ctx;
 CUdevice conf_dev;

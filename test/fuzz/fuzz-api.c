@@ -28,7 +28,8 @@
 #include "test-driver.h"
 #include "fault/fault.h"
 #include "fuzz/fuzz.h"
-#include "internal.h"
+#include "error-names.h"
+#include "error.h"
 #include "cucapture.h"
 #include "sim/sim.h"
 

@@ -9,7 +9,8 @@
 
 #include "driver.h"
 #include "fault.h"
-#include "internal.h"
+#include "error-names.h"
+#include "error.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_RULES 16
