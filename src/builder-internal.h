@@ -14,6 +14,10 @@ void cucap_i_builder_kept_drain(void);
 /* Close as `caller` would ("closing ..." for the note): end a live
  * capture first, release the stream, CLOSED. */
 CUresult cucap_i_builder_close_as(cucap_builder *b, const char *caller, const char *doing, cucap_error **err);
+/* Close fork f (not closed yet), as cucap_i_builder_close_as closes a
+ * fork: it leaves its capture (nothing to end), its stream goes back (to
+ * wait for the capture's end when it is still in it), CLOSED. */
+void cucap_i_fork_release(cucap_builder *f, const char *caller);
 
 /* Driver calls on the streams of a running capture take its hierarchy's
  * graph lock (cucap_i_hier_lock): one thread at a time adds to a capture

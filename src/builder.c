@@ -266,11 +266,30 @@ static void let_go(cucap_builder *b, const char *caller)
     b->h = NULL;
 }
 
+void cucap_i_fork_release(cucap_builder *f, const char *caller)
+{
+    cucap_i_registry_remove(&f->registration);
+    drop_fork_links(f, f->h);
+    (void)cucap_i_capture_lock(f);
+    cucap_i_give_back_stream(f->ctx, f->stream, f->h, f->joined_in_capture, caller);
+    cucap_i_capture_unlock(f);
+    cucap_i_hier_unref(f->h, caller);
+    cucap_i_ctx_hold_release(f->ctx);
+    f->h = NULL;
+    f->ctx = NULL;
+    f->stream = NULL;
+    f->state = CUCAP_BUILDER_CLOSED;
+}
+
 static void release(cucap_builder *b, const char *caller)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult rc;
 
+    if (b->kind == CUCAP_BUILDER_FORKED) {
+        cucap_i_fork_release(b, caller);
+        return;
+    }
     cucap_i_registry_remove(&b->registration);   /* a capture that could not be ended */
     if (b->split_event) {   /* in b's capture while it runs: reused once that is over */
         cucap_i_give_event(b->ctx, b->h ? cucap_i_hier_deferral(b->h) : NULL, b->split_event, caller);

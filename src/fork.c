@@ -510,16 +510,6 @@ static CUresult check_join(cucap_builder *const *builders, size_t count, cucap_b
     return check_distinct(builders, count, caller, err);
 }
 
-/* Close a builder whose work the root now waits on. */
-static CUresult close_joined(cucap_builder *b, const char *caller, cucap_error **err)
-{
-    cucap_error *close_err = NULL;
-    CUresult closed = cucap_i_builder_close_as(b, caller, "closing a joined builder", err ? &close_err : NULL);
-
-    if (closed != CUDA_SUCCESS && err)
-        *err = close_err;   /* only a non-forked builder's end can fail */
-    return closed;
-}
 
 struct dependency {
     CUgraphNode node;
@@ -743,33 +733,17 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
     return 1;
 }
 
-/* Whatever a join did (rc), no builder but the root is left open. */
-static CUresult close_unjoined(cucap_builder *const *builders, size_t count, cucap_builder *root, CUresult rc,
-                               const char *caller, cucap_error **err)
+/* Whatever a join did, no builder but the root is left open.  Every
+ * other builder is a fork of the root's capture (join refuses builders
+ * of another capture, and a capture has one builder that is not a fork),
+ * so closing one has nothing to end. */
+static void close_others(cucap_builder *const *builders, size_t count, cucap_builder *root, const char *caller)
 {
-    CUresult closed;
     size_t i;
 
-    for (i = 0; i < count; i++) {
-        cucap_error *close_err = NULL;
-        if (builders[i] == root || builders[i]->state == CUCAP_BUILDER_CLOSED)
-            continue;
-        closed = cucap_i_builder_close_as(builders[i], caller, "closing a builder that join could not join", &close_err);
-        if (closed != CUDA_SUCCESS) {
-            if (rc == CUDA_SUCCESS) {
-                rc = closed;
-                if (err)
-                    *err = close_err;
-                close_err = NULL;
-            } else {
-                char what[64];
-                snprintf(what, sizeof what, "closing builder %zu, which join could not join", i);
-                cucap_i_note_failure(err, "cucap_builder_close", what, closed);
-            }
-        }
-        cucap_error_free(close_err);
-    }
-    return rc;
+    for (i = 0; i < count; i++)
+        if (builders[i] != root && builders[i]->state != CUCAP_BUILDER_CLOSED)
+            cucap_i_fork_release(builders[i], caller);
 }
 
 /* The join once its checks passed, with one hold of the capture's lock
@@ -792,7 +766,7 @@ static CUresult join_checked(cucap_builder *const *builders, size_t count, cucap
             for (i = 0; i < count && rc == CUDA_SUCCESS; i++)
                 if (builders[i] != root) {
                     builders[i]->joined_in_capture = 1;
-                    rc = close_joined(builders[i], caller, err);
+                    cucap_i_fork_release(builders[i], caller);
                 }
         cucap_i_capture_unlock(root);
     }
@@ -800,17 +774,18 @@ static CUresult join_checked(cucap_builder *const *builders, size_t count, cucap
         for (i = 0; i < count && rc == CUDA_SUCCESS; i++) {
             if (builders[i] == root)
                 continue;
-            if (!cucap_i_capture_lock_pair(root, builders[i]))
+            if (!cucap_i_capture_lock(root))   /* builders[i] is in the same capture */
                 rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture of builder %zu or of the root "
                                   "ended while join ran (its end came from another thread)", caller, i);
             else
                 rc = wait_on(root, builders[i], caller, err);
-            cucap_i_capture_unlock_pair(root, builders[i]);
+            cucap_i_capture_unlock(root);
             if (rc == CUDA_SUCCESS)
-                rc = close_joined(builders[i], caller, err);
+                cucap_i_fork_release(builders[i], caller);
         }
     }
-    return close_unjoined(builders, count, root, rc, caller, err);
+    close_others(builders, count, root, caller);
+    return rc;
 }
 
 CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_builder **root_out,
