@@ -5,6 +5,50 @@
  * The umbrella header.  It includes <cuda.h> and every module header of
  * the library.  Link with `pkg-config --cflags --libs cucapture`.
  *
+ * The call sequence:
+ *
+ *     cucap_builder_create(dev, &b, &err);           a builder, with a stream
+ *     cucap_builder_begin(b, mode, &err);            capture on it
+ *     ...work on cucap_builder_stream(b); cucap_builder_split() for forks,
+ *        cucap_builder_join() to bring them back...
+ *     cucap_builder_end(b, &err);                    the graph
+ *     cucap_builder_complete(b, NULL, &exec, &err);  an executable graph
+ *     cucap_exec_launch(exec, stream, &err);         as often as needed
+ *     cucap_exec_destroy(exec); cucap_builder_destroy(b);
+ *
+ * Who frees what: every object a call hands out is the caller's and is
+ * freed with its own call, in any order, also after an error: builders
+ * and forks with cucap_builder_destroy(), executable graphs with
+ * cucap_exec_destroy(), graph references with cucap_graph_unref(), pools
+ * with cucap_pool_close() or cucap_pool_destroy() (not the one of
+ * cucap_device_pool(), which the library keeps), errors with
+ * cucap_error_free().  Each of these accepts NULL.  What the library keeps
+ * for reuse after that, cucap_release_cached() gives back.
+ *
+ * Threads: an object is used by one thread at a time, except that
+ *   - the builders of one capture (a primary and its forks) may be used
+ *     from different threads at once; the application's own work on
+ *     their streams then goes through cucap_builder_enqueue();
+ *   - an executable graph with a parameter block may be launched with
+ *     cucap_exec_launch_params() from several threads at once;
+ *   - a graph reference may be referenced, released and instantiated from
+ *     any thread;
+ *   - a pool may allocate and free from several threads at once (close or
+ *     destroy it once no other thread uses it);
+ *   - the library's functions that take no object (cucap_init(),
+ *     cucap_device_pool(), cucap_release_cached(), ...) are thread-safe.
+ * A thread needs no current context: every call makes the context it
+ * needs current and gives the thread's own back.
+ *
+ * Calls that can block: the last release of a capture's parameter block
+ * waits on the host until the launches still reading it are done.  That
+ * release can come from cucap_exec_destroy(), cucap_graph_unref(),
+ * cucap_builder_destroy(), cucap_builder_reset(), cucap_exec_update() and
+ * cucap_builder_complete_into() (the executable graph lets go of the
+ * block of the capture it was made from), and cucap_builder_params() (a
+ * block of another size replaces the builder's last one); without a
+ * parameter block none of them waits.
+ *
  * libcucapture does not link against libcuda.  On first use it loads the
  * driver with dlopen(): the library named by the environment variable
  * CUCAPTURE_DRIVER when it is set, otherwise libcuda.so.1.  Every entry

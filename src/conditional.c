@@ -53,7 +53,7 @@ static CUresult conditional_prologue(cucap_builder *b, int driver_floor, const c
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
                             "%s: conditional nodes cannot be nested inside a conditional body: a body is captured "
                             "standalone and attached as a child graph, and the driver refuses child graphs that "
-                            "hold conditional nodes (CUDA_ERROR_NOT_SUPPORTED, measured on CUDA 13.0)", caller);
+                            "hold conditional nodes (CUDA_ERROR_NOT_SUPPORTED)", caller);
     if (b->state != CUCAP_BUILDER_CAPTURING)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: cannot add conditional work when not actively capturing (the builder is %s)", caller,

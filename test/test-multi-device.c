@@ -35,7 +35,7 @@ static void sim4_setup(void)
 static void need_two_gpus(void)
 {
     if (device_count() < 2)
-        cr_skip_test("this host has one GPU: the multi-device tests need two (the nvidia-h200-x2 kind)");
+        cr_skip_test("needs two GPUs (this host has one)");
 }
 
 TestSuite(multi_sim2, .init = sim2_setup, .fini = gpu_teardown, .timeout = 60);

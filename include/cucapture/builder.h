@@ -26,9 +26,8 @@
  * safety").  Work the application puts on the streams of such a capture
  * itself (kernels, copies) is a driver call on that graph too: while other
  * threads use builders of the same capture, enqueue it through
- * cucap_builder_enqueue().  Unserialized, the driver crashes (measured:
- * SIGSEGV inside cuMemsetD8Async and cuStreamSynchronize on an H200 when
- * another thread ended the capture at the same moment).
+ * cucap_builder_enqueue(); unserialized, the driver may crash when
+ * another thread ends the capture at the same moment.
  */
 #ifndef CUCAPTURE_BUILDER_H
 #define CUCAPTURE_BUILDER_H

@@ -34,9 +34,9 @@ typedef struct cucap_pool cucap_pool;
  */
 typedef struct cucap_pool_options {
     /** Most bytes the pool may hold; 0 means no limit beyond the device's.
-     *  Ask for no more than the device has: the driver answers SIZE_MAX
-     *  with CUDA_ERROR_OUT_OF_MEMORY on a host with one H200, but had not
-     *  returned after 60 s on a host with two (driver 580.159.04). */
+     *  Ask for no more than the device has: the driver may take very long
+     *  to refuse a size far beyond it, such as SIZE_MAX
+     *  (doc/driver-facts.md). */
     size_t max_size;
     /** 1: allocations can be shared with other processes through POSIX
      *  file descriptors; 0: not. */
