@@ -36,7 +36,8 @@
  *   - a pool may allocate and free from several threads at once (close or
  *     destroy it once no other thread uses it);
  *   - the library's functions that take no object (cucap_init(),
- *     cucap_device_pool(), cucap_release_cached(), ...) are thread-safe.
+ *     cucap_device_pool(), ...) are thread-safe; cucap_release_cached()
+ *     runs while no other thread is inside the library.
  * A thread needs no current context: every call makes the context it
  * needs current and gives the thread's own back.
  *
@@ -182,11 +183,11 @@ CUCAP_API cucap_driver_fn cucap_driver_entry_point_version(const char *symbol, i
  *
  * Objects still alive keep what they hold and give it back when they are
  * destroyed; what the library keeps after this call, it keeps again until
- * the next one.  The pool pointers returned by cucap_device_pool() before
- * the call are not valid after it (call cucap_device_pool() again), so no
- * other thread may use one meanwhile.  Any other library call may run at
- * the same time on other threads.  Failures of the driver's destroy calls
- * go to the warning handler.  Does not unload the driver.  New in 1.6.
+ * the next one.  Call it while no other thread is inside a library call.
+ * The pool pointers returned by cucap_device_pool() before the call are
+ * not valid after it (call cucap_device_pool() again).  Failures of the
+ * driver's destroy calls go to the warning handler.  Does not unload the
+ * driver.  New in 1.6.
  */
 CUCAP_API void cucap_release_cached(void);
 

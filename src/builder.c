@@ -205,10 +205,10 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
         }
         if (rc == CUDA_SUCCESS)
             rc = CUDA_ERROR_UNKNOWN;   /* success without a graph: never seen */
+        if (over)
+            cucap_i_hier_capture_over(b->h, NULL);   /* every stream of the capture is out of it */
     }
     cucap_i_hier_unlock(b->h);
-    if (over && !g)
-        cucap_i_hier_capture_over(b->h, NULL);   /* every stream of the capture is out of it */
     cucap_i_registry_remove(&b->registration);
     *out = g;
     return rc;
@@ -292,7 +292,9 @@ static void release(cucap_builder *b, const char *caller)
     }
     cucap_i_registry_remove(&b->registration);   /* a capture that could not be ended */
     if (b->split_event) {   /* in b's capture while it runs: reused once that is over */
+        (void)cucap_i_capture_lock(b);
         cucap_i_give_event(b->ctx, b->h ? cucap_i_hier_deferral(b->h) : NULL, b->split_event, caller);
+        cucap_i_capture_unlock(b);
         b->split_event = NULL;
     }
     cucap_i_kept_let_go_all(b, caller);

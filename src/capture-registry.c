@@ -76,20 +76,7 @@ void cucap_i_registry_remove_all(struct cucap_registration *const *remove, size_
     pthread_mutex_unlock(&registry_lock);
 }
 
-void cucap_i_registry_remove_capture(const struct cucap_hier *h)
-{
-    struct cucap_registration *r, *next;
-
-    pthread_mutex_lock(&registry_lock);
-    for (r = entries; r; r = next) {
-        next = r->next;
-        if (r->h == h)
-            unlink_locked(r);
-    }
-    pthread_mutex_unlock(&registry_lock);
-}
-
-struct cucap_hier *cucap_i_registry_find(CUstream s, void (*take)(struct cucap_hier *h))
+struct cucap_hier *cucap_i_registry_find(CUstream s, int (*take)(struct cucap_hier *h))
 {
     struct cucap_registration *r;
     struct cucap_hier *found = NULL;
@@ -98,10 +85,8 @@ struct cucap_hier *cucap_i_registry_find(CUstream s, void (*take)(struct cucap_h
         return NULL;
     pthread_mutex_lock(&registry_lock);
     for (r = entries; r && !found; r = r->next)
-        if (r->stream == s) {
+        if (r->stream == s && take(r->h))
             found = r->h;
-            take(found);
-        }
     pthread_mutex_unlock(&registry_lock);
     return found;
 }

@@ -13,8 +13,7 @@
 struct cucap_hier;
 
 /* One stream's entry, kept in the builder whose stream it is; only the
- * thread using that builder adds it, and it or the capture's end removes
- * it. */
+ * thread using that builder adds or removes it. */
 struct cucap_registration {
     CUstream stream;
     struct cucap_hier *h;            /* the builder holds a reference to it while the entry is in */
@@ -29,12 +28,12 @@ void cucap_i_registry_add_chain(struct cucap_registration *first, size_t n, stru
 /* Out of the registry; one that is not in is fine. */
 void cucap_i_registry_remove(struct cucap_registration *r);
 void cucap_i_registry_remove_all(struct cucap_registration *const *entries, size_t n);
-/* Every entry of h's capture out (it is over). */
-void cucap_i_registry_remove_capture(const struct cucap_hier *h);
-/* The capture that stream s takes part in, with take(h) called under the
- * registry's lock (where h is sure to live: the entry's builder holds a
- * reference), or NULL. */
-struct cucap_hier *cucap_i_registry_find(CUstream s, void (*take)(struct cucap_hier *h));
+/* The capture that stream s takes part in, or NULL: the first entry of s
+ * for whose capture take(h), called under the registry's lock (where h
+ * is sure to live: the entry's builder holds a reference), returns 1
+ * (taking a reference); take returns 0 for a capture that is over, whose
+ * entries stay until their builders let go. */
+struct cucap_hier *cucap_i_registry_find(CUstream s, int (*take)(struct cucap_hier *h));
 /* "the origin 0x... and forks 0x..., 0x..." for the registered streams of
  * h's capture, begun on origin. */
 void cucap_i_registry_describe(const struct cucap_hier *h, CUstream origin, char *buf, size_t size);

@@ -57,26 +57,29 @@ void cucap_i_ctx_hold_release_by(struct ctx_hold *c, size_t n)
 
 /* Holds on primary contexts, shared by every builder of the context: the
  * table keeps one reference, so the retain is made once per context, as
- * the stream cache keeps its own retain (both until cucap_release_cached). */
+ * the stream cache keeps its own retain (both until cucap_release_cached,
+ * which runs while no other thread calls the library).  Entries are added
+ * in order under the lock and looked up without it. */
 #define SHARED_HOLDS 8
-static struct ctx_hold *shared_holds[SHARED_HOLDS];
+static _Atomic(struct ctx_hold *) shared_holds[SHARED_HOLDS];
 static pthread_mutex_t shared_holds_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The shared hold of ctx (or, ctx NULL, of dev's primary context) with a
  * reference for the caller, or NULL. */
 static struct ctx_hold *shared_hold(CUcontext ctx, CUdevice dev)
 {
-    struct ctx_hold *found = NULL;
     int i;
 
-    pthread_mutex_lock(&shared_holds_lock);
-    for (i = 0; i < SHARED_HOLDS && shared_holds[i] && !found; i++)
-        if (ctx ? shared_holds[i]->ctx == ctx : shared_holds[i]->dev == dev) {
-            found = shared_holds[i];
-            atomic_fetch_add_explicit(&found->refs, 1, memory_order_relaxed);
+    for (i = 0; i < SHARED_HOLDS; i++) {
+        struct ctx_hold *h = atomic_load_explicit(&shared_holds[i], memory_order_acquire);
+        if (!h)
+            break;   /* filled in order, emptied only all at once */
+        if (ctx ? h->ctx == ctx : h->dev == dev) {
+            atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+            return h;
         }
-    pthread_mutex_unlock(&shared_holds_lock);
-    return found;
+    }
+    return NULL;
 }
 
 /* Keep a new retained hold in the table (a reference of its own), when
@@ -87,11 +90,12 @@ static void share_hold(struct ctx_hold *hold)
 
     pthread_mutex_lock(&shared_holds_lock);
     for (i = 0; i < SHARED_HOLDS; i++) {
-        if (shared_holds[i] && shared_holds[i]->ctx == hold->ctx)
+        struct ctx_hold *h = atomic_load_explicit(&shared_holds[i], memory_order_relaxed);
+        if (h && h->ctx == hold->ctx)
             break;
-        if (!shared_holds[i]) {
+        if (!h) {
             atomic_fetch_add_explicit(&hold->refs, 1, memory_order_relaxed);
-            shared_holds[i] = hold;
+            atomic_store_explicit(&shared_holds[i], hold, memory_order_release);
             break;
         }
     }
@@ -105,10 +109,8 @@ void cucap_i_ctx_holds_drain(void)
     int i, relaxed;
 
     pthread_mutex_lock(&shared_holds_lock);
-    for (i = 0; i < SHARED_HOLDS; i++) {
-        held[i] = shared_holds[i];
-        shared_holds[i] = NULL;
-    }
+    for (i = 0; i < SHARED_HOLDS; i++)
+        held[i] = atomic_exchange_explicit(&shared_holds[i], NULL, memory_order_acq_rel);
     pthread_mutex_unlock(&shared_holds_lock);
     relaxed = cucap_i_relaxed_enter(&scope, "cucap_release_cached", NULL) == CUDA_SUCCESS;
     for (i = 0; i < SHARED_HOLDS; i++)

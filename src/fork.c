@@ -853,14 +853,14 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
     struct cucap_hier *h;
     size_t n;
     CUresult rc;
-    int joined = 0;
+    int joined = 0, held = 1;
 
     if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
         return rc;
     if (!(h = b->h))
         return CUDA_SUCCESS;   /* no capture, no forks */
-    /* the list and the join under one hold of the lock that guards it
-     * (the join, b its root, takes it again) */
+    /* the list and the join under one hold of the lock that guards it,
+     * which the join releases */
     cucap_i_hier_lock(h);
     if (!(all = cucap_i_fork_links_snapshot(b, room, sizeof room / sizeof room[0], &n)))
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
@@ -869,14 +869,15 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
     else {
         joined = 1;
         if (forks_ready_to_join(b, all, n)) {
-            cucap_i_hier_lock(h);   /* the hold join_checked releases */
+            held = 0;
             rc = join_checked(all, n + 1, b, 1, "cucap_builder_join", err);
         } else
             rc = cucap_builder_join(all, n + 1, NULL, err);
     }
+    if (held)
+        cucap_i_hier_unlock(h);
     if (joined && rc != CUDA_SUCCESS && err && *err)
         cucap_i_error_add_note(*err, "%s joined the %zu open forks split from this builder", caller, n);
-    cucap_i_hier_unlock(h);
     if (all && all != room)
         free(all);
     return rc;

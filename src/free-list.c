@@ -1,32 +1,35 @@
 /* Free lists of objects kept for reuse. */
 #include "config.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "free-list.h"
 
 void *cucap_i_free_list_take(struct cucap_free_list *l)
 {
-    void *p = NULL;
+    void *p;
+    int i;
 
-    pthread_mutex_lock(&l->lock);
-    if (l->count > 0)
-        p = l->items[--l->count];
-    pthread_mutex_unlock(&l->lock);
-    return p;
+    for (i = 0; i < CUCAP_FREE_LIST_MAX; i++)
+        if (atomic_load_explicit(&l->slot[i], memory_order_relaxed) &&
+            (p = atomic_exchange_explicit(&l->slot[i], NULL, memory_order_acquire)) != NULL)
+            return p;
+    return NULL;
 }
 
 int cucap_i_free_list_give(struct cucap_free_list *l, void *p)
 {
-    int kept = 0;
+    int i;
 
-    pthread_mutex_lock(&l->lock);
-    if (l->count < CUCAP_FREE_LIST_MAX) {
-        l->items[l->count++] = p;
-        kept = 1;
+    for (i = 0; i < CUCAP_FREE_LIST_MAX; i++) {
+        void *empty = NULL;
+        if (!atomic_load_explicit(&l->slot[i], memory_order_relaxed) &&
+            atomic_compare_exchange_strong_explicit(&l->slot[i], &empty, p, memory_order_release,
+                                                    memory_order_relaxed))
+            return 1;
     }
-    pthread_mutex_unlock(&l->lock);
-    return kept;
+    return 0;
 }
 
 void cucap_i_free_list_drain(struct cucap_free_list *l)

@@ -201,7 +201,6 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended)
         atomic_store_explicit(&h->owned, 1, memory_order_release);
     }
     atomic_store_explicit(&h->capture_over, 1, memory_order_release);
-    cucap_i_registry_remove_capture(h);   /* no stream is in it any more */
     cucap_i_deferral_end(&h->deferral, "cucap_builder_end");
 }
 
@@ -422,11 +421,20 @@ CUresult cucap_i_fail_in_capture(struct cucap_hier *h, CUstream s, CUresult rc, 
     return rc;
 }
 
+/* For the registry: a reference to a capture that still runs. */
+static int take_running(struct cucap_hier *h)
+{
+    if (cucap_i_hier_is_capture_over(h))
+        return 0;
+    cucap_i_hier_ref(h);
+    return 1;
+}
+
 void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code)
 {
     struct cucap_hier *h;
 
-    if (!cucap_i_is_capture_error(code) || !(h = cucap_i_registry_find(s, cucap_i_hier_ref)))
+    if (!cucap_i_is_capture_error(code) || !(h = cucap_i_registry_find(s, take_running)))
         return;
     cucap_i_capture_failed(h, call, code);
     cucap_i_hier_unref(h, call);
@@ -434,7 +442,7 @@ void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code)
 
 struct cucap_hier *cucap_i_capture_lock_stream(CUstream s)
 {
-    struct cucap_hier *h = cucap_i_registry_find(s, cucap_i_hier_ref);
+    struct cucap_hier *h = cucap_i_registry_find(s, take_running);
 
     if (h)
         cucap_i_hier_lock(h);

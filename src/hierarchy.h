@@ -6,25 +6,28 @@
  * holding one only ever takes those below it):
  *
  *   1. a hierarchy's graph lock (cucap_i_hier_lock): every driver call on
- *      a graph of the capture.  Recursive.  Two of them (a join of two
- *      captures) are taken in address order.
+ *      a graph of the capture, and its deferred streams and events
+ *      (stream-cache.c) and the lists of its builders' open forks
+ *      (fork-links.c).  Recursive.  Two of them (an embed of one capture
+ *      into another) are taken in address order.
  *   2. a parameter block's lock (params.c): one launch at a time.
  *   3. a hierarchy's short lock (hierarchy.c): its box tree, body records
  *      and first-failure record.
- *   4. a hierarchy's deferral lock (stream-cache.c): its deferred streams
- *      and events.
- *   5. the registry lock (capture-registry.c): the streams of running
+ *   4. the registry lock (capture-registry.c): the streams of running
  *      captures.
- *   6. the locks of process-wide tables, each alone, never two at once:
- *      the stream cache, the shared context holds (context-hold.c), the
- *      device-pool table and the live pointers (pool.c, live-pointers.c),
- *      the kept builders (builder.c), each free list (free-list.c), the
- *      warning handler (error.c).
+ *   5. the locks of process-wide tables, each alone, never two at once:
+ *      the stream cache (stream-cache.c), the writers of the shared
+ *      context holds (context-hold.c), the device-pool table (pool.c),
+ *      a stripe of the live pointers (live-pointers.c), the warning
+ *      handler (error.c).
  *
- * Locks 3 to 6 guard a few instructions each and never span a driver
- * call, a callback or a warning.  Every lock is a pthread mutex; the
- * reference counts of hierarchies, graphs, contexts and slabs are atomic.
- * The state of the whole process that these guard is listed in README,
+ * Locks 3 to 5 guard a few instructions each and never span a driver
+ * call, a callback or a warning.  Every lock is a pthread mutex.  What is
+ * not under a lock is atomic: the reference counts of hierarchies,
+ * graphs, contexts and slabs, the slots of the free lists (free-list.c,
+ * also the kept builders of builder.c), the shared holds' lookups and
+ * the device pools' (filled once, emptied only by cucap_release_cached,
+ * which runs alone).  The state of the whole process is listed in README,
  * "Process-wide state". */
 #ifndef CUCAPTURE_HIERARCHY_H
 #define CUCAPTURE_HIERARCHY_H

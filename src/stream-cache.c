@@ -344,15 +344,14 @@ static void destroy_item(const struct cucap_cache_item *d)
 
 void cucap_i_deferral_init(struct cucap_deferral *d)
 {
-    pthread_mutex_init(&d->lock, NULL);
     d->over = 0;
     d->items = d->few;
     d->count = 0;
     d->cap = sizeof d->few / sizeof d->few[0];
 }
 
-/* Under d->lock: room for want items.  -1 when out of memory. */
-static int reserve_locked(struct cucap_deferral *d, size_t want)
+/* Room for want items.  -1 when out of memory. */
+static int reserve(struct cucap_deferral *d, size_t want)
 {
     struct cucap_cache_item *grown;
     size_t cap = d->cap;
@@ -376,28 +375,21 @@ static int reserve_locked(struct cucap_deferral *d, size_t want)
 int cucap_i_defer(struct cucap_deferral *d, const struct cucap_cache_item *items, size_t n, size_t more,
                   const char *caller)
 {
-    int over, rc = 0;
-
-    pthread_mutex_lock(&d->lock);
-    if (!(over = d->over)) {
-        if (reserve_locked(d, d->count + n + more) != 0 && reserve_locked(d, d->count + n) != 0)
-            rc = -1;
-        else {
-            memcpy(d->items + d->count, items, n * sizeof *items);
-            d->count += n;
-        }
-    }
-    pthread_mutex_unlock(&d->lock);
-    if (over)
+    if (d->over) {
         cucap_i_cache_give_items(items, n, caller);
-    return rc;
+        return 0;
+    }
+    if (reserve(d, d->count + n + more) != 0 && reserve(d, d->count + n) != 0)
+        return -1;
+    memcpy(d->items + d->count, items, n * sizeof *items);
+    d->count += n;
+    return 0;
 }
 
 size_t cucap_i_deferral_take_joined(struct cucap_deferral *d, CUcontext ctx, size_t n, CUstream *streams)
 {
     size_t i, got = 0;
 
-    pthread_mutex_lock(&d->lock);
     for (i = d->count; i-- > 0 && got < n;) {
         struct cucap_cache_item *item = &d->items[i];
         if (item->is_event || !item->joined || item->ctx != ctx)
@@ -405,7 +397,6 @@ size_t cucap_i_deferral_take_joined(struct cucap_deferral *d, CUcontext ctx, siz
         streams[got++] = (CUstream)item->handle;
         *item = d->items[--d->count];   /* one visited already, or itself */
     }
-    pthread_mutex_unlock(&d->lock);
     return got;
 }
 
@@ -414,17 +405,15 @@ void cucap_i_deferral_end(struct cucap_deferral *d, const char *caller)
     struct cucap_cache_item *items;
     size_t n;
 
-    pthread_mutex_lock(&d->lock);
     items = d->items;
     n = d->count;
-    d->items = d->few;
     d->count = 0;
-    d->cap = sizeof d->few / sizeof d->few[0];
-    d->over = 1;   /* nothing is deferred from now on: few is not written again */
-    pthread_mutex_unlock(&d->lock);
+    d->over = 1;   /* nothing is deferred from now on */
     cucap_i_cache_give_items(items, n, caller);
     if (items != d->few)
         free(items);
+    d->items = d->few;
+    d->cap = sizeof d->few / sizeof d->few[0];
 }
 
 void cucap_i_deferral_destroy(struct cucap_deferral *d)
@@ -434,7 +423,6 @@ void cucap_i_deferral_destroy(struct cucap_deferral *d)
     if (d->items != d->few)
         free(d->items);
     d->items = d->few;
-    pthread_mutex_destroy(&d->lock);
 }
 
 /* An event recorded in a capture is reused only once that capture is

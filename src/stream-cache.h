@@ -3,7 +3,6 @@
 #ifndef CUCAP_I_STREAM_CACHE_H
 #define CUCAP_I_STREAM_CACHE_H
 
-#include <pthread.h>
 #include <stddef.h>
 
 #include "cucapture.h"
@@ -42,9 +41,10 @@ void cucap_i_stream_cache_drain(void);
 /* A stream or event that took part in a capture waits in the capture's
  * deferral until the capture is over, then goes back to the cache; after
  * the end it goes back at once.  So no stream or event is ever handed to
- * a second capture while the first may still touch it. */
+ * a second capture while the first may still touch it.  Every call on a
+ * deferral but destroy is made under the graph lock of its capture
+ * (cucap_i_hier_lock), which guards it. */
 struct cucap_deferral {
-    pthread_mutex_t lock;
     int over;                        /* the capture ended: give back at once */
     struct cucap_cache_item *items;  /* few, or on the heap when more */
     size_t count, cap;
