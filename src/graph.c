@@ -355,9 +355,9 @@ static const char *update_result_text(CUgraphExecUpdateResult r)
     }
 }
 
-/* Update e from h's root graph, in e's context, under h's graph lock; a
- * refused update names the driver's reason (and the node, when the driver
- * names one). */
+/* Update e from h's root graph, in e's context, under h's graph lock
+ * unless the caller holds h's only reference; a refused update names the
+ * driver's reason (and the node, when the driver names one). */
 static CUresult update_from(cucap_exec *e, struct cucap_hier *h, const char *caller, cucap_error **err)
 {
     CUgraphExecUpdateResultInfo info;
@@ -365,6 +365,7 @@ static CUresult update_from(cucap_exec *e, struct cucap_hier *h, const char *cal
     CUcontext ctx = e->ctx, saved = NULL;
     char where[96];
     CUresult rc;
+    int locked;
 
     where[0] = '\0';
     if (!needs_current_context(e, NULL, 0))
@@ -372,7 +373,7 @@ static CUresult update_from(cucap_exec *e, struct cucap_hier *h, const char *cal
     else if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
     memset(&info, 0, sizeof info);
-    cucap_i_hier_lock(h);
+    locked = cucap_i_hier_lock_unless_sole(h);
     rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_hier_root(h), &info);
     if (rc == CUDA_SUCCESS && e->params != cucap_i_hier_params(h)) {   /* it now reads that capture's block */
         struct cucap_params *old = e->params;
@@ -387,7 +388,8 @@ static CUresult update_from(cucap_exec *e, struct cucap_hier *h, const char *cal
         else
             snprintf(where, sizeof where, ", at node %p", (void *)info.errorNode);
     }
-    cucap_i_hier_unlock(h);
+    if (locked)
+        cucap_i_hier_unlock(h);
     if (rc == CUDA_SUCCESS && saved == ctx)
         return rc;
     if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {

@@ -151,6 +151,14 @@ void cucap_i_hier_unlock(struct cucap_hier *h)
     pthread_mutex_unlock(&h->graph_lock);
 }
 
+int cucap_i_hier_lock_unless_sole(struct cucap_hier *h)
+{
+    if (atomic_load_explicit(&h->refs, memory_order_acquire) == 1)
+        return 0;
+    cucap_i_hier_lock(h);
+    return 1;
+}
+
 int cucap_i_hier_lock_running(struct cucap_hier *h)
 {
     cucap_i_hier_lock(h);

@@ -70,6 +70,9 @@ void cucap_i_hier_lock(struct cucap_hier *h);
 void cucap_i_hier_unlock(struct cucap_hier *h);
 /* Lock, then whether the capture still runs (it is not over). */
 int cucap_i_hier_lock_running(struct cucap_hier *h);
+/* Lock, unless the caller's reference is the only one (then no other
+ * thread can reach the graphs): whether it locked. */
+int cucap_i_hier_lock_unless_sole(struct cucap_hier *h);
 
 /* The driver's id of the capture, 0 until a join that queried the stream
  * which began it, ACTIVE, told the hierarchy; under the graph lock. */
