@@ -1,5 +1,6 @@
 /* What builder.c gives the split, join, conditional and embed calls
- * (fork.c, conditional.c, embed.c), which stand above it.  Internal. */
+ * (split.c, join.c, conditional.c, embed.c), which stand above it.
+ * Internal. */
 #ifndef CUCAPTURE_BUILDER_INTERNAL_H
 #define CUCAPTURE_BUILDER_INTERNAL_H
 

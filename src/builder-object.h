@@ -2,7 +2,7 @@
  * (primary, fork, conditional body), and the checks of its state that
  * every builder call makes.  builder.c runs its life; the files that serve
  * it (builder-memory.c, fork-links.c, kept-forks.c), the split, join,
- * conditional and embed calls (fork.c, conditional.c, embed.c) and
+ * conditional and embed calls (split.c, join.c, conditional.c, embed.c) and
  * cucap_exec_update (graph.c) read and write its fields.  Internal. */
 #ifndef CUCAPTURE_BUILDER_OBJECT_H
 #define CUCAPTURE_BUILDER_OBJECT_H
@@ -29,7 +29,7 @@ struct cucap_builder {
     struct cucap_hier *h;            /* from begin (forks: their parent's) */
     int owns_stream;
     int cached_stream;               /* the stream comes from the stream cache */
-    unsigned char join_mark;         /* set while a join checks it (fork.c) */
+    unsigned char join_mark;         /* set while a join checks it (join.c) */
     int joined_in_capture;           /* a join saw its stream ACTIVE in h's capture */
     struct cucap_registration registration;    /* the stream's entry in the capture registry */
     /* forks split from this builder and still open, for

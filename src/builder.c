@@ -3,7 +3,7 @@
  * complete_into, graph, dot print, the parameter block), the capture lock
  * as builders take it, and enqueue under it.  The struct and its checks:
  * builder-object.c; memory: builder-memory.c; embed: embed.c; split and
- * join: fork.c, fork-links.c, kept-forks.c; conditional nodes:
+ * join: split.c, join.c, fork-links.c, kept-forks.c; conditional nodes:
  * conditional.c, and body.c for attaching a body; the capture:
  * hierarchy.c; streams and events: stream-cache.c. */
 #include "config.h"

@@ -7,7 +7,8 @@
 # pool-internal.h with pool.c); one without a .c has a layer of its own.
 # Prints TAP.
 layers='
-fork 9
+split 9
+join 9
 conditional 9
 embed 9
 teardown 9
