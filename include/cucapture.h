@@ -30,7 +30,9 @@
  *     from different threads at once; the application's own work on
  *     their streams then goes through cucap_builder_enqueue();
  *   - an executable graph with a parameter block may be launched with
- *     cucap_exec_launch_params() from several threads at once;
+ *     cucap_exec_launch_params() from several threads at once, and so may
+ *     every executable graph that reads one block: the block's launches
+ *     are serialized, each with its own values;
  *   - a graph reference may be referenced, released and instantiated from
  *     any thread;
  *   - a pool may allocate and free from several threads at once (close or

@@ -266,24 +266,37 @@ static void let_go(cucap_builder *b, const char *caller)
     b->h = NULL;
 }
 
+/* The last steps of every release: b's cached stream given back unless
+ * its release took care of the stream already, b's references let go,
+ * CLOSED. */
+static void let_go_of_all(cucap_builder *b, int stream_done, const char *caller)
+{
+    if (!stream_done && b->cached_stream) {
+        (void)cucap_i_capture_lock(b);
+        cucap_i_give_back_stream(b->ctx, b->stream, b->h, b->joined_in_capture, caller);
+        cucap_i_capture_unlock(b);
+    }
+    cucap_i_hier_unref(b->h, caller);
+    cucap_i_hier_unref(b->parent_h, caller);
+    cucap_i_ctx_hold_release(b->ctx);
+    b->h = NULL;
+    b->parent_h = NULL;
+    b->ctx = NULL;
+    b->stream = NULL;
+    b->state = CUCAP_BUILDER_CLOSED;
+}
+
 void cucap_i_fork_release(cucap_builder *f, const char *caller)
 {
     cucap_i_registry_remove(&f->registration);
     drop_fork_links(f, f->h);
-    (void)cucap_i_capture_lock(f);
-    cucap_i_give_back_stream(f->ctx, f->stream, f->h, f->joined_in_capture, caller);
-    cucap_i_capture_unlock(f);
-    cucap_i_hier_unref(f->h, caller);
-    cucap_i_ctx_hold_release(f->ctx);
-    f->h = NULL;
-    f->ctx = NULL;
-    f->stream = NULL;
-    f->state = CUCAP_BUILDER_CLOSED;
+    let_go_of_all(f, 0, caller);
 }
 
 static void release(cucap_builder *b, const char *caller)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    int own_stream = b->kind == CUCAP_BUILDER_PRIMARY && b->owns_stream;
     CUresult rc;
 
     if (b->kind == CUCAP_BUILDER_FORKED) {
@@ -301,7 +314,7 @@ static void release(cucap_builder *b, const char *caller)
     cucap_i_params_unref(b->params, caller);
     b->params = NULL;
     drop_fork_links(b, b->h);
-    if (b->kind == CUCAP_BUILDER_PRIMARY && b->owns_stream) {
+    if (own_stream) {
         /* an origin stream whose capture could not be ended is left alone;
          * one in no capture goes back to the cache it came from, one in
          * somebody else's capture (joined into it) is destroyed */
@@ -315,19 +328,8 @@ static void release(cucap_builder *b, const char *caller)
         else if ((rc = cucap_i_drv.cuStreamDestroy(b->stream)) != CUDA_SUCCESS)
             cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing the builder's stream: " CUCAP_I_RESULT_FMT,
                          caller, CUCAP_I_RESULT_ARGS(rc));
-    } else if (b->cached_stream) {
-        (void)cucap_i_capture_lock(b);
-        cucap_i_give_back_stream(b->ctx, b->stream, b->h, b->joined_in_capture, caller);
-        cucap_i_capture_unlock(b);
     }
-    cucap_i_hier_unref(b->h, caller);
-    cucap_i_hier_unref(b->parent_h, caller);
-    cucap_i_ctx_hold_release(b->ctx);
-    b->h = NULL;
-    b->parent_h = NULL;
-    b->ctx = NULL;
-    b->stream = NULL;
-    b->state = CUCAP_BUILDER_CLOSED;
+    let_go_of_all(b, own_stream, caller);
 }
 
 /* A PRIMARY builder whose capture is over (ENDED or INVALIDATED), made
