@@ -14,8 +14,8 @@
 /* Fork slabs whose builders were all freed, and freed primary builders,
  * kept for the next captures: a split of many forks would otherwise
  * allocate and clear a large block each time. */
-#define SPARE_SLAB_MAX 256           /* builders; larger slabs go back to the heap */
-static struct cucap_free_list spare_slabs = CUCAP_FREE_LIST_INIT, spare_builders = CUCAP_FREE_LIST_INIT;
+#define FREE_SLAB_MAX 256           /* builders; larger slabs go back to the heap */
+static struct cucap_free_list free_slabs = CUCAP_FREE_LIST_INIT, free_builders = CUCAP_FREE_LIST_INIT;
 
 static void builder_init(cucap_builder *b, cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                          struct ctx_hold *ctx)
@@ -30,7 +30,7 @@ static void builder_init(cucap_builder *b, cucap_builder_kind kind, cucap_builde
 cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                                   struct ctx_hold *ctx)
 {
-    cucap_builder *b = cucap_i_free_list_take(&spare_builders);
+    cucap_builder *b = cucap_i_free_list_take(&free_builders);
 
     if (b)
         memset(b, 0, sizeof *b);
@@ -50,33 +50,33 @@ struct builder_slab {
     cucap_builder builders[];
 };
 
-static struct builder_slab *take_spare_slab(size_t count)
+static struct builder_slab *take_free_slab(size_t count)
 {
-    struct builder_slab *slab = cucap_i_free_list_take(&spare_slabs);
+    struct builder_slab *slab = cucap_i_free_list_take(&free_slabs);
 
     if (slab && slab->capacity < count) {   /* too small for this split: kept for another */
-        if (!cucap_i_free_list_give(&spare_slabs, slab))
+        if (!cucap_i_free_list_give(&free_slabs, slab))
             free(slab);
         slab = NULL;
     }
     return slab;
 }
 
-static void give_spare_slab(struct builder_slab *slab)
+static void give_free_slab(struct builder_slab *slab)
 {
-    if (slab->capacity > SPARE_SLAB_MAX || !cucap_i_free_list_give(&spare_slabs, slab))
+    if (slab->capacity > FREE_SLAB_MAX || !cucap_i_free_list_give(&free_slabs, slab))
         free(slab);
 }
 
-void cucap_i_builder_spares_drain(void)
+void cucap_i_builder_free_lists_drain(void)
 {
-    cucap_i_free_list_drain(&spare_slabs);
-    cucap_i_free_list_drain(&spare_builders);
+    cucap_i_free_list_drain(&free_slabs);
+    cucap_i_free_list_drain(&free_builders);
 }
 
 struct builder_slab *cucap_i_builder_slab_new(size_t count)
 {
-    struct builder_slab *slab = take_spare_slab(count);
+    struct builder_slab *slab = take_free_slab(count);
     size_t capacity = 4;
 
     if (slab) {
@@ -109,7 +109,7 @@ void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken)
     size_t unused = slab->count - taken;
 
     if (unused && atomic_fetch_sub_explicit(&slab->live, unused, memory_order_acq_rel) == unused)
-        give_spare_slab(slab);
+        give_free_slab(slab);
 }
 
 void cucap_i_builder_free(cucap_builder *b)
@@ -117,10 +117,10 @@ void cucap_i_builder_free(cucap_builder *b)
     struct builder_slab *slab = b->slab;
 
     if (!slab) {
-        if (!cucap_i_free_list_give(&spare_builders, b))
+        if (!cucap_i_free_list_give(&free_builders, b))
             free(b);
     }
     /* a split of one fork: no other builder shares the slab, no count to take */
     else if (slab->count == 1 || atomic_fetch_sub_explicit(&slab->live, 1, memory_order_acq_rel) == 1)
-        give_spare_slab(slab);
+        give_free_slab(slab);
 }

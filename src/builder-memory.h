@@ -19,7 +19,7 @@ cucap_builder *cucap_i_builder_slab_take(struct builder_slab *slab, size_t i, cu
                                          cucap_builder_state state, CUstream s, int owns, struct ctx_hold *ctx);
 void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken);
 void cucap_i_builder_free(cucap_builder *b);
-/* Free the builders and slabs kept for reuse (with cucap_i_drain_kept). */
-void cucap_i_builder_spares_drain(void);
+/* Free the builders and slabs kept for reuse (cucap_release_cached). */
+void cucap_i_builder_free_lists_drain(void);
 
 #endif

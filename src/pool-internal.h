@@ -6,7 +6,7 @@
 
 /* Free the pool objects kept for reuse, and those of cucap_device_pool
  * (cucap_release_cached). */
-void cucap_i_pool_spares_drain(void);
+void cucap_i_pool_free_list_drain(void);
 void cucap_i_pool_device_pools_drain(void);
 
 #endif

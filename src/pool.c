@@ -62,16 +62,16 @@ static CUresult check_device(CUdevice dev, const char *caller, cucap_error **err
 }
 
 /* Pool objects closed, kept for the next opens. */
-static struct cucap_free_list spare_pools = CUCAP_FREE_LIST_INIT;
+static struct cucap_free_list free_pools = CUCAP_FREE_LIST_INIT;
 
-void cucap_i_pool_spares_drain(void)
+void cucap_i_pool_free_list_drain(void)
 {
-    cucap_i_free_list_drain(&spare_pools);
+    cucap_i_free_list_drain(&free_pools);
 }
 
 static cucap_pool *pool_new(CUmemoryPool handle, CUdevice dev, enum pool_kind kind)
 {
-    cucap_pool *p = cucap_i_free_list_take(&spare_pools);
+    cucap_pool *p = cucap_i_free_list_take(&free_pools);
 
     if (p)
         memset(p, 0, sizeof *p);
@@ -88,7 +88,7 @@ static void pool_free_object(cucap_pool *p)
     /* none recorded: the live table holds nothing of p, and may see p again */
     if (atomic_load_explicit(&p->recorded, memory_order_acquire))
         cucap_i_live_forget_owner(p);
-    if (!cucap_i_free_list_give(&spare_pools, p))
+    if (!cucap_i_free_list_give(&free_pools, p))
         free(p);
 }
 

@@ -18,8 +18,8 @@ void cucap_release_cached(void)
     cucap_i_builder_kept_drain();   /* first: they hold streams, contexts and parameter blocks */
     cucap_i_pool_device_pools_drain();   /* they hold contexts */
     cucap_i_ctx_holds_drain();
-    cucap_i_builder_spares_drain();
+    cucap_i_builder_free_lists_drain();
     cucap_i_hier_free_list_drain();
-    cucap_i_pool_spares_drain();
+    cucap_i_pool_free_list_drain();
     cucap_i_stream_cache_drain();
 }
