@@ -33,6 +33,7 @@ struct sim_capture {
 
 struct sim_stream {
     uint32_t magic;
+    unsigned long long id;           /* cuStreamGetId: never reused, unlike the handle */
     struct sim_ctx *ctx;
     unsigned int flags;
     struct sim_capture *cap;
@@ -74,6 +75,36 @@ static void bury(uint32_t *magic, uint32_t dead)
     free(quarantine[quarantine_next]);
     quarantine[quarantine_next] = magic;
     quarantine_next = (quarantine_next + 1) % QUARANTINED;
+}
+
+/* The driver hands a destroyed stream's handle to the next stream made
+ * (11 times in 12 on an H200, also with the destroyed stream's work still
+ * queued): with CUDASIM_REUSE_HANDLES=1 the simulator does the same, always,
+ * taking the last destroyed stream out of the quarantine.  Otherwise a
+ * destroyed handle stays dead, so that a use after destroy stops the
+ * process.  Stream ids (cuStreamGetId) are never reused. */
+static struct sim_stream *last_destroyed;
+static unsigned long long next_stream_id = 64;
+static _Thread_local unsigned long long per_thread_id;
+
+/* Under sim_lock: the last destroyed stream's memory, out of the
+ * quarantine, or NULL. */
+static struct sim_stream *reuse_handle(void)
+{
+    const char *reuse = getenv("CUDASIM_REUSE_HANDLES");
+    struct sim_stream *st = last_destroyed;
+    size_t i;
+
+    last_destroyed = NULL;
+    if (!st || !reuse || strcmp(reuse, "1") != 0)
+        return NULL;
+    for (i = 0; i < QUARANTINED; i++)
+        if (quarantine[i] == (void *)st) {
+            quarantine[i] = NULL;
+            memset(st, 0, sizeof *st);
+            return st;
+        }
+    return NULL;
 }
 
 static struct sim_stream *stream_of(CUstream s)
@@ -514,9 +545,14 @@ CUresult sim_stream_create_in(struct sim_ctx *ctx, CUstream *out, unsigned int f
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!ctx)
         return CUDA_ERROR_INVALID_CONTEXT;
-    st = calloc(1, sizeof *st);
-    if (!st)
+    sim_lock();
+    st = reuse_handle();
+    sim_unlock();
+    if (!st && !(st = calloc(1, sizeof *st)))
         return CUDA_ERROR_OUT_OF_MEMORY;
+    sim_lock();
+    st->id = next_stream_id++;
+    sim_unlock();
     st->magic = SIM_STREAM_MAGIC;
     st->ctx = ctx;   /* a green context's converted context: a stream of that green context */
     st->flags = flags;
@@ -551,9 +587,37 @@ static CUresult sim_cuStreamDestroy(CUstream s)
     free(st->edge_data);
     st->edge_data = NULL;
     bury(&st->magic, SIM_DEAD_STREAM_MAGIC);
+    last_destroyed = st;
     sim_live_add(SIM_STREAM, -1);
     sim_unlock();
     return CUDA_SUCCESS;
+}
+
+/* The legacy stream (NULL too) has one id; the per-thread stream one id
+ * in each thread (as measured on the H200: doc/driver-facts.md). */
+static CUresult sim_cuStreamGetId(CUstream s, unsigned long long *id)
+{
+    struct sim_stream *st;
+
+    if (!id)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (s == NULL || s == CU_STREAM_LEGACY) {
+        *id = 7;
+        return CUDA_SUCCESS;
+    }
+    sim_lock();
+    if (s == CU_STREAM_PER_THREAD) {
+        if (!per_thread_id)
+            per_thread_id = next_stream_id++;
+        *id = per_thread_id;
+        sim_unlock();
+        return CUDA_SUCCESS;
+    }
+    st = stream_of(s);
+    if (st)
+        *id = st->id;
+    sim_unlock();
+    return st ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 /* A synchronizing call on a stream that is part of a capture invalidates
@@ -718,6 +782,8 @@ static CUresult sim_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
     struct sim_capture *from;
     CUresult rc = CUDA_SUCCESS;
 
+    sim_count_wait();
+
     (void)flags;
     sim_lock();
     ev = event_of(e);
@@ -788,6 +854,7 @@ const struct sim_entry sim_stream_entries[] = {
     SIM_ENTRY(cuStreamQuery, 2000),
     SIM_ENTRY(cuStreamGetCtx, 9020),
     { "cuStreamGetCtx", 12050, (void *)sim_cuStreamGetCtx_v2 },
+    SIM_ENTRY(cuStreamGetId, 12000),
     SIM_ENTRY(cuStreamWaitEvent, 3020),
     SIM_ENTRY(cuEventCreate, 2000),
     SIM_ENTRY(cuEventDestroy, 4000),

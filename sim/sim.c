@@ -72,7 +72,12 @@ int sim_env_int(const char *name, int fallback)
 
 /* ---------------------------------------------------------------- counters */
 
-static atomic_long count_cuInit, count_cuDriverGetVersion, count_cuGetProcAddress;
+static atomic_long count_cuInit, count_cuDriverGetVersion, count_cuGetProcAddress, count_cuStreamWaitEvent;
+
+void sim_count_wait(void)
+{
+    atomic_fetch_add(&count_cuStreamWaitEvent, 1);
+}
 static atomic_long live[SIM_KIND_COUNT];
 static const char *const live_names[SIM_KIND_COUNT] = {
     "stream", "event", "graph", "exec", "pool", "allocation",
@@ -468,6 +473,8 @@ CUDASIM_EXPORT long cudasim_counter(const char *name)
         return atomic_load(&count_cuDriverGetVersion);
     if (!strcmp(name, "cuGetProcAddress"))
         return atomic_load(&count_cuGetProcAddress);
+    if (!strcmp(name, "cuStreamWaitEvent"))
+        return atomic_load(&count_cuStreamWaitEvent);
     return -1;
 }
 

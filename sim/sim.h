@@ -16,10 +16,15 @@
  *
  * Test hooks, resolved with dlsym on the library's handle:
  *   cudasim_counter(name)    how often the named entry point was called
+ *                            (cuInit, cuDriverGetVersion, cuGetProcAddress,
+ *                            cuStreamWaitEvent)
  *   cudasim_live(kind)       live objects of a kind: "stream", "event",
  *                            "graph", "exec", "pool", "allocation", and the
  *                            retains of primary contexts not yet released
  *                            ("primary context retain")
+ * Environment: CUDASIM_REUSE_HANDLES=1 hands a destroyed stream's handle
+ * to the next stream made, as the real driver does; by default destroyed
+ * handles stay dead and a use of one stops the process.
  */
 #ifndef CUDASIM_H
 #define CUDASIM_H

@@ -35,6 +35,7 @@ CUCAP_DRIVER_ENTRY(cuStreamGetCtx, cuStreamGetCtx, 9020, 0)
 #if CUDA_VERSION >= 12050
 CUCAP_DRIVER_ENTRY(cuStreamGetCtx_v2, cuStreamGetCtx, 12050, 1)   /* with the green context */
 #endif
+CUCAP_DRIVER_ENTRY(cuStreamGetId, cuStreamGetId, 12000, 0)   /* a stream's identity (handles are reused) */
 CUCAP_DRIVER_ENTRY(cuStreamWaitEvent, cuStreamWaitEvent, 3020, 0)
 CUCAP_DRIVER_ENTRY(cuEventCreate, cuEventCreate, 2000, 0)
 CUCAP_DRIVER_ENTRY(cuEventRecord, cuEventRecord, 2000, 0)

@@ -5,8 +5,12 @@
  * so the caller's values may change at once), and after an event recorded
  * behind the block's last launch when that launch was on another stream:
  * so the values of a launch never change what an earlier one reads, with
- * any number of launches queued on any streams.  Launches of graphs that
- * read one block take its lock, one at a time. */
+ * any number of launches queued on any streams.  "Another stream" is told
+ * by the driver's stream id, not by the handle: a handle names another
+ * stream once its stream is destroyed and the handle given to a new one,
+ * and CU_STREAM_PER_THREAD (NULL under per-thread default streams) is a
+ * different stream in each thread.  Launches of graphs that read one
+ * block take its lock, one at a time. */
 #include "config.h"
 
 #include <pthread.h>
@@ -24,8 +28,8 @@ struct cucap_params {
     CUdeviceptr block;
     size_t size;
     pthread_mutex_t lock;            /* one launch at a time; guards the fields below */
-    CUevent last_launch;             /* recorded behind the last launch, NULL before the first */
-    CUstream last_stream;
+    CUevent last_launch;             /* recorded behind the last launch */
+    unsigned long long last_stream;  /* the id of the last launch's stream, 0 before the first */
 };
 
 CUresult cucap_i_params_new(CUcontext ctx, size_t size, struct cucap_params **out, const char *caller,
@@ -100,10 +104,15 @@ size_t cucap_i_params_size(const struct cucap_params *p)
 CUresult cucap_i_params_launch(struct cucap_params *p, CUgraphExec exec, const void *values, CUstream s,
                                const char *caller, cucap_error **err)
 {
+    unsigned long long id = 0;
     CUresult rc = CUDA_SUCCESS;
 
+    /* a stream whose id cannot be read waits as any other stream would */
+    if (cucap_i_drv.cuStreamGetId(s, &id) != CUDA_SUCCESS)
+        id = 0;
     pthread_mutex_lock(&p->lock);
-    if (p->last_stream && p->last_stream != s && (rc = cucap_i_drv.cuStreamWaitEvent(s, p->last_launch, 0)) != CUDA_SUCCESS)
+    if (p->last_stream && (!id || p->last_stream != id) &&
+        (rc = cucap_i_drv.cuStreamWaitEvent(s, p->last_launch, 0)) != CUDA_SUCCESS)
         cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
     else if (values && (rc = cucap_i_drv.cuMemcpyHtoDAsync(p->block, values, p->size, s)) != CUDA_SUCCESS)
         cucap_i_fail_driver(err, rc, caller, "cuMemcpyHtoDAsync");
@@ -114,7 +123,7 @@ CUresult cucap_i_params_launch(struct cucap_params *p, CUgraphExec exec, const v
                      "; the next launch on another stream may overwrite the values it reads, and the block is "
                      "freed without waiting for it", caller, CUCAP_I_RESULT_ARGS(rc));
     else
-        p->last_stream = s;
+        p->last_stream = id ? id : ~0ull;   /* unknown: the next launch waits, wherever it is */
     pthread_mutex_unlock(&p->lock);
     return rc;
 }

@@ -587,3 +587,168 @@ Test(params_kernels_gpu, launches_from_four_threads_on_their_own_streams)
     check_log(&k, 128);
     release_record(&k);
 }
+
+/* ---------------------------------------------------------------- stream identity: the id, not the handle */
+
+/* Two threads take turns launching on CU_STREAM_PER_THREAD: one handle,
+ * and a different stream in each thread. */
+struct turns {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int turn;                        /* whose turn: 0 or 1 */
+    int launches;                    /* each thread's */
+    cucap_exec *exec;
+    CUcontext ctx;
+    CUdeviceptr out, results;        /* the replay graph's copy, what each launch read (NULL: none) */
+};
+
+struct taker {
+    struct turns *t;
+    int me;
+    CUresult rc;
+};
+
+static void *take_turns(void *p)
+{
+    struct taker *k = p;
+    struct turns *t = k->t;
+    struct values v;
+    int i;
+
+    if ((k->rc = D.cuCtxSetCurrent(t->ctx)) != CUDA_SUCCESS)   /* the per-thread stream is the context's */
+        return NULL;
+    for (i = 0; i < t->launches && k->rc == CUDA_SUCCESS; i++) {
+        uint32_t n = (uint32_t)(2 * i + k->me);
+        pthread_mutex_lock(&t->lock);
+        while (t->turn != k->me)
+            pthread_cond_wait(&t->changed, &t->lock);
+        pthread_mutex_unlock(&t->lock);
+        v.index = n;
+        v.check = check_of(n);
+        v.tag = 0x7a67000000000000ull + n;
+        k->rc = cucap_exec_launch_params(t->exec, &v, sizeof v, CU_STREAM_PER_THREAD, NULL);
+        if (k->rc == CUDA_SUCCESS && t->results)
+            k->rc = D.cuMemcpyDtoDAsync(t->results + n * sizeof v, t->out, sizeof v, CU_STREAM_PER_THREAD);
+        pthread_mutex_lock(&t->lock);
+        t->turn = !k->me;
+        pthread_cond_broadcast(&t->changed);
+        pthread_mutex_unlock(&t->lock);
+    }
+    if (k->rc == CUDA_SUCCESS)
+        k->rc = D.cuStreamSynchronize(CU_STREAM_PER_THREAD);
+    return NULL;
+}
+
+static void run_turns(struct turns *t)
+{
+    struct taker k[2] = { { t, 0, CUDA_SUCCESS }, { t, 1, CUDA_SUCCESS } };
+    pthread_t id[2];
+    int i;
+
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->changed, NULL);
+    cr_assert_eq(D.cuCtxGetCurrent(&t->ctx), CUDA_SUCCESS);
+    for (i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&id[i], NULL, take_turns, &k[i]), 0);   /* fresh threads */
+    for (i = 0; i < 2; i++)
+        cr_assert_eq(pthread_join(id[i], NULL), 0);
+    for (i = 0; i < 2; i++)
+        cr_assert_eq(k[i].rc, CUDA_SUCCESS, "thread %d: %s", i, cucap_result_name(k[i].rc));
+    pthread_cond_destroy(&t->changed);
+    pthread_mutex_destroy(&t->lock);
+}
+
+/* The simulator runs every launch at once, so values cannot be lost
+ * there: it shows the library's ordering by its waits instead.  Every
+ * launch after the other thread's must wait for it. */
+Test(params_sim, two_threads_taking_turns_on_the_per_thread_stream_each_read_their_own_values)
+{
+    struct replay r = capture_replay(sizeof(struct values));
+    struct turns t = { .launches = 30 };
+    long waits;
+
+    cr_assert_eq(D.cuMemAlloc(&t.results, 60 * sizeof(struct values)), CUDA_SUCCESS);
+    t.exec = r.exec;
+    t.out = r.out;
+    waits = sim_counter("cuStreamWaitEvent");
+    run_turns(&t);
+    waits = sim_counter("cuStreamWaitEvent") - waits;
+    cr_assert_geq(waits, 59, "%ld launches of 60 waited for the other thread's last one: the per-thread stream is "
+                  "one handle and two streams", waits);
+    check_results(t.results, 60, 0);
+    D.cuMemFree(t.results);
+    release_replay(&r);
+}
+
+/* Streams destroyed with their launches queued, each replaced by a new
+ * stream that the simulator gives the same handle, as the driver does. */
+Test(params_sim, streams_destroyed_in_flight_and_replaced_each_read_their_own_values)
+{
+    struct replay r = capture_replay(sizeof(struct values));
+    CUdeviceptr results = 0;
+    CUstream s, last = NULL;
+    struct values v;
+    long waits, reused = 0;
+    uint32_t i, j, n = 0;
+
+    cr_assert_eq(setenv("CUDASIM_REUSE_HANDLES", "1", 1), 0);
+    cr_assert_eq(D.cuMemAlloc(&results, 240 * sizeof v), CUDA_SUCCESS);
+    waits = sim_counter("cuStreamWaitEvent");
+    for (i = 0; i < 12; i++) {
+        cr_assert_eq(D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+        reused += s == last;
+        for (j = 0; j < 20; j++, n++) {
+            v.index = n;
+            v.check = check_of(n);
+            v.tag = 0x7a67000000000000ull + n;
+            cr_assert_eq(cucap_exec_launch_params(r.exec, &v, sizeof v, s, NULL), CUDA_SUCCESS);
+            cr_assert_eq(D.cuMemcpyDtoDAsync(results + n * sizeof v, r.out, sizeof v, s), CUDA_SUCCESS);
+        }
+        cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);   /* its work still queued */
+        last = s;
+    }
+    unsetenv("CUDASIM_REUSE_HANDLES");
+    waits = sim_counter("cuStreamWaitEvent") - waits;
+    cr_assert_eq(reused, 11, "the simulator gave %ld of 11 new streams the handle just destroyed", reused);
+    cr_assert_geq(waits, 11, "%ld of the 11 new streams' first launches waited for the last launch of the stream "
+                  "before, whose handle they got", waits);
+    check_results(results, 240, 0);
+    D.cuMemFree(results);
+    release_replay(&r);
+}
+
+/* On the GPU with the recording kernel: each launch sleeps before it
+ * reads, so a copy of values that did not wait would land meanwhile. */
+Test(params_kernels_gpu, two_threads_taking_turns_on_the_per_thread_stream_each_read_their_own_values)
+{
+    struct kernel_graph k = capture_record(120);
+    struct turns t = { .launches = 60 };
+
+    t.exec = k.exec;
+    run_turns(&t);
+    check_log(&k, 120);
+    release_record(&k);
+}
+
+Test(params_kernels_gpu, streams_destroyed_in_flight_and_replaced_each_read_their_own_values)
+{
+    PFN_cuCtxSynchronize_v2000 sync = (PFN_cuCtxSynchronize_v2000)cucap_driver_entry_point("cuCtxSynchronize");
+    struct kernel_graph k = capture_record(240);
+    struct values v = { 0, 0, 0 };
+    CUstream s;
+    uint32_t i, j, n = 0;
+
+    cr_assert(sync);
+    for (i = 0; i < 12; i++) {
+        cr_assert_eq(D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+        for (j = 0; j < 20; j++, n++) {
+            v.index = n;
+            v.check = check_of(n);
+            cr_assert_eq(cucap_exec_launch_params(k.exec, &v, sizeof v, s, NULL), CUDA_SUCCESS);
+        }
+        cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);   /* its launches still queued */
+    }
+    cr_assert_eq(sync(), CUDA_SUCCESS);
+    check_log(&k, 240);
+    release_record(&k);
+}

@@ -586,6 +586,95 @@ static double alloc_raw_relaxed(void *p)
     return (now_us() - t0) / CALLS;
 }
 
+/* ---------------------------------------------------------------- a replayed graph launched with new values */
+
+/* The same graph, a copy out of a 16-byte block its launches fill, made
+ * twice: through the library, whose block cucap_exec_launch_params fills,
+ * and by hand, whose block the program fills with cuMemcpyHtoDAsync
+ * before cuGraphLaunch.  One stream. */
+#define PARAMS_LAUNCHES 200
+
+struct params_launch {
+    CUstream s;
+    cucap_exec *lib;
+    CUgraphExec raw;
+    CUdeviceptr raw_block;
+};
+
+static double params_lib(void *p)
+{
+    struct params_launch *x = p;
+    uint64_t v[2] = { 0, 0 };
+    double t0;
+    int i;
+
+    D.cuStreamSynchronize(x->s);
+    t0 = now_us();
+    for (i = 0; i < PARAMS_LAUNCHES; i++) {
+        v[0] = (uint64_t)i;
+        cucap_exec_launch_params(x->lib, v, sizeof v, x->s, NULL);
+    }
+    return (now_us() - t0) / PARAMS_LAUNCHES;
+}
+
+static double params_raw(void *p)
+{
+    struct params_launch *x = p;
+    uint64_t v[2] = { 0, 0 };
+    double t0;
+    int i;
+
+    D.cuStreamSynchronize(x->s);
+    t0 = now_us();
+    for (i = 0; i < PARAMS_LAUNCHES; i++) {
+        v[0] = (uint64_t)i;
+        D.cuMemcpyHtoDAsync(x->raw_block, v, sizeof v, x->s);
+        D.cuGraphLaunch(x->raw, x->s);
+    }
+    return (now_us() - t0) / PARAMS_LAUNCHES;
+}
+
+/* 0 when the graphs could not be made (the row says so). */
+static int params_row(CUstream s, CUdeviceptr out, int reps, int warm)
+{
+    static const char name[] = "a launch with new values (16 bytes), per launch";
+    struct params_launch x = { s, NULL, NULL, 0 };
+    CUDA_GRAPH_INSTANTIATE_PARAMS ip;
+    cucap_builder *b = NULL;
+    cucap_graph *lib_graph = NULL;
+    CUdeviceptr block = 0;
+    CUgraph g = NULL;
+    int ok;
+
+    memset(&ip, 0, sizeof ip);
+    ok = cucap_builder_create(0, &b, NULL) == CUDA_SUCCESS &&
+         cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL) == CUDA_SUCCESS &&
+         cucap_builder_params(b, 16, &block, NULL) == CUDA_SUCCESS &&
+         D.cuMemcpyDtoDAsync(out, block, 16, cucap_builder_stream(b)) == CUDA_SUCCESS &&
+         cucap_builder_end(b, NULL) == CUDA_SUCCESS && cucap_builder_complete(b, NULL, &x.lib, NULL) == CUDA_SUCCESS &&
+         cucap_builder_graph(b, &lib_graph, NULL) == CUDA_SUCCESS &&
+         D.cuMemAlloc(&x.raw_block, 16) == CUDA_SUCCESS &&
+         D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS &&
+         D.cuMemcpyDtoDAsync(out, x.raw_block, 16, s) == CUDA_SUCCESS &&
+         D.cuStreamEndCapture(s, &g) == CUDA_SUCCESS && same_shape(name, cucap_graph_handle(lib_graph), g) &&
+         D.cuGraphInstantiateWithParams(&x.raw, g, &ip) == CUDA_SUCCESS;
+    if (ok)
+        row(name, params_lib, params_raw, &x, reps, warm);
+    else
+        printf("| %-52s | not timed: a graph could not be made |\n", name);
+    D.cuStreamSynchronize(s);
+    if (x.raw)
+        D.cuGraphExecDestroy(x.raw);
+    if (g)
+        D.cuGraphDestroy(g);
+    if (x.raw_block)
+        D.cuMemFree(x.raw_block);
+    cucap_exec_destroy(x.lib);
+    cucap_graph_unref(lib_graph);
+    cucap_builder_destroy(b);
+    return ok;
+}
+
 /* ---------------------------------------------------------------- the update loop */
 
 /* What a program with changing parameters runs for every step: capture the
@@ -1267,6 +1356,8 @@ int tool_bench(int argc, char **argv)
     row("pool alloc + free (4 KiB), stream-ordered, per pair", alloc_lib, alloc_raw, &a, reps, 2);
     row("the same, raw calls in relaxed mode as the library's", alloc_lib, alloc_raw_relaxed, &a, reps, 2);
     D.cuStreamSynchronize(c.origin);
+    if (!params_row(c.origin, c.d, reps, quick ? 1 : 5))
+        mismatched++;
 
     if (!loop_open(&l, c.d)) {
         printf("| %-52s | not timed: the raw side's streams and events could not be made |\n", "update loop");

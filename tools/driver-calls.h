@@ -39,7 +39,9 @@
     X(cuMemFreeAsync, PFN_cuMemFreeAsync_v11020)                                             \
     X(cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute_v11020)                               \
     X(cuMemPoolSetAttribute, PFN_cuMemPoolSetAttribute_v11020)                               \
+    X(cuMemcpyDtoDAsync, PFN_cuMemcpyDtoDAsync_v3020)                                        \
     X(cuMemcpyDtoH, PFN_cuMemcpyDtoH_v3020)                                                  \
+    X(cuMemcpyHtoDAsync, PFN_cuMemcpyHtoDAsync_v3020)                                        \
     X(cuMemsetD8, PFN_cuMemsetD8_v3020)                                                      \
     X(cuMemsetD8Async, PFN_cuMemsetD8Async_v3020)                                            \
     X(cuStreamBeginCapture, PFN_cuStreamBeginCapture_v10010)                                 \

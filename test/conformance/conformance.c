@@ -250,6 +250,7 @@ int main(int argc, char **argv)
     conf_rows_other_thread();
     conf_rows_ending();
     conf_rows_more();
+    conf_rows_stream_ids();
     conf_rows_bodies(argv[0]);
     conf_rows_measured();
     conf_rows_isolation();

@@ -48,6 +48,7 @@ void conf_rows_thread_mode(void);
 void conf_rows_other_thread(void);
 void conf_rows_ending(void);
 void conf_rows_more(void);
+void conf_rows_stream_ids(void);
 void conf_rows_bodies(const char *self);
 void conf_rows_measured(void);
 void conf_rows_isolation(void);

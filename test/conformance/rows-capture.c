@@ -1,5 +1,6 @@
 /* Rows of doc/driver-facts.md: the calling thread's capture mode, another
  * thread, ending a capture, and the further capture facts. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -579,4 +580,58 @@ void conf_rows_more(void)
         conf_row("cuThreadExchangeStreamCaptureMode with mode 7", "-", text, "CUDA_SUCCESS, exchanging back gives 7");
     }
     D.cuMemFree(ptr);
+}
+
+/* Stream identity: the id, not the handle (doc/driver-facts.md, "Stream
+ * handles are not identities"). */
+struct per_thread_id {
+    pthread_barrier_t *both;
+    unsigned long long id;
+    CUresult rc;
+};
+
+static void *query_per_thread(void *p)
+{
+    struct per_thread_id *q = p;
+
+    D.cuCtxSetCurrent(conf_ctx);
+    q->rc = D.cuStreamGetId(CU_STREAM_PER_THREAD, &q->id);
+    pthread_barrier_wait(q->both);   /* both threads live while both ask */
+    return NULL;
+}
+
+void conf_rows_stream_ids(void)
+{
+    pthread_barrier_t both;
+    struct per_thread_id q[2] = { { &both, 0, CUDA_SUCCESS }, { &both, 0, CUDA_SUCCESS } };
+    unsigned long long legacy = 0, null = 1, first = 0, second = 0;
+    pthread_t t[2];
+    CUstream s = NULL;
+    CUresult r[2];
+    char text[256];
+    int i;
+
+    r[0] = D.cuStreamGetId(CU_STREAM_LEGACY, &legacy);
+    r[1] = D.cuStreamGetId(NULL, &null);
+    snprintf(text, sizeof text, "%s %s, %s", conf_code(r[0]), conf_code(r[1]), legacy == null ? "one id" : "two ids");
+    conf_row("cuStreamGetId of CU_STREAM_LEGACY and of NULL", "-", text, "CUDA_SUCCESS CUDA_SUCCESS, one id");
+    pthread_barrier_init(&both, NULL, 2);
+    for (i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, query_per_thread, &q[i]);
+    for (i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&both);
+    snprintf(text, sizeof text, "%s %s, %s", conf_code(q[0].rc), conf_code(q[1].rc),
+             q[0].id != q[1].id ? "two ids" : "one id");
+    conf_row("cuStreamGetId of CU_STREAM_PER_THREAD in two live threads", "-", text,
+             "CUDA_SUCCESS CUDA_SUCCESS, two ids");
+    D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    r[0] = D.cuStreamGetId(s, &first);
+    D.cuStreamDestroy(s);
+    D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    r[1] = D.cuStreamGetId(s, &second);
+    D.cuStreamDestroy(s);
+    snprintf(text, sizeof text, "%s %s, %s", conf_code(r[0]), conf_code(r[1]), first != second ? "a new id" : "the same id");
+    conf_row("cuStreamGetId of a stream made right after one was destroyed", "-", text,
+             "CUDA_SUCCESS CUDA_SUCCESS, a new id");
 }

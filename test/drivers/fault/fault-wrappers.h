@@ -23,6 +23,7 @@ FAULT_WRAP(cuStreamGetCtx, cuStreamGetCtx, PFN_cuStreamGetCtx_v9020, 9020, (CUst
 #if CUDA_VERSION >= 12050
 FAULT_WRAP(cuStreamGetCtx_v2, cuStreamGetCtx, PFN_cuStreamGetCtx_v12050, 12050, (CUstream hStream, CUcontext *pctx, CUgreenCtx *pGreenCtx), (hStream, pctx, pGreenCtx))
 #endif
+FAULT_WRAP(cuStreamGetId, cuStreamGetId, PFN_cuStreamGetId_v12000, 12000, (CUstream hStream, unsigned long long *streamId), (hStream, streamId))
 FAULT_WRAP(cuStreamWaitEvent, cuStreamWaitEvent, PFN_cuStreamWaitEvent_v3020, 3020, (CUstream hStream, CUevent hEvent, unsigned int Flags), (hStream, hEvent, Flags))
 FAULT_WRAP(cuEventCreate, cuEventCreate, PFN_cuEventCreate_v2000, 2000, (CUevent *phEvent, unsigned int Flags), (phEvent, Flags))
 FAULT_WRAP(cuEventRecord, cuEventRecord, PFN_cuEventRecord_v2000, 2000, (CUevent hEvent, CUstream hStream), (hEvent, hStream))
