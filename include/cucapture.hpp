@@ -166,6 +166,11 @@ private:
     cucap_error *e_ = nullptr;
 };
 
+/* One address for each type of parameter values (the same in every
+ * translation unit): what cucap_builder_params_typed() marks a block with. */
+template <class T>
+inline const char params_type = 0;
+
 } // namespace detail
 
 /* ---------------------------------------------------------------- the library */
@@ -227,13 +232,26 @@ public:
      *
      * T is the struct the capture's block was made for
      * (builder::params<T>()): trivially copyable, and of the block's size.
+     * Values of another type are refused (cucap::error, INVALID_VALUE),
+     * also of the same size; a block made with params(size) takes any.
      */
     template <class T>
     void launch(CUstream s, const T &values)
     {
         static_assert(std::is_trivially_copyable<T>::value, "parameter values are copied as bytes");
+        static_assert(!std::is_pointer<T>::value, "launch(s, values) copies the values themselves: for a pointer to "
+                                                  "them, call launch(s, pointer, size)");
         detail::error_slot e;
-        e.check(cucap_exec_launch_params(e_, &values, sizeof(T), s, e.out()));
+        e.check(cucap_exec_launch_params_typed(e_, &values, sizeof(T), &detail::params_type<T>, s, e.out()));
+    }
+    /**
+     * \brief   cucap_exec_launch_params(): size bytes at values, for a block
+     *          made with builder::params(size)
+     */
+    void launch(CUstream s, const void *values, std::size_t size)
+    {
+        detail::error_slot e;
+        e.check(cucap_exec_launch_params(e_, values, size, s, e.out()));
     }
     /** \brief   cucap_exec_params_size(): 0 when the graph reads no block */
     std::size_t params_size() const noexcept { return cucap_exec_params_size(e_); }
@@ -432,15 +450,19 @@ public:
         return block;
     }
     /**
-     * \brief   cucap_builder_params() for a struct: a block of sizeof(T)
+     * \brief   cucap_builder_params_typed() for a struct: a block of
+     *          sizeof(T), for values of type T only
      * \return  A device pointer for kernels to read; launch with
-     *          exec::launch(stream, values).
+     *          exec::launch(stream, values), values a T.
      */
     template <class T>
     T *params()
     {
         static_assert(std::is_trivially_copyable<T>::value, "parameter values are copied as bytes");
-        return reinterpret_cast<T *>(static_cast<std::uintptr_t>(params(sizeof(T))));
+        detail::error_slot e;
+        CUdeviceptr block = 0;
+        e.check(cucap_builder_params_typed(b_, sizeof(T), &detail::params_type<T>, &block, e.out()));
+        return reinterpret_cast<T *>(static_cast<std::uintptr_t>(block));
     }
     /** \brief   cucap_builder_close(): CLOSED, ending a live capture first */
     void close()

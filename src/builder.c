@@ -624,9 +624,9 @@ CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned in
 
 /* ---------------------------------------------------------------- the parameter block */
 
-CUresult cucap_builder_params(cucap_builder *b, size_t size, CUdeviceptr *block, cucap_error **err)
+static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUdeviceptr *block, const char *caller,
+                            cucap_error **err)
 {
-    static const char caller[] = "cucap_builder_params";
     struct cucap_params *p;
     CUresult rc = CUDA_SUCCESS;
 
@@ -668,12 +668,24 @@ CUresult cucap_builder_params(cucap_builder *b, size_t size, CUdeviceptr *block,
             cucap_i_params_ref(p);
         }
         if (rc == CUDA_SUCCESS) {
+            cucap_i_params_set_type(p, type);
             cucap_i_hier_set_params(b->h, p, caller);
             *block = cucap_i_params_block(p);
         }
     }
     cucap_i_capture_unlock(b);
     return rc;
+}
+
+CUresult cucap_builder_params(cucap_builder *b, size_t size, CUdeviceptr *block, cucap_error **err)
+{
+    return make_params(b, size, NULL, block, "cucap_builder_params", err);
+}
+
+CUresult cucap_builder_params_typed(cucap_builder *b, size_t size, const void *type, CUdeviceptr *block,
+                                    cucap_error **err)
+{
+    return make_params(b, size, type, block, "cucap_builder_params_typed", err);
 }
 
 /* ---------------------------------------------------------------- the capture lock, and enqueue under it */

@@ -27,6 +27,7 @@ struct cucap_params {
     CUcontext ctx;
     CUdeviceptr block;
     size_t size;
+    const void *type;                /* of its values, NULL for any; the capturing builder's */
     pthread_mutex_t lock;            /* one launch at a time; guards the fields below */
     CUevent last_launch;             /* recorded behind the last launch */
     unsigned long long last_stream;  /* the id of the last launch's stream, 0 before the first */
@@ -94,6 +95,16 @@ void cucap_i_params_unref(struct cucap_params *p, const char *caller)
 CUdeviceptr cucap_i_params_block(const struct cucap_params *p)
 {
     return p->block;
+}
+
+const void *cucap_i_params_type(const struct cucap_params *p)
+{
+    return p->type;
+}
+
+void cucap_i_params_set_type(struct cucap_params *p, const void *type)
+{
+    p->type = type;
 }
 
 size_t cucap_i_params_size(const struct cucap_params *p)

@@ -16,6 +16,10 @@ void cucap_i_params_ref(struct cucap_params *p);
  * frees it; failures go to the warning handler as caller's. */
 void cucap_i_params_unref(struct cucap_params *p, const char *caller);
 CUdeviceptr cucap_i_params_block(const struct cucap_params *p);
+/* The type its values are of (cucap_builder_params_typed), NULL for any;
+ * set by each capture that takes the block. */
+const void *cucap_i_params_type(const struct cucap_params *p);
+void cucap_i_params_set_type(struct cucap_params *p, const void *type);
 size_t cucap_i_params_size(const struct cucap_params *p);
 
 /* Launch exec on s, reading the block: values (size bytes, the block's

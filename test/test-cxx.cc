@@ -710,6 +710,58 @@ BACKEND_TEST(cxx, replay_with_per_launch_values)
     D.cuMemFree(out);
 }
 
+// A block made for one struct refuses values of another type of the same
+// size; a block made by size takes values through a pointer and a size.
+BACKEND_TEST(cxx, launch_values_of_the_blocks_type_or_by_pointer_and_size)
+{
+    struct step {
+        std::uint32_t position;
+        float scale;
+    };
+    struct other {
+        float a, b;
+    };
+    static_assert(sizeof(step) == sizeof(other), "the same size");
+    CUdeviceptr out = device_buffer(sizeof(step));
+    cucap::builder b = cucap::builder::create();
+    b.capture([&](cucap::builder &self) {
+        step *p = self.params<step>();
+        EXPECT(D.cuMemcpyDtoDAsync(out, reinterpret_cast<CUdeviceptr>(p), sizeof(step), self.stream()) ==
+               CUDA_SUCCESS);
+    });
+    cucap::exec e = b.complete();
+    e.launch(b.stream(), step{7, 1.0f});
+    try {
+        e.launch(b.stream(), other{1.0f, 2.0f});
+        cr_assert_fail("values of another type of the same size were launched");
+    } catch (const cucap::error &err) {
+        cr_assert_eq(err.code(), CUDA_ERROR_INVALID_VALUE, "%s", err.text().c_str());
+        cr_assert(std::strstr(err.text().c_str(), "another type") != nullptr, "%s", err.text().c_str());
+    }
+    cucap::builder untyped = cucap::builder::create();
+    untyped.capture([&](cucap::builder &self) {
+        CUdeviceptr block = self.params(sizeof(step));
+        EXPECT(block != 0);
+        EXPECT(D.cuMemcpyDtoDAsync(out, block, sizeof(step), self.stream()) == CUDA_SUCCESS);
+    });
+    cucap::exec u = untyped.complete();
+    const step values{42, 4.0f};
+    u.launch(untyped.stream(), &values, sizeof values);   // by pointer and size
+    cr_assert_eq(D.cuStreamSynchronize(untyped.stream()), CUDA_SUCCESS);
+    step host{0, 0.0f};
+    read_back(out, reinterpret_cast<unsigned char *>(&host), sizeof host);
+    cr_assert(host.position == 42 && host.scale == 4.0f, "read %u", host.position);
+    u.launch(untyped.stream(), other{1.0f, 2.0f});   // a block made by size takes any type of its size
+    try {
+        u.launch(untyped.stream(), &values, sizeof values + 1);
+        cr_assert_fail("a size other than the block's was launched");
+    } catch (const cucap::error &err) {
+        cr_assert_eq(err.code(), CUDA_ERROR_INVALID_VALUE, "%s", err.text().c_str());
+    }
+    cr_assert_eq(D.cuStreamSynchronize(untyped.stream()), CUDA_SUCCESS);
+    D.cuMemFree(out);
+}
+
 // enqueue: a callable returning nothing, one returning a driver error,
 // one throwing.
 BACKEND_TEST(cxx, enqueue_runs_callables_and_carries_their_failures)

@@ -323,10 +323,13 @@ CUCAP_API void cucap_builder_abandon(cucap_builder *b);
  * on any streams, and the block lives until the last executable graph
  * that reads it is destroyed and its last launch is done.
  *
- * One block per capture: put every value in one struct.  A builder reset
- * and begun again gets the same block back when it asks for the same size
- * (so an executable graph updated from the new capture reads the same
- * address).  Made with cuMemAlloc in relaxed thread mode, which no capture
+ * One block per capture: put every value in one struct.  A primary
+ * builder keeps its last capture's block: reset and begun again (or
+ * handed out again by cucap_builder_create() after a destroy), it gets
+ * the same block back when it asks for the same size, whatever else holds
+ * the last capture's graph (so an executable graph updated from the new
+ * capture reads the same address); a block asked for on a fork is new in
+ * each capture.  Made with cuMemAlloc in relaxed thread mode, which no capture
  * refuses; its contents are undefined until the first launch with values.
  * Executable graphs made from the capture (cucap_builder_complete(),
  * cucap_graph_instantiate(), cucap_builder_complete_into()), or updated
@@ -348,6 +351,20 @@ CUCAP_API void cucap_builder_abandon(cucap_builder *b);
  * \since       1.5.0 (LIBCUCAPTURE_1.5)
  */
 CUCAP_API CUresult cucap_builder_params(cucap_builder *b, size_t size, CUdeviceptr *block, cucap_error **err);
+
+/**
+ * \brief       cucap_builder_params() for values of one type
+ *
+ * The same, and the block is marked as holding values of the type that
+ * `type` names: any address that stands for that type and no other (the
+ * C++ layer passes one per type).  cucap_exec_launch_params_typed() of a
+ * graph that reads the block then refuses values of another type, even of
+ * the same size.  type NULL is cucap_builder_params().
+ *
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_builder_params_typed(cucap_builder *b, size_t size, const void *type, CUdeviceptr *block,
+                                              cucap_error **err);
 
 /**
  * \brief       Close: end a live capture first, release the stream, CLOSED
