@@ -706,6 +706,7 @@ BACKEND_TEST(builder, an_abandoned_body_captures_again)
 
     cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemsetD8(d, 0, 64), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);   /* non-blocking streams do not wait for it */
     cr_assert_eq(cucap_builder_begin(p, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_create_condition(p, 1, 1, &c, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_if(p, c, &body, NULL), CUDA_SUCCESS);
@@ -1958,6 +1959,7 @@ FAULT_BACKEND_TEST(builder, a_join_asks_each_fork_once_and_never_the_root)
     cr_assert_eq(set_rules(""), 0);
     cr_assert_eq(D.cuMemAlloc(&r.d, 256), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemsetD8(r.d, 0, 256), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);   /* non-blocking streams do not wait for it */
     cr_assert_eq(pthread_create(&t, NULL, join_calls_thread, &r), 0);
     pthread_join(t, NULL);
     cr_assert_eq(r.split, CUDA_SUCCESS);

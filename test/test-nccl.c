@@ -102,6 +102,7 @@ static void clear_results(void)
     for (d = 0; d < ranks; d++) {
         cr_assert_eq(D.cuCtxSetCurrent(contexts[d]), CUDA_SUCCESS);
         cr_assert_eq(D.cuMemsetD8(results[d], 0, COUNT * sizeof(float)), CUDA_SUCCESS);
+        cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);   /* non-blocking streams do not wait for it */
     }
     cr_assert_eq(D.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
 }

@@ -101,8 +101,10 @@ BACKEND_TEST(params, a_thousand_launches_queued_each_reads_its_own_values)
     memset(&v, 0xff, sizeof v);
     cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
     check_results(results, 1000, 0);
-    /* a plain launch reads what the last one left */
-    cr_assert_eq(D.cuMemsetD8(r.out, 0, sizeof v), CUDA_SUCCESS);
+    /* a plain launch reads what the last one left (out cleared on s: a
+     * memset on the legacy stream is not ordered with a non-blocking one,
+     * and may even run after the launch) */
+    cr_assert_eq(D.cuMemsetD8Async(r.out, 0, sizeof v, s), CUDA_SUCCESS);
     cr_assert_eq(cucap_exec_launch(r.exec, s, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
     cr_assert_eq(D.cuMemcpyDtoDAsync(results, r.out, sizeof v, s), CUDA_SUCCESS);
     cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
@@ -478,6 +480,7 @@ static struct kernel_graph capture_record(uint32_t entries)
     cr_assert_eq(get(&f, k.module, "record"), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemAlloc(&k.log, entries * sizeof(uint32_t)), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemsetD8(k.log, 0, entries * sizeof(uint32_t)), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);   /* non-blocking streams do not wait for it */
     cr_assert_eq(cucap_builder_create(0, &k.b, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_begin(k.b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_params(k.b, sizeof(struct values), &block, &err), CUDA_SUCCESS, "%s",
