@@ -738,6 +738,7 @@ BACKEND_TEST(cxx, launch_values_of_the_blocks_type_or_by_pointer_and_size)
         cr_assert_eq(err.code(), CUDA_ERROR_INVALID_VALUE, "%s", err.text().c_str());
         cr_assert(std::strstr(err.text().c_str(), "another type") != nullptr, "%s", err.text().c_str());
     }
+    cr_assert_eq(D.cuStreamSynchronize(b.stream()), CUDA_SUCCESS);   // both graphs write out: one after the other
     cucap::builder untyped = cucap::builder::create();
     untyped.capture([&](cucap::builder &self) {
         CUdeviceptr block = self.params(sizeof(step));
