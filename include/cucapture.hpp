@@ -195,6 +195,7 @@ inline cucap_driver_fn driver_entry_point(const char *symbol) noexcept { return 
 inline const char *result_name(CUresult code) noexcept { return cucap_result_name(code); }
 
 class builder;
+class graph;
 
 /* ---------------------------------------------------------------- exec */
 
@@ -263,6 +264,20 @@ public:
     }
     /** \brief   cucap_exec_update(): take the graph an ENDED builder captured */
     inline void update(builder &source);
+    /** \brief   cucap_exec_update_graph(): take an adopted, cloned or shared graph */
+    inline void update(const graph &source);
+    /**
+     * \brief   cucap_exec_set_kernel_arg(): parameter index of the kernel
+     *          the capture named name takes value, whose size is checked
+     *          against the parameter's
+     */
+    template <class T>
+    void set_kernel_arg(const char *name, unsigned int index, const T &value)
+    {
+        static_assert(std::is_trivially_copyable<T>::value, "kernel arguments are copied as bytes");
+        detail::error_slot e;
+        e.check(cucap_exec_set_kernel_arg(e_, name, index, &value, sizeof(T), e.out()));
+    }
 
     /** \brief   cucap_exec_handle() */
     CUgraphExec handle() const noexcept { return cucap_exec_handle(e_); }
@@ -299,8 +314,24 @@ public:
     /** \brief   cucap_graph_unref() */
     ~graph() { cucap_graph_unref(g_); }
 
+    /** \brief   cucap_graph_adopt(): the library owns a graph built node by node */
+    static graph adopt(CUgraph built)
+    {
+        detail::error_slot e;
+        cucap_graph *out = nullptr;
+        e.check(cucap_graph_adopt(built, &out, e.out()));
+        return graph(out);
+    }
     /** \brief   cucap_graph_ref(): another reference to the same hierarchy */
     graph share() const noexcept { return graph(cucap_graph_ref(g_)); }
+    /** \brief   cucap_graph_clone(): a copy in a hierarchy of its own */
+    graph clone() const
+    {
+        detail::error_slot e;
+        cucap_graph *out = nullptr;
+        e.check(cucap_graph_clone(g_, &out, e.out()));
+        return graph(out);
+    }
     /** \brief   cucap_graph_handle(): borrowed, NULL once retired */
     CUgraph handle() const noexcept { return cucap_graph_handle(g_); }
     /** \brief   cucap_graph_instantiate() */
@@ -432,6 +463,20 @@ public:
             std::swap(kept[i], kept[j]);
         }
     }
+    /** \brief   cucap_builder_wait(): this builder's work from here on waits
+     *           for other's so far; both stay open */
+    void wait(builder &other)
+    {
+        detail::error_slot e;
+        e.check(cucap_builder_wait(b_, other.b_, e.out()));
+    }
+    /** \brief   cucap_builder_name_kernel(): name the kernel just launched on
+     *           this builder's stream */
+    void name_kernel(const char *name)
+    {
+        detail::error_slot e;
+        e.check(cucap_builder_name_kernel(b_, name, e.out()));
+    }
     /** \brief   cucap_builder_join_forks(): join every open fork split from this builder */
     void join_forks()
     {
@@ -552,6 +597,21 @@ public:
         }
         return how;
     }
+    /** \brief   cucap_builder_complete_into_why(): the same, with the
+     *           driver's reason in *why when it refused the update */
+    cucap_completion complete_into(exec &target, cucap_update_refusal *why,
+                                   const cucap_complete_options *opts = nullptr)
+    {
+        detail::error_slot e;
+        cucap_exec *current = target.get();
+        cucap_completion how = CUCAP_COMPLETED_UPDATED;
+        e.check(cucap_builder_complete_into_why(b_, opts, &current, &how, why, e.out()));
+        if (current != target.get()) {
+            (void)target.release();
+            target = exec(current);
+        }
+        return how;
+    }
     /** \brief   cucap_builder_graph(): a reference to the ENDED builder's graph */
     graph graph_ref()
     {
@@ -644,6 +704,12 @@ inline void exec::update(builder &source)
 {
     detail::error_slot e;
     e.check(cucap_exec_update(e_, source.get(), e.out()));
+}
+
+inline void exec::update(const graph &source)
+{
+    detail::error_slot e;
+    e.check(cucap_exec_update_graph(e_, source.get(), e.out()));
 }
 
 namespace detail {
@@ -790,11 +856,32 @@ public:
         e.check(cucap_pool_alloc(p_, size, s, &ptr, e.out()));
         return ptr;
     }
+    /**
+     * \brief   cucap_pool_alloc() of count elements of T, typed: a count
+     *          whose bytes do not fit in size_t asks for SIZE_MAX bytes,
+     *          which the driver refuses
+     */
+    template <class T>
+    T *alloc(std::size_t count, CUstream s)
+    {
+        detail::error_slot e;
+        CUdeviceptr ptr = 0;
+        std::size_t bytes = count > SIZE_MAX / sizeof(T) ? SIZE_MAX : count * sizeof(T);
+        e.check(cucap_pool_alloc(p_, bytes, s, &ptr, e.out()));
+        return reinterpret_cast<T *>(static_cast<std::uintptr_t>(ptr));
+    }
     /** \brief   cucap_pool_free(): stream-ordered */
     void free(CUdeviceptr ptr, CUstream s)
     {
         detail::error_slot e;
         e.check(cucap_pool_free(p_, ptr, s, e.out()));
+    }
+    /** \brief   cucap_pool_free() of what alloc<T>() returned */
+    template <class T>
+    void free(T *ptr, CUstream s)
+    {
+        detail::error_slot e;
+        e.check(cucap_pool_free(p_, static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(ptr)), s, e.out()));
     }
     /** \brief   cucap_pool_close(), reporting a failure; the object is empty after it */
     void close()

@@ -269,7 +269,9 @@ static CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream s)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
     rc = e ? sim_stream_enqueue(s, &captured) : CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS && captured) {
+    if (rc == CUDA_SUCCESS && !captured && !sim_memory_launch_possible(e->snapshot)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (rc == CUDA_SUCCESS && captured) {
         /* measured on the H200: refused, and the capture is invalidated */
         sim_stream_invalidate_capture(s);
         rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;

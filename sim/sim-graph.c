@@ -365,6 +365,40 @@ static int has_node_types(const struct sim_graph *g, int alloc_free, int conditi
     return 0;
 }
 
+/* Measured on the H200: the driver clones no graph with memory
+ * allocation or free nodes, nor one with conditional nodes
+ * (NOT_SUPPORTED). */
+static CUresult sim_cuGraphClone(CUgraph *out, CUgraph original)
+{
+    struct sim_graph *g, *clone;
+    CUresult rc = CUDA_SUCCESS;
+
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    if (!(g = graph_of(original)) || !sim_graph_valid(original))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else if (has_node_types(g, 1, 1))
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+    else if (!(clone = sim_graph_clone(g, NULL)))
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    else {
+        sim_graph_count(clone);
+        *out = (CUgraph)clone;
+    }
+    sim_unlock();
+    return rc;
+}
+
+/* The simulator makes no kernel nodes (it refuses kernel launches): every
+ * node is one of another type, which the driver refuses. */
+static CUresult sim_cuGraphKernelNodeGetParams(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *params)
+{
+    (void)h;
+    (void)params;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
 /* ---------------------------------------------------------------- adding nodes */
 
 static CUresult check_deps(struct sim_graph *g, const CUgraphNode *deps, size_t n)
@@ -706,6 +740,8 @@ struct sim_handle *sim_handle_table(size_t *count)
 
 const struct sim_entry sim_graph_entries[] = {
     SIM_ENTRY(cuGraphCreate, 10000),
+    SIM_ENTRY(cuGraphClone, 10000),
+    SIM_ENTRY(cuGraphKernelNodeGetParams, 12000),
     SIM_ENTRY(cuGraphDestroy, 10000),
     SIM_ENTRY(cuGraphAddNode, 12030),
     SIM_ENTRY(cuGraphAddEmptyNode, 10000),

@@ -158,9 +158,17 @@ int sim_stream_in_capture(CUstream s);   /* ACTIVE or INVALIDATED */
 
 void *sim_memory(CUdeviceptr p, size_t bytes);   /* NULL unless inside a live allocation */
 CUdeviceptr sim_memory_allocate(size_t bytes, CUmemoryPool pool, struct sim_graph *owner);
+/* A free outside a graph (cuMemFree): 0, or -1 when p is no allocation
+ * that exists now.  A graph allocation keeps its address for its graph. */
 int sim_memory_release(CUdeviceptr p);
 void sim_memory_alloc_node(CUdeviceptr p);       /* an allocation node ran: the memory exists */
-void sim_memory_free_node(CUdeviceptr p);       /* a free node ran: graph-owned memory stays */
+void sim_memory_free_node(CUdeviceptr p);        /* a free node ran: it does not, until the next launch */
+/* Whether a launch of g can run its allocation and free nodes: the H200
+ * refuses one (INVALID_VALUE) whose allocation exists still (a graph
+ * allocation not freed since the last launch), or whose free node frees
+ * memory that does not exist then. */
+int sim_memory_launch_possible(const struct sim_graph *g);
+/* g is gone: its allocations that exist live on as ordinary ones. */
 void sim_memory_release_owned_by(struct sim_graph *g);
 void sim_memory_init_device_pools(void);
 

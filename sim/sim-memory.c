@@ -20,8 +20,10 @@ struct allocation {
     unsigned char *base;
     size_t size;
     struct sim_pool *pool;
-    struct sim_graph *owner;         /* captured into this graph: lives as long as it */
-    int materialized;                /* exists on the device: not captured, or its allocation node ran */
+    struct sim_graph *owner;         /* captured into this graph: its address is the graph's for as long as it */
+    int materialized;                /* exists on the device: not captured, or its allocation node ran and
+                                        nothing freed it since */
+    int planned, planning;           /* a launch being checked: whether it would exist at this point */
     struct allocation *next;
 };
 
@@ -143,13 +145,19 @@ static void unlink_allocation(struct allocation *a)
     sim_live_add(SIM_ALLOCATION, -1);
 }
 
+/* A free outside a graph: an allocation that exists goes, except that a
+ * graph allocation only stops existing - its address stays its graph's,
+ * and the next launch makes it again (measured on the H200). */
 int sim_memory_release(CUdeviceptr p)
 {
     struct allocation *a = find(p, 0, 1);
 
-    if (!a)
+    if (!a || !a->materialized)
         return -1;
-    unlink_allocation(a);
+    if (a->owner)
+        a->materialized = 0;
+    else
+        unlink_allocation(a);
     return 0;
 }
 
@@ -161,9 +169,9 @@ void sim_memory_alloc_node(CUdeviceptr p)
         a->materialized = 1;
 }
 
-/* Freeing outside a graph needs memory that exists: a graph allocation
- * exists only once its graph ran (the H200: INVALID_VALUE before). */
-static int freeable(CUdeviceptr p)
+/* Whether p is an allocation that exists now: a graph allocation exists
+ * once its graph ran, until something frees it. */
+static int exists(CUdeviceptr p)
 {
     struct allocation *a = find(p, 0, 1);
 
@@ -181,17 +189,62 @@ void sim_memory_free_node(CUdeviceptr p)
 {
     struct allocation *a = find(p, 0, 1);
 
-    if (a && !a->owner)
-        unlink_allocation(a);
+    if (a && a->owner)
+        a->materialized = 0;
+    else if (a)
+        unlink_allocation(a);    /* its graph is gone: an ordinary allocation now */
 }
 
+static int exists_during_check(struct allocation *a)
+{
+    return a->planning ? a->planned : a->materialized;
+}
+
+static int plan_memory_nodes(const struct sim_graph *g)
+{
+    size_t i;
+
+    for (i = 0; i < g->node_count; i++) {
+        const struct sim_node *n = g->nodes[i];
+        struct allocation *a;
+        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child.graph && !plan_memory_nodes(n->u.child.graph))
+            return 0;
+        if (n->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC && n->type != CU_GRAPH_NODE_TYPE_MEM_FREE)
+            continue;
+        a = find(n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ? n->u.alloc.ptr : n->u.free.ptr, 0, 1);
+        if (!a || exists_during_check(a) != (n->type == CU_GRAPH_NODE_TYPE_MEM_FREE))
+            return 0;
+        a->planning = 1;
+        a->planned = n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+    }
+    return 1;
+}
+
+int sim_memory_launch_possible(const struct sim_graph *g)
+{
+    struct allocation *a;
+    int possible = plan_memory_nodes(g);
+
+    for (a = allocations; a; a = a->next)
+        a->planning = 0;
+    return possible;
+}
+
+/* The graph is gone: what its allocation nodes made and nothing freed
+ * lives on as an ordinary allocation, freed with cuMemFree (the CUDA
+ * programming guide: destroying a graph frees no live allocation); the
+ * rest goes. */
 void sim_memory_release_owned_by(struct sim_graph *g)
 {
     struct allocation *a = allocations, *next;
 
     for (; a; a = next) {
         next = a->next;
-        if (a->owner == g)
+        if (a->owner != g)
+            continue;
+        if (a->materialized)
+            a->owner = NULL;
+        else
             unlink_allocation(a);
     }
 }
@@ -369,7 +422,7 @@ static CUresult sim_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUme
         struct sim_node *node = NULL;
         if (!ptr || (captured && !(node = sim_stream_capture_node(s, CU_GRAPH_NODE_TYPE_MEM_ALLOC)))) {
             if (ptr)
-                sim_memory_release(ptr);
+                unlink_allocation(find(ptr, 0, 1));
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             if (node) {
@@ -391,8 +444,8 @@ static CUresult sim_cuMemFreeAsync(CUdeviceptr ptr, CUstream s)
     sim_lock();
     if (!find(ptr, 0, 1)) {
         rc = CUDA_ERROR_INVALID_VALUE;
-    } else if ((rc = sim_stream_enqueue(s, &captured)) == CUDA_SUCCESS && !captured && !freeable(ptr)) {
-        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if ((rc = sim_stream_enqueue(s, &captured)) == CUDA_SUCCESS && !captured && !exists(ptr)) {
+        rc = CUDA_ERROR_INVALID_VALUE;   /* the H200: a graph allocation before its graph ran, or freed since */
     } else if (rc == CUDA_SUCCESS &&
                (captured || (rc = sim_capture_check_unsafe()) == CUDA_SUCCESS)) {
         if (captured && !graph_allocation(ptr)) {

@@ -79,7 +79,7 @@ static CUresult unmodelled(const char *call, atomic_int *said)
     X(cuPointerGetAttribute) X(cuLaunchKernelEx) X(cuLaunchCooperativeKernel)                   \
     X(cuModuleGetGlobal) X(cuLibraryLoadData) X(cuLibraryGetKernel) X(cuFuncGetAttribute)        \
     X(cuFuncSetAttribute) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuGraphInstantiate)   \
-    X(cuGraphClone) X(cuGraphAddKernelNode) X(cuGraphAddMemcpyNode) X(cuGraphAddMemsetNode)      \
+    X(cuFuncGetParamInfo) X(cuGraphAddKernelNode) X(cuGraphAddMemcpyNode) X(cuGraphAddMemsetNode)      \
     X(cuGraphAddHostNode) X(cuGraphAddEventRecordNode) X(cuGraphAddEventWaitNode)               \
     X(cuGraphExecKernelNodeSetParams)
 

@@ -10,10 +10,12 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "builder-internal.h"
 #include "capture-registry.h"
 #include "driver.h"
+#include "kernel-names.h"
 #include "hierarchy.h"
 #include "error.h"
 #include "body.h"
@@ -537,10 +539,11 @@ static CUresult fail_as(cucap_error **err, cucap_error *e, const char *caller)
     return code;
 }
 
-CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
-                                     cucap_completion *how, cucap_error **err)
+static CUresult complete_into(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
+                              cucap_completion *how, cucap_update_refusal *refusal, const char *caller,
+                              cucap_error **err)
 {
-    static const char caller[] = "cucap_builder_complete_into";
+    cucap_update_refusal why;
     cucap_error *refused = NULL;
     cucap_exec *made = NULL;
     CUresult rc;
@@ -552,11 +555,15 @@ CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_complete_opti
     if (b->kind == CUCAP_BUILDER_BODY)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: a conditional body is completed with its parent, not alone", caller);
+    memset(&why, 0, sizeof why);
+    why.result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
     if (*exec) {
-        rc = cucap_exec_update(*exec, b, &refused);
+        rc = cucap_i_exec_update(*exec, b->h, &why, "cucap_exec_update", &refused);
         if (rc != CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
             if (rc == CUDA_SUCCESS && how)
                 *how = CUCAP_COMPLETED_UPDATED;
+            if (rc == CUDA_SUCCESS && refusal)
+                *refusal = why;
             else if (rc != CUDA_SUCCESS)
                 rc = fail_as(err, refused, caller);
             return rc;
@@ -569,7 +576,21 @@ CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_complete_opti
     *exec = made;
     if (how)
         *how = CUCAP_COMPLETED_INSTANTIATED;
+    if (refusal)
+        *refusal = why;
     return CUDA_SUCCESS;
+}
+
+CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
+                                     cucap_completion *how, cucap_error **err)
+{
+    return complete_into(b, opts, exec, how, NULL, "cucap_builder_complete_into", err);
+}
+
+CUresult cucap_builder_complete_into_why(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
+                                         cucap_completion *how, cucap_update_refusal *refusal, cucap_error **err)
+{
+    return complete_into(b, opts, exec, how, refusal, "cucap_builder_complete_into_why", err);
 }
 
 CUresult cucap_builder_graph(cucap_builder *b, cucap_graph **out, cucap_error **err)
@@ -686,6 +707,29 @@ CUresult cucap_builder_params_typed(cucap_builder *b, size_t size, const void *t
                                     cucap_error **err)
 {
     return make_params(b, size, type, block, "cucap_builder_params_typed", err);
+}
+
+CUresult cucap_builder_name_kernel(cucap_builder *b, const char *name, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_name_kernel";
+    cucap_builder_state state;
+    CUresult rc;
+
+    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (b->kind == CUCAP_BUILDER_BODY)
+        return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: the kernels of a conditional body cannot be named "
+                            "(an executable graph changes only its top-level kernels)", caller);
+    if ((state = cucap_builder_get_state(b)) != CUCAP_BUILDER_CAPTURING)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is not capturing (it is %s)", caller,
+                            cucap_i_state_names[state]);
+    if (!cucap_i_capture_lock(b))
+        rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture ended while the call ran (its end came "
+                          "from another thread)", caller);
+    else
+        rc = cucap_i_kernels_name(cucap_i_hier_kernels(b->h), b->stream, name, caller, err);
+    cucap_i_capture_unlock(b);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- the capture lock, and enqueue under it */

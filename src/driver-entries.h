@@ -61,6 +61,12 @@ CUCAP_DRIVER_ENTRY(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0)
 CUCAP_DRIVER_ENTRY(cuGraphExecUpdate, cuGraphExecUpdate, 12000, 0)
 CUCAP_DRIVER_ENTRY(cuGraphLaunch, cuGraphLaunch, 10000, 0)
 CUCAP_DRIVER_ENTRY(cuGraphUpload, cuGraphUpload, 11010, 0)
+CUCAP_DRIVER_ENTRY(cuGraphClone, cuGraphClone, 10000, 0)
+CUCAP_DRIVER_ENTRY(cuGraphKernelNodeGetParams, cuGraphKernelNodeGetParams, 12000, 0)
+CUCAP_DRIVER_ENTRY(cuGraphExecKernelNodeSetParams, cuGraphExecKernelNodeSetParams, 12000, 0)
+#if CUDA_VERSION >= 12040
+CUCAP_DRIVER_ENTRY(cuFuncGetParamInfo, cuFuncGetParamInfo, 12040, 1)   /* named kernels */
+#endif
 /* memory */
 CUCAP_DRIVER_ENTRY(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, 0)
 CUCAP_DRIVER_ENTRY(cuMemPoolCreate, cuMemPoolCreate, 11020, 0)

@@ -13,8 +13,8 @@
 #include "error.h"
 #include "context-hold.h"
 #include "graph.h"
+#include "kernel-names.h"
 #include "params.h"
-#include "context-hold.h"
 
 struct cucap_graph {
     atomic_int refs;
@@ -28,6 +28,8 @@ struct cucap_exec {
     int any_context;                 /* 1: update, launch and upload on a stream need no context current */
     struct cucap_params *params;     /* the parameter block its graph reads (that of the capture it was
                                         instantiated or last updated from), or NULL */
+    struct cucap_kernels *kernels;   /* the kernels its capture named, with this graph's values, or NULL */
+    struct cucap_hier *kernels_of;   /* the hierarchy whose nodes those are, kept while it has them */
 };
 
 cucap_graph *cucap_i_hier_graph(struct cucap_hier *h, struct cucap_box *box)
@@ -167,6 +169,9 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
         rc = instantiate_graph(root, cucap_i_hier_has_bodies(h), opts, &exec, caller, err);
         rc = cucap_i_work_leave(&w, rc, caller, err);
     }
+    e->kernels = NULL;
+    if (rc == CUDA_SUCCESS && !box)
+        rc = cucap_i_kernels_copy(*cucap_i_hier_kernels(h), &e->kernels, caller, err);
     cucap_i_hier_unlock(h);
     if (rc != CUDA_SUCCESS) {
         if (exec)
@@ -174,6 +179,9 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
         free(e);
         return rc;
     }
+    e->kernels_of = e->kernels ? h : NULL;
+    if (e->kernels_of)
+        cucap_i_hier_ref(h);
     e->exec = exec;
     e->ctx = cucap_i_hier_context(h);
     e->any_context = cucap_i_one_device();
@@ -350,6 +358,8 @@ void cucap_exec_destroy(cucap_exec *e)
         return;
     cucap_i_exec_destroy_handle(e->exec, e->ctx, "cucap_exec_destroy");
     cucap_i_params_unref(e->params, "cucap_exec_destroy");
+    cucap_i_kernels_free(e->kernels);
+    cucap_i_hier_unref(e->kernels_of, "cucap_exec_destroy");
     free(e);
 }
 
@@ -372,8 +382,10 @@ static const char *update_result_text(CUgraphExecUpdateResult r)
 
 /* Update e from h's root graph, in e's context, under h's graph lock
  * unless the caller holds h's only reference; a refused update names the
- * driver's reason (and the node, when the driver names one). */
-static CUresult update_from(cucap_exec *e, struct cucap_hier *h, const char *caller, cucap_error **err)
+ * driver's reason (and the node, when the driver names one), in the error
+ * and in *refusal when not NULL. */
+CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_hier *h, cucap_update_refusal *refusal, const char *caller,
+                             cucap_error **err)
 {
     CUgraphExecUpdateResultInfo info;
     CUgraphNodeType type;
@@ -396,6 +408,8 @@ static CUresult update_from(cucap_exec *e, struct cucap_hier *h, const char *cal
         cucap_i_params_ref(e->params);
         cucap_i_params_unref(old, caller);
     }
+    if (rc == CUDA_SUCCESS)
+        cucap_i_kernels_updated(e->kernels, *cucap_i_hier_kernels(h));
     /* name the node only when the driver named one (a node of the locked graph) */
     if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE && info.errorNode) {
         if (cucap_i_drv.cuGraphNodeGetType(info.errorNode, &type) == CUDA_SUCCESS)
@@ -405,9 +419,18 @@ static CUresult update_from(cucap_exec *e, struct cucap_hier *h, const char *cal
     }
     if (locked)
         cucap_i_hier_unlock(h);
+    if (refusal) {
+        memset(refusal, 0, sizeof *refusal);
+        refusal->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    }
     if (rc == CUDA_SUCCESS && saved == ctx)
         return rc;
     if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
+        if (refusal) {
+            refusal->result = info.result;
+            refusal->node = info.errorNode;
+            snprintf(refusal->message, sizeof refusal->message, "%s%s", update_result_text(info.result), where);
+        }
         cucap_i_fail(err, rc, "%s: the executable graph cannot be updated from this graph: %s%s", caller,
                      update_result_text(info.result), where);
     } else if (rc != CUDA_SUCCESS) {
@@ -425,5 +448,113 @@ CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **e
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
     if ((rc = cucap_i_builder_check_ended(source, caller, err)) != CUDA_SUCCESS)
         return rc;
-    return update_from(e, source->h, caller, err);   /* holding source's reference */
+    return cucap_i_exec_update(e, source->h, NULL, caller, err);   /* holding source's reference */
+}
+
+CUresult cucap_exec_update_graph(cucap_exec *e, cucap_graph *source, cucap_error **err)
+{
+    static const char caller[] = "cucap_exec_update_graph";
+
+    if (!e)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
+    if (!source)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the graph is NULL", caller);
+    if (source->box != cucap_i_hier_root_box(source->h))
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the graph is a conditional body; an executable "
+                            "graph is updated from a whole graph", caller);
+    if (!cucap_graph_handle(source))
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture was invalidated and the driver "
+                            "discarded its graph", caller);
+    return cucap_i_exec_update(e, source->h, NULL, caller, err);   /* holding source's reference */
+}
+
+CUresult cucap_exec_set_kernel_arg(cucap_exec *e, const char *name, unsigned int index, const void *value,
+                                   size_t size, cucap_error **err)
+{
+    static const char caller[] = "cucap_exec_set_kernel_arg";
+    CUcontext saved = NULL;
+    CUresult rc;
+
+    if (!e)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
+    if (!needs_current_context(e, NULL, 0))
+        return cucap_i_kernels_set_arg(e->kernels, e->exec, name, index, value, size, caller, err);
+    if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    rc = cucap_i_kernels_set_arg(e->kernels, e->exec, name, index, value, size, caller, err);
+    return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
+}
+
+/* ---------------------------------------------------------------- graphs the library did not capture */
+
+/* A new reference to a new hierarchy that owns graph, in ctx. */
+static CUresult own_graph(CUcontext ctx, CUgraph graph, struct cucap_params *params, cucap_graph **out,
+                          const char *caller, cucap_error **err)
+{
+    struct cucap_hier *h = cucap_i_hier_new_owning(ctx, graph);
+
+    if (!h || !(*out = cucap_i_hier_graph(h, NULL))) {
+        if (h)
+            cucap_i_hier_unref(h, caller);   /* destroys graph */
+        else
+            (void)cucap_i_drv.cuGraphDestroy(graph);
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    }
+    if (params) {
+        cucap_i_params_ref(params);
+        cucap_i_hier_set_params(h, params, caller);
+    }
+    cucap_i_hier_unref(h, caller);   /* the reference *out holds stays */
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_graph_adopt(CUgraph graph, cucap_graph **out, cucap_error **err)
+{
+    static const char caller[] = "cucap_graph_adopt";
+    CUcontext ctx = NULL;
+    CUresult rc;
+
+    if (!out)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
+    *out = NULL;
+    if (!graph)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the graph is NULL", caller);
+    if ((rc = cucap_i_drv.cuCtxGetCurrent(&ctx)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuCtxGetCurrent");
+    if (!ctx)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_CONTEXT, "%s: no context is current: make current the context "
+                            "the graph's nodes belong to (it instantiates the graph)", caller);
+    return own_graph(ctx, graph, NULL, out, caller, err);
+}
+
+CUresult cucap_graph_clone(cucap_graph *g, cucap_graph **out, cucap_error **err)
+{
+    static const char caller[] = "cucap_graph_clone";
+    CUgraph from, clone = NULL;
+    struct cucap_params *params;
+    CUresult rc;
+
+    if (!out)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
+    *out = NULL;
+    if (!g)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the graph is NULL", caller);
+    cucap_i_hier_lock(g->h);
+    from = cucap_i_box_graph(g->box);
+    rc = from ? cucap_i_drv.cuGraphClone(&clone, from) : CUDA_ERROR_ILLEGAL_STATE;
+    params = cucap_i_hier_params(g->h);   /* the clone's nodes read the same block */
+    if (params)
+        cucap_i_params_ref(params);
+    cucap_i_hier_unlock(g->h);
+    if (rc == CUDA_SUCCESS)
+        rc = own_graph(cucap_i_hier_context(g->h), clone, params, out, caller, err);
+    else if (rc == CUDA_ERROR_ILLEGAL_STATE)
+        cucap_i_fail(err, rc, "%s: the capture was invalidated and the driver discarded its graph", caller);
+    else if (rc == CUDA_ERROR_NOT_SUPPORTED)
+        cucap_i_fail(err, rc, "%s: cuGraphClone failed: " CUCAP_I_RESULT_FMT " (the driver clones no graph with "
+                     "memory allocation or free nodes, or with conditional nodes)", caller, CUCAP_I_RESULT_ARGS(rc));
+    else
+        cucap_i_fail_driver(err, rc, caller, "cuGraphClone");
+    cucap_i_params_unref(params, caller);
+    return rc;
 }

@@ -18,6 +18,11 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
                                   const cucap_complete_options *opts, cucap_exec **out, const char *caller,
                                   cucap_error **err);
 
+/* Update e from h's root graph (cucap_exec_update); a refused update's
+ * reason also in *refusal when not NULL. */
+CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_hier *h, cucap_update_refusal *refusal, const char *caller,
+                             cucap_error **err);
+
 /* Destroy an executable graph in ctx, in relaxed thread mode; failures go
  * to the warning handler. */
 void cucap_i_exec_destroy_handle(CUgraphExec exec, CUcontext ctx, const char *caller);

@@ -20,6 +20,7 @@
 #include "free-list.h"
 #include "hierarchy.h"
 #include "error.h"
+#include "kernel-names.h"
 #include "params.h"
 #include "stream-cache.h"
 
@@ -46,6 +47,7 @@ struct cucap_hier {
     CUstream origin;                 /* the stream that began its capture */
     struct cucap_params *params;     /* the parameter block its capture's kernels read, or NULL; under
                                         the graph lock */
+    struct cucap_kernels *kernels;   /* the kernels its capture named, or NULL; under the graph lock */
     struct cucap_box root;
     atomic_int owned;                /* the capture's end returned the root */
     atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
@@ -122,6 +124,7 @@ static void destroy_hier(struct cucap_hier *h, const char *caller)
     }
     cucap_i_deferral_destroy(&h->deferral);   /* a capture that never ended: destroying them is legal */
     cucap_i_params_unref(h->params, caller);
+    cucap_i_kernels_free(h->kernels);
     pthread_mutex_destroy(&h->graph_lock);
     pthread_mutex_destroy(&h->lock);
     if (!cucap_i_free_list_give(&free_hiers, h))
@@ -235,6 +238,20 @@ void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_hier 
     if ((rc = cucap_i_drv.cuStreamDestroy(s)) != CUDA_SUCCESS)
         cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing a builder's stream: " CUCAP_I_RESULT_FMT, caller,
                      CUCAP_I_RESULT_ARGS(rc));
+}
+
+struct cucap_kernels **cucap_i_hier_kernels(struct cucap_hier *h)
+{
+    return &h->kernels;
+}
+
+struct cucap_hier *cucap_i_hier_new_owning(CUcontext ctx, CUgraph graph)
+{
+    struct cucap_hier *h = cucap_i_hier_new_capture(ctx, NULL);
+
+    if (h)
+        cucap_i_hier_capture_over(h, graph);
+    return h;
 }
 
 struct cucap_params *cucap_i_hier_params(const struct cucap_hier *h)

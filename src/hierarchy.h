@@ -46,6 +46,10 @@ struct cucap_params;             /* params.h */
  * ctx: its root is the capture's graph, known and owned once the
  * capture's end returns it (cucap_i_hier_capture_over).  One reference. */
 struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx, CUstream origin);
+/* A hierarchy that owns graph, made by hand or cloned, with no capture
+ * (cucap_graph_adopt, cucap_graph_clone); instantiated in ctx.  One
+ * reference, or NULL when out of memory. */
+struct cucap_hier *cucap_i_hier_new_owning(CUcontext ctx, CUgraph graph);
 void cucap_i_hier_ref(struct cucap_hier *h);
 void cucap_i_hier_ref_by(struct cucap_hier *h, size_t n);
 /* The last reference destroys the root graph when it is owned and live,
@@ -106,6 +110,10 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended);
  * under the graph lock.  set takes the caller's reference and drops the
  * one to the block it replaces. */
 struct cucap_params *cucap_i_hier_params(const struct cucap_hier *h);
+/* The list of the kernels its capture named (kernel-names.h), NULL until
+ * one is named; under the graph lock. */
+struct cucap_kernels;
+struct cucap_kernels **cucap_i_hier_kernels(struct cucap_hier *h);
 void cucap_i_hier_set_params(struct cucap_hier *h, struct cucap_params *p, const char *caller);
 
 /* The ownership tree.  The driver discarded a graph: retire its box and

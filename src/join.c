@@ -1,6 +1,7 @@
 /* Join: forks brought back into their capture (cucap_builder_join and
  * cucap_builder_join_forks), in one step by capture dependencies where
- * it can, by events otherwise, and closed. */
+ * it can, by events otherwise, and closed; and the same wait without the
+ * close (cucap_builder_wait). */
 #include "config.h"
 
 #include <stdint.h>
@@ -552,5 +553,35 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
         cucap_i_error_add_note(*err, "%s joined the %zu open forks split from this builder", caller, n);
     if (all && all != room)
         free(all);
+    return rc;
+}
+
+CUresult cucap_builder_wait(cucap_builder *b, cucap_builder *other, cucap_error **err)
+{
+    static const char caller[] = "cucap_builder_wait";
+    cucap_builder *pair[2] = { b, other };
+    CUresult rc;
+    size_t i;
+
+    if (!b || !other)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: %s is NULL", caller, b ? "other" : "the builder");
+    if (b == other)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a builder cannot wait on itself", caller);
+    for (i = 0; i < 2; i++) {
+        cucap_builder_state state = cucap_builder_get_state(pair[i]);
+        if (state != CUCAP_BUILDER_CAPTURING)
+            return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: %s is not capturing (it is %s%s)", caller,
+                                i ? "other" : "the builder", cucap_i_state_names[state],
+                                pair[i]->kind == CUCAP_BUILDER_FORKED && state != CUCAP_BUILDER_CLOSED
+                                    ? ": its primary's capture ended" : "");
+    }
+    if (b->h != other->h)
+        return other_capture(pair, 2, b, 1, caller, err);
+    if (!cucap_i_capture_lock(b))
+        rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture ended while the call ran (its end came "
+                          "from another thread)", caller);
+    else
+        rc = wait_on(b, other, caller, err);
+    cucap_i_capture_unlock(b);
     return rc;
 }

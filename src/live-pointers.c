@@ -11,7 +11,7 @@
 
 #define STRIPES 16
 
-#define STRIPE { PTHREAD_MUTEX_INITIALIZER, { NULL, 0, 0, 0, { { 0, NULL } } } }
+#define STRIPE { PTHREAD_MUTEX_INITIALIZER, { NULL, 0, 0, 0, { { 0, NULL, 0 } } } }
 
 static struct stripe {
     pthread_mutex_t lock;
@@ -24,13 +24,13 @@ static struct stripe *stripe_of(CUdeviceptr ptr)
     return &stripes[((uint64_t)ptr * 0x9e3779b97f4a7c15ull) >> 60];
 }
 
-int cucap_i_live_add(CUdeviceptr ptr, const void *owner)
+int cucap_i_live_add(CUdeviceptr ptr, const void *owner, int graph)
 {
     struct stripe *s = stripe_of(ptr);
     int rc;
 
     pthread_mutex_lock(&s->lock);
-    rc = cucap_i_ptr_set_add(&s->set, ptr, owner);
+    rc = cucap_i_ptr_set_add(&s->set, ptr, owner, graph);
     pthread_mutex_unlock(&s->lock);
     return rc;
 }

@@ -279,16 +279,23 @@ CUresult cucap_pool_create(CUdevice dev, const cucap_pool_options *opts, cucap_p
  * context.  On a stream of a library capture, under that capture's graph
  * lock, like every other call that adds to it. */
 static CUresult stream_ordered(cucap_pool *p, int allocate, size_t size, CUstream s, CUdeviceptr *ptr,
-                               const char *caller, cucap_error **err)
+                               int *captured, const char *caller, cucap_error **err)
 {
     const char *call = allocate ? "cuMemAllocFromPoolAsync" : "cuMemFreeAsync";
     struct cucap_work_scope w;
     struct cucap_hier *capture = cucap_i_capture_lock_stream(s);
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult rc;
 
     if ((rc = cucap_i_work_enter(&w, p->ctx, caller, err)) == CUDA_SUCCESS) {
         rc = allocate ? cucap_i_drv.cuMemAllocFromPoolAsync(ptr, size, p->handle, s)
                       : cucap_i_drv.cuMemFreeAsync(*ptr, s);
+        /* a capture the library did not begin is asked for */
+        if (rc == CUDA_SUCCESS && captured && !capture &&
+            cucap_i_drv.cuStreamGetCaptureInfo(s, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS)
+            *captured = status != CU_STREAM_CAPTURE_STATUS_NONE;
+        else if (captured)
+            *captured = capture != NULL;
         if (rc != CUDA_SUCCESS) {
             cucap_i_capture_failed(capture, allocate ? "cucap_pool_alloc (cuMemAllocFromPoolAsync)"
                                                      : "cucap_pool_free (cuMemFreeAsync)", rc);
@@ -305,7 +312,7 @@ CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *o
     static const char caller[] = "cucap_pool_alloc";
     CUdeviceptr ptr = 0;
     CUresult rc;
-    int added;
+    int added, captured = 0;
 
     if (!out)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
@@ -314,13 +321,13 @@ CUresult cucap_pool_alloc(cucap_pool *p, size_t size, CUstream s, CUdeviceptr *o
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the pool is NULL", caller);
     if (size == 0)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a size of 0 bytes was requested", caller);
-    if ((rc = stream_ordered(p, 1, size, s, &ptr, caller, err)) != CUDA_SUCCESS)
+    if ((rc = stream_ordered(p, 1, size, s, &ptr, &captured, caller, err)) != CUDA_SUCCESS)
         return rc;
-    added = cucap_i_live_add(ptr, p);
+    added = cucap_i_live_add(ptr, p, captured);
     if (added == 0)
         atomic_fetch_add_explicit(&p->recorded, 1, memory_order_release);
     if (added != 0) {
-        rc = stream_ordered(p, 0, 0, s, &ptr, caller, NULL);
+        rc = stream_ordered(p, 0, 0, s, &ptr, NULL, caller, NULL);
         cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory while recording the allocation", caller);
         if (rc != CUDA_SUCCESS)
             cucap_i_note_failure(err, "cuMemFreeAsync", "giving the allocation back", rc);
@@ -348,9 +355,12 @@ CUresult cucap_pool_free(cucap_pool *p, CUdeviceptr ptr, CUstream s, cucap_error
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
                             "%s: %#llx was not allocated by this pool, or was already freed", caller,
                             (unsigned long long)ptr);
-    /* when the driver refuses, the pool forgets the pointer all the same,
-     * so that it can never free an address the driver hands out again */
-    return stream_ordered(p, 0, 0, s, &ptr, caller, err);
+    /* When the driver refuses, the pool forgets the pointer all the same,
+     * so that it can never free an address the driver hands out again.
+     * A capture's allocation stays known (known 2): each launch of its
+     * graph makes it again at the same address, and the driver refuses
+     * a free of one that does not exist now. */
+    return stream_ordered(p, 0, 0, s, &ptr, NULL, caller, err);
 }
 
 CUmemoryPool cucap_pool_handle(const cucap_pool *p)

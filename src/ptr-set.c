@@ -22,7 +22,7 @@ static size_t slot_of(CUdeviceptr p, size_t capacity)
 
 static int resize(struct cucap_ptr_set *set, size_t capacity)
 {
-    struct cucap_ptr_slot small[MIN_CAPACITY] = { { 0, NULL } };
+    struct cucap_ptr_slot small[MIN_CAPACITY] = { { 0, NULL, 0 } };
     struct cucap_ptr_slot *slots = small;
     size_t i;
 
@@ -79,13 +79,14 @@ static void after_removal(struct cucap_ptr_set *set)
         (void)resize(set, set->capacity / 2);
 }
 
-int cucap_i_ptr_set_add(struct cucap_ptr_set *set, CUdeviceptr p, const void *owner)
+int cucap_i_ptr_set_add(struct cucap_ptr_set *set, CUdeviceptr p, const void *owner, int graph)
 {
     struct cucap_ptr_slot *known = find(set, p);
     size_t i;
 
     if (known) {
         known->owner = owner;
+        known->graph = graph;
         return 0;
     }
     if ((set->used + 1) * 2 > set->capacity) {
@@ -102,6 +103,7 @@ int cucap_i_ptr_set_add(struct cucap_ptr_set *set, CUdeviceptr p, const void *ow
         set->used++;
     set->slots[i].ptr = p;
     set->slots[i].owner = owner;
+    set->slots[i].graph = graph;
     set->count++;
     return 0;
 }
@@ -114,6 +116,7 @@ static void forget(struct cucap_ptr_set *set, struct cucap_ptr_slot *slot)
     size_t mask = set->capacity - 1, i = (size_t)(slot - set->slots);
 
     slot->owner = NULL;
+    slot->graph = 0;
     set->count--;
     if (set->slots[(i + 1) & mask].ptr) {
         slot->ptr = REMOVED;
@@ -135,6 +138,8 @@ int cucap_i_ptr_set_remove(struct cucap_ptr_set *set, CUdeviceptr p, const void 
         return 0;
     if (slot->owner != owner)
         return -1;
+    if (slot->graph)
+        return 2;
     forget(set, slot);
     after_removal(set);
     return 1;
@@ -148,6 +153,7 @@ void cucap_i_ptr_set_remove_owner(struct cucap_ptr_set *set, const void *owner)
         if (set->slots[i].ptr > REMOVED && set->slots[i].owner == owner) {
             set->slots[i].ptr = REMOVED;
             set->slots[i].owner = NULL;
+            set->slots[i].graph = 0;
             set->count--;
         }
     if (set->capacity)

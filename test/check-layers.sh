@@ -25,6 +25,7 @@ params 5
 builder-object 5
 relaxed-scope 5
 context-hold 4
+kernel-names 4
 driver 3
 live-pointers 3
 error 2

@@ -15,8 +15,8 @@ Test(ptr_set, an_address_belongs_to_its_last_owner)
     struct cucap_ptr_set set = { 0 };
     const long base = heap_count();
 
-    cr_assert_eq(cucap_i_ptr_set_add(&set, 0x1000, &pool_a), 0);
-    cr_assert_eq(cucap_i_ptr_set_add(&set, 0x1000, &pool_b), 0, "the driver handed the address out again");
+    cr_assert_eq(cucap_i_ptr_set_add(&set, 0x1000, &pool_a, 0), 0);
+    cr_assert_eq(cucap_i_ptr_set_add(&set, 0x1000, &pool_b, 0), 0, "the driver handed the address out again");
     cr_assert_eq(set.count, 1);
     cr_assert_eq(cucap_i_ptr_set_remove(&set, 0x1000, &pool_a), -1, "another owner holds it");
     cr_assert_eq(cucap_i_ptr_set_remove(&set, 0x1000, &pool_b), 1);
@@ -32,7 +32,7 @@ Test(ptr_set, forgetting_an_owner_leaves_the_others)
     CUdeviceptr p;
 
     for (p = 0x10000; p < 0x10000 + 100 * 256; p += 256)
-        cr_assert_eq(cucap_i_ptr_set_add(&set, p, (p / 256) % 2 ? &pool_a : &pool_b), 0);
+        cr_assert_eq(cucap_i_ptr_set_add(&set, p, (p / 256) % 2 ? &pool_a : &pool_b, 0), 0);
     cucap_i_ptr_set_remove_owner(&set, &pool_a);
     cr_assert_eq(set.count, 50);
     for (p = 0x10000; p < 0x10000 + 100 * 256; p += 256)
@@ -49,13 +49,13 @@ Test(ptr_set, memory_follows_the_live_pointers)
     int i;
 
     for (p = 0x100000; p < 0x100000 + 10000 * 64; p += 64)
-        cr_assert_eq(cucap_i_ptr_set_add(&set, p, &pool_a), 0);
+        cr_assert_eq(cucap_i_ptr_set_add(&set, p, &pool_a, 0), 0);
     peak = heap_count() - base;
     for (p = 0x100000; p < 0x100000 + 9990 * 64; p += 64)
         cr_assert_eq(cucap_i_ptr_set_remove(&set, p, &pool_a), 1);
     cr_assert_lt(heap_count() - base, peak / 64, "10 live pointers keep %ld bytes", heap_count() - base);
     for (i = 0; i < 1000000; i++) {   /* at most one more live at a time */
-        cr_assert_eq(cucap_i_ptr_set_add(&set, 0x900000 + (CUdeviceptr)(i % 7) * 64, &pool_b), 0);
+        cr_assert_eq(cucap_i_ptr_set_add(&set, 0x900000 + (CUdeviceptr)(i % 7) * 64, &pool_b, 0), 0);
         cr_assert_eq(cucap_i_ptr_set_remove(&set, 0x900000 + (CUdeviceptr)(i % 7) * 64, &pool_b), 1);
     }
     cr_assert_leq(heap_count() - base, (long)(64 * sizeof(struct cucap_ptr_slot) + 2 * sizeof(size_t)),
@@ -85,7 +85,7 @@ Test(ptr_set, agrees_with_a_plain_array_under_random_use)
         a = (int)(x % ADDRESSES);
         o = (int)(x >> 32) & 1;
         if ((x >> 40) % 3 == 0) {
-            cr_assert_eq(cucap_i_ptr_set_add(&set, 0x200000 + (CUdeviceptr)a * 512, owners[o]), 0);
+            cr_assert_eq(cucap_i_ptr_set_add(&set, 0x200000 + (CUdeviceptr)a * 512, owners[o], 0), 0);
             live += !owner_of[a];
             owner_of[a] = owners[o];
         } else {
@@ -115,7 +115,7 @@ Test(ptr_set, a_few_pointers_take_no_heap_memory)
 
     for (i = 0; i < 100000; i++) {
         for (j = 0; j < CUCAP_PTR_SET_SMALL / 2; j++)
-            cr_assert_eq(cucap_i_ptr_set_add(&set, 0x300000 + (CUdeviceptr)(i % 5 + j) * 256, &pool_a), 0);
+            cr_assert_eq(cucap_i_ptr_set_add(&set, 0x300000 + (CUdeviceptr)(i % 5 + j) * 256, &pool_a, 0), 0);
         cr_assert_eq(heap_count() - base, 0, "%ld bytes", heap_count() - base);
         for (j = 0; j < CUCAP_PTR_SET_SMALL / 2; j++)
             cr_assert_eq(cucap_i_ptr_set_remove(&set, 0x300000 + (CUdeviceptr)(i % 5 + j) * 256, &pool_a), 1);
@@ -136,7 +136,7 @@ static void *live_worker(void *arg)
 
     for (i = 0; i < 20000; i++) {
         for (j = 0; j < 20; j++)
-            bad += cucap_i_live_add(base + (CUdeviceptr)(i % 50 + j) * 4096, owner) != 0;
+            bad += cucap_i_live_add(base + (CUdeviceptr)(i % 50 + j) * 4096, owner, 0) != 0;
         for (j = 0; j < 20; j++)
             bad += cucap_i_live_remove(base + (CUdeviceptr)(i % 50 + j) * 4096, owner) != 1;
     }
@@ -157,7 +157,7 @@ Test(live_pointers, many_threads_each_find_their_own)
         cr_assert_eq((long)bad, 0, "thread %zu: %ld wrong answers", i, (long)bad);
     }
     cr_assert_eq(heap_count() - base, 0, "the stripes hold %ld bytes for no live pointer", heap_count() - base);
-    cr_assert_eq(cucap_i_live_add(0x5000, &pool_a), 0);
+    cr_assert_eq(cucap_i_live_add(0x5000, &pool_a, 0), 0);
     cr_assert_eq(cucap_i_live_remove(0x5000, &pool_b), -1, "another owner holds it");
     cucap_i_live_forget_owner(&pool_a);
     cr_assert_eq(cucap_i_live_remove(0x5000, &pool_a), 0, "forgotten with its owner");

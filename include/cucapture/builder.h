@@ -262,6 +262,27 @@ CUCAP_API CUresult cucap_builder_join(cucap_builder *const *builders, size_t cou
 CUCAP_API CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err);
 
 /**
+ * \brief       Make b's work from here on wait for the work captured on
+ *              other so far, leaving both open
+ *
+ * cudaStreamWaitEvent between two streams of one capture, without a
+ * throwaway split and join: b and other go on capturing, other is not
+ * closed, and work captured on other later does not order b.  Both are
+ * builders of one running capture (a primary, its forks, a body and its
+ * own forks), in any order.
+ *
+ * \param       b       A CAPTURING builder, which waits.
+ * \param       other   Another CAPTURING builder of b's capture.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL, b == other,
+ *              or builders of two captures (nothing is done, both go on, as
+ *              in cucap_builder_join()); CUDA_ERROR_ILLEGAL_STATE when
+ *              either is not CAPTURING; a driver error.
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_builder_wait(cucap_builder *b, cucap_builder *other, cucap_error **err);
+
+/**
  * \brief       Make an ENDED or INVALIDATED PRIMARY builder NOT_STARTED again,
  *              keeping its stream, for the next capture
  *
@@ -538,6 +559,67 @@ typedef enum {
  */
 CUCAP_API CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
                                                cucap_completion *how, cucap_error **err);
+
+/**
+ * \brief       Name the kernel just launched on b's stream, so that its
+ *              executable graphs can change its arguments
+ *
+ * Call it right after the kernel's launch on b's stream (cuLaunchKernel,
+ * a runtime-API launch, a library's kernel), before anything else is
+ * captured there.  The library reads the node's launch parameters and
+ * argument values (cuGraphKernelNodeGetParams) and the size of each
+ * parameter (cuFuncGetParamInfo); every executable graph instantiated
+ * from the capture's graph can then set one argument at a time with
+ * cucap_exec_set_kernel_arg(), its size checked against the kernel's.
+ * Names belong to the capture (its primary and forks), not to a
+ * conditional body; a graph made by cucap_graph_clone() or embedded with
+ * cucap_builder_embed() does not carry them.
+ *
+ * \param       b       A CAPTURING PRIMARY or FORKED builder.
+ * \param       name    1 to 63 characters, new in the capture (copied).
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for a NULL builder, a
+ *              NULL, empty, long or repeated name, or when the last work
+ *              captured on b's stream is not one kernel node (the message
+ *              says what it is); CUDA_ERROR_ILLEGAL_STATE unless CAPTURING;
+ *              CUDA_ERROR_NOT_SUPPORTED for a body, a kernel launched with
+ *              `extra`, or a driver older than CUDA 12.4;
+ *              CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; a driver error.
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_builder_name_kernel(cucap_builder *b, const char *name, cucap_error **err);
+
+/** \brief Why cucap_builder_complete_into_why() did not update */
+typedef struct cucap_update_refusal {
+    /** The driver's answer (cuGraphExecUpdate): CU_GRAPH_EXEC_UPDATE_SUCCESS
+     *  when no update was refused (*exec was updated, or was NULL). */
+    CUgraphExecUpdateResult result;
+    /** The node of b's graph the driver named, or NULL (borrowed: valid
+     *  while b's graph lives). */
+    CUgraphNode node;
+    /** The driver's reason and node in words, as cucap_exec_update()'s
+     *  error message gives them; "" when no update was refused. */
+    char message[256];
+} cucap_update_refusal;
+
+/**
+ * \brief       cucap_builder_complete_into(), saying why an update was
+ *              refused
+ *
+ * The same call, with the driver's reason when it refused the update and
+ * a new executable graph was instantiated: *how is then
+ * CUCAP_COMPLETED_INSTANTIATED and *refusal holds the update result, the
+ * node the driver named and the same in words.
+ *
+ * \param       refusal Receives the refusal (may be NULL); on success
+ *                      always written, result CU_GRAPH_EXEC_UPDATE_SUCCESS
+ *                      unless an update was refused; left alone on failure.
+ * \return      As cucap_builder_complete_into().
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_builder_complete_into_why(cucap_builder *b, const cucap_complete_options *opts,
+                                                   cucap_exec **exec, cucap_completion *how,
+                                                   cucap_update_refusal *refusal, cucap_error **err);
 
 /**
  * \brief       A shared reference to the builder's graph hierarchy

@@ -86,6 +86,46 @@ CUCAP_API CUresult cucap_graph_instantiate(cucap_graph *g, const cucap_complete_
                                            cucap_error **err);
 
 /**
+ * \brief       Hand the library a graph built node by node
+ *
+ * For a graph made with cuGraphCreate and cuGraphAdd*Node: the library
+ * owns it from now on (the last reference destroys it; never
+ * cuGraphDestroy it yourself) and instantiates, launches, updates
+ * (cucap_exec_update_graph()) and tears it down as it does a captured
+ * one.  Its executable graphs are instantiated in the context current
+ * now, which must outlive them.
+ *
+ * \param       graph   A graph no capture writes into, and no node of
+ *                      another graph owns.
+ * \param       out     Receives one reference.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL arguments
+ *              (graph stays the caller's); CUDA_ERROR_INVALID_CONTEXT with
+ *              no current context (graph stays the caller's);
+ *              CUDA_ERROR_OUT_OF_MEMORY (graph is destroyed: the call took it).
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_graph_adopt(CUgraph graph, cucap_graph **out, cucap_error **err);
+
+/**
+ * \brief       A copy of the graph, in a hierarchy of its own (cuGraphClone)
+ *
+ * The copy reads the same parameter block as g (launch its executable
+ * graphs with cucap_exec_launch_params() as g's), and does not carry the
+ * names of g's kernels.  The driver clones no graph with memory
+ * allocation or free nodes, nor one with conditional nodes.
+ *
+ * \param       g       A graph reference (a conditional body's too).
+ * \param       out     Receives one reference to the copy.
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL arguments;
+ *              CUDA_ERROR_ILLEGAL_STATE for a graph the driver discarded;
+ *              CUDA_ERROR_NOT_SUPPORTED for a graph with memory or
+ *              conditional nodes (the message says so); a driver error.
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_graph_clone(cucap_graph *g, cucap_graph **out, cucap_error **err);
+
+/**
  * \brief       Launch the executable graph on s (cuGraphLaunch)
  *
  * The graph runs in the context it was instantiated in, whatever context
@@ -160,6 +200,49 @@ CUCAP_API CUresult cucap_exec_upload(cucap_exec *e, CUstream s, cucap_error **er
  *              CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE; a driver error.
  */
 CUCAP_API CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **err);
+
+/**
+ * \brief       Update the executable graph from a graph reference
+ *
+ * cucap_exec_update() for a graph that cucap_graph_adopt(),
+ * cucap_graph_clone() or cucap_builder_graph() gave: the same checks,
+ * the same messages.
+ *
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL arguments or
+ *              a conditional body's graph; CUDA_ERROR_ILLEGAL_STATE for a
+ *              graph the driver discarded; CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+ *              a driver error.
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_exec_update_graph(cucap_exec *e, cucap_graph *source, cucap_error **err);
+
+/**
+ * \brief       Change one argument of a named kernel in the executable
+ *              graph
+ *
+ * The kernel is one its capture named (cucap_builder_name_kernel()).
+ * The argument takes size bytes at value from the next launch on
+ * (cuGraphExecKernelNodeSetParams), the other arguments keep the values
+ * this executable graph has, and launches queued before keep theirs.
+ * After cucap_exec_update() the kernel has the values of the updating
+ * capture's kernel of the same name; one that capture did not name is
+ * refused (its values are not known).  Not at the same time as another
+ * call on e.
+ *
+ * \param       name    The kernel's name.
+ * \param       index   The parameter, from 0.
+ * \param       value   size bytes (copied).
+ * \param       size    The parameter's size, exactly.
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL arguments, a
+ *              name the capture did not give, an index past the kernel's
+ *              parameters, or a size other than the parameter's (the
+ *              message gives both); CUDA_ERROR_ILLEGAL_STATE after an
+ *              update from a capture that did not name it; a driver error
+ *              (the executable graph keeps the old value).
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_exec_set_kernel_arg(cucap_exec *e, const char *name, unsigned int index, const void *value,
+                                             size_t size, cucap_error **err);
 
 /** \brief The driver's executable graph (borrowed), NULL for NULL */
 CUCAP_API CUgraphExec cucap_exec_handle(const cucap_exec *e);

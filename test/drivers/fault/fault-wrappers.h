@@ -47,6 +47,12 @@ FAULT_WRAP(cuGraphExecDestroy, cuGraphExecDestroy, PFN_cuGraphExecDestroy_v10000
 FAULT_WRAP(cuGraphExecUpdate, cuGraphExecUpdate, PFN_cuGraphExecUpdate_v12000, 12000, (CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo), (hGraphExec, hGraph, resultInfo))
 FAULT_WRAP(cuGraphLaunch, cuGraphLaunch, PFN_cuGraphLaunch_v10000, 10000, (CUgraphExec hGraph, CUstream hStream), (hGraph, hStream))
 FAULT_WRAP(cuGraphUpload, cuGraphUpload, PFN_cuGraphUpload_v11010, 11010, (CUgraphExec hGraph, CUstream hStream), (hGraph, hStream))
+FAULT_WRAP(cuGraphClone, cuGraphClone, PFN_cuGraphClone_v10000, 10000, (CUgraph *phGraphClone, CUgraph originalGraph), (phGraphClone, originalGraph))
+FAULT_WRAP(cuGraphKernelNodeGetParams, cuGraphKernelNodeGetParams, PFN_cuGraphKernelNodeGetParams_v12000, 12000, (CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams), (hNode, nodeParams))
+FAULT_WRAP(cuGraphExecKernelNodeSetParams, cuGraphExecKernelNodeSetParams, PFN_cuGraphExecKernelNodeSetParams_v12000, 12000, (CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams), (hGraphExec, hNode, nodeParams))
+#if CUDA_VERSION >= 12040
+FAULT_WRAP(cuFuncGetParamInfo, cuFuncGetParamInfo, PFN_cuFuncGetParamInfo_v12040, 12040, (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize), (func, paramIndex, paramOffset, paramSize))
+#endif
 FAULT_WRAP(cuDeviceGetMemPool, cuDeviceGetMemPool, PFN_cuDeviceGetMemPool_v11020, 11020, (CUmemoryPool *pool, CUdevice_v1 dev), (pool, dev))
 FAULT_WRAP(cuMemPoolCreate, cuMemPoolCreate, PFN_cuMemPoolCreate_v11020, 11020, (CUmemoryPool *pool, const CUmemPoolProps_v1 *poolProps), (pool, poolProps))
 FAULT_WRAP(cuMemPoolDestroy, cuMemPoolDestroy, PFN_cuMemPoolDestroy_v11020, 11020, (CUmemoryPool pool), (pool))
