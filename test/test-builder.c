@@ -3125,3 +3125,142 @@ BACKEND_TEST(builder, a_failed_split_kept_leaves_nothing_behind)
         cr_assert_eq(sim_live_settled("event"), 0);
     }
 }
+
+/* ---------------------------------------------------------------- complete_into_why */
+
+static cucap_builder *capture_memsets(CUdeviceptr d, int count)
+{
+    cucap_builder *b = NULL;
+    int i;
+
+    cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    for (i = 0; i < count; i++)
+        cr_assert_eq(D.cuMemsetD8Async(d + (CUdeviceptr)i * 64, (unsigned char)(i + 1), 64, cucap_builder_stream(b)),
+                     CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
+    return b;
+}
+
+/* graphConditionalNodes and simpleCudaGraphs print the driver's
+ * cudaGraphExecUpdateResult when an update is refused: so does the
+ * library, as an out value, and says nothing when it updated. */
+BACKEND_TEST(builder, complete_into_why_gives_the_drivers_reason_for_a_refused_update)
+{
+    cucap_builder *b;
+    cucap_exec *exec = NULL, *first;
+    cucap_completion how;
+    cucap_update_refusal why;
+    cucap_error *err = NULL;
+    CUdeviceptr d = 0;
+
+    cr_assert_eq(D.cuMemAlloc(&d, 256), CUDA_SUCCESS);
+    b = capture_memsets(d, 1);
+    memset(&why, 0x55, sizeof why);
+    cr_assert_eq(cucap_builder_complete_into_why(b, NULL, &exec, &how, &why, &err), CUDA_SUCCESS, "%s",
+                 cucap_error_message(err));
+    cr_assert_eq(how, CUCAP_COMPLETED_INSTANTIATED);
+    cr_assert_eq(why.result, CU_GRAPH_EXEC_UPDATE_SUCCESS, "nothing was refused");
+    cr_assert_null(why.node);
+    cr_assert_str_empty(why.message);
+    first = exec;
+    cucap_builder_destroy(b);
+
+    b = capture_memsets(d, 1);
+    memset(&why, 0x55, sizeof why);
+    cr_assert_eq(cucap_builder_complete_into_why(b, NULL, &exec, &how, &why, &err), CUDA_SUCCESS, "%s",
+                 cucap_error_message(err));
+    cr_assert_eq(how, CUCAP_COMPLETED_UPDATED);
+    cr_assert_eq(exec, first);
+    cr_assert_eq(why.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+    cr_assert_str_empty(why.message);
+    cucap_builder_destroy(b);
+
+    b = capture_memsets(d, 2);
+    cr_assert_eq(cucap_builder_complete_into_why(b, NULL, &exec, &how, &why, &err), CUDA_SUCCESS, "%s",
+                 cucap_error_message(err));
+    cr_assert_eq(how, CUCAP_COMPLETED_INSTANTIATED);
+    cr_assert_eq(why.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, "result %d", (int)why.result);
+    cr_assert(strstr(why.message, "CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED (the topology changed)"), "%s",
+              why.message);
+    cr_assert_eq(cucap_exec_launch(exec, NULL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_complete_into_why(b, NULL, NULL, &how, &why, &err), CUDA_ERROR_INVALID_VALUE);
+    cr_assert(strstr(cucap_error_message(err), "cucap_builder_complete_into_why: exec is NULL"), "%s",
+              cucap_error_message(err));
+    cucap_error_free(err);
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(b);
+    D.cuMemFree(d);
+}
+
+/* ---------------------------------------------------------------- wait */
+
+static void wait_refused(CUresult rc, CUresult want, cucap_error *why, const char *says)
+{
+    cr_assert_eq(rc, want, "%s: %s", cucap_result_name(rc), cucap_error_message(why));
+    cr_assert(strstr(cucap_error_message(why), says), "\"%s\" does not say \"%s\"", cucap_error_message(why), says);
+    cucap_error_free(why);
+}
+
+#define WAIT_REFUSED(b, other, want, says)                                                        \
+    do {                                                                                          \
+        cucap_error *why = NULL;                                                                  \
+        CUresult rc_ = cucap_builder_wait(b, other, &why);                                        \
+        wait_refused(rc_, want, why, says);                                                       \
+    } while (0)
+
+/* graphMemoryNodes' cudaStreamWaitEvent between two streams of one
+ * capture: the primary's next work waits for what its fork captured so
+ * far, and not for what the fork captures later; both stay open. */
+BACKEND_TEST(builder, wait_orders_after_the_others_work_so_far_and_leaves_both_open)
+{
+    cucap_builder *b = new_builder(), *f = NULL, *other = new_builder();
+    cucap_exec *exec = NULL;
+    cucap_graph *g = NULL;
+    cucap_error *err = NULL;
+    CUdeviceptr d = 0;
+    unsigned char host[256];
+
+    cr_assert_eq(D.cuMemAlloc(&d, 256), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8(d, 0, 256), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    WAIT_REFUSED(b, other, CUDA_ERROR_ILLEGAL_STATE, "is not capturing (it is NOT_STARTED)");
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d, 1, 64, cucap_builder_stream(b)), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 2, &f, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d + 64, 2, 64, cucap_builder_stream(f)), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_wait(b, f, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_get_state(f), CUCAP_BUILDER_CAPTURING, "the fork stays open");
+    cr_assert_eq(cucap_builder_get_state(b), CUCAP_BUILDER_CAPTURING);
+    cr_assert_eq(D.cuMemcpyDtoDAsync(d + 128, d + 64, 64, cucap_builder_stream(b)), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8Async(d + 192, 3, 64, cucap_builder_stream(f)), CUDA_SUCCESS);
+
+    WAIT_REFUSED(b, b, CUDA_ERROR_INVALID_VALUE, "cannot wait on itself");
+    WAIT_REFUSED(b, NULL, CUDA_ERROR_INVALID_VALUE, "other is NULL");
+    WAIT_REFUSED(NULL, f, CUDA_ERROR_INVALID_VALUE, "the builder is NULL");
+    cr_assert_eq(cucap_builder_begin(other, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    WAIT_REFUSED(b, other, CUDA_ERROR_INVALID_VALUE, "another capture");
+    cr_assert_eq(capture_status(cucap_builder_stream(b)), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    cr_assert_eq(capture_status(cucap_builder_stream(other)), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    cr_assert_eq(cucap_builder_end(other, NULL), CUDA_SUCCESS);
+
+    cr_assert_eq(cucap_builder_join_forks(b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
+    WAIT_REFUSED(b, f, CUDA_ERROR_ILLEGAL_STATE, "is not capturing (it is ENDED)");
+    cr_assert_eq(cucap_builder_graph(b, &g, NULL), CUDA_SUCCESS);
+    /* the split's edge and the fork's own, the primary's own, and the wait's: 4 */
+    cr_assert_eq(edges_of(cucap_graph_handle(g)), 4);
+    cr_assert_eq(cucap_builder_complete(b, NULL, &exec, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_exec_launch(exec, NULL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemcpyDtoH(host, d, sizeof host), CUDA_SUCCESS);
+    cr_assert(host[0] == 1 && host[64] == 2 && host[128] == 2 && host[192] == 3, "%d %d %d %d", host[0], host[64],
+              host[128], host[192]);
+    cucap_exec_destroy(exec);
+    cucap_graph_unref(g);
+    cucap_builder_destroy(f);
+    cucap_builder_destroy(other);
+    cucap_builder_destroy(b);
+    D.cuMemFree(d);
+}

@@ -943,3 +943,79 @@ FAULT_BACKEND_TEST(cxx, destructor_failures_warn_and_failed_calls_leak_nothing)
     if (on_simulator())
         cr_assert_eq(sim_live_settled("stream"), streams, "a failed split leaked a stream");
 }
+
+// What NVIDIA's graph samples needed of the C++ layer: typed pool memory,
+// a wait between two builders of one capture, the reason of a refused
+// update, graphs built by hand and cloned.
+BACKEND_TEST(cxx, samples_typed_pool_wait_refusal_adopt_and_clone)
+{
+    unsigned char host[4 * 64];
+    CUdeviceptr d = device_buffer(sizeof host);
+    cucap::pool pool = cucap::pool::device(0);
+    cucap::exec e;
+    cucap_update_refusal why;
+
+    {
+        cucap::builder b = cucap::builder::create();
+        b.begin();
+        float *x = pool.alloc<float>(64, b.stream());   // a graph allocation, typed
+        cr_assert_not_null(x);
+        cr_assert_eq(D.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(x), 0x41, 64 * sizeof(float), b.stream()),
+                     CUDA_SUCCESS);
+        std::vector<cucap::builder> forks = b.split(2);
+        cr_assert_eq(D.cuMemcpyDtoDAsync(d, reinterpret_cast<CUdeviceptr>(x), 64, forks[0].stream()), CUDA_SUCCESS);
+        b.wait(forks[0]);
+        cr_assert_eq(D.cuMemcpyDtoDAsync(d + 64, d, 64, b.stream()), CUDA_SUCCESS);
+        b.join_forks();
+        b.end();
+        cr_assert_eq(b.complete_into(e, &why), CUCAP_COMPLETED_INSTANTIATED);
+        cr_assert_eq(why.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+        for (int launch = 0; launch < 3; launch++) {
+            e.launch(b.stream());
+            cr_assert_eq(D.cuStreamSynchronize(b.stream()), CUDA_SUCCESS);
+            read_back(d, host, sizeof host);
+            cr_assert_eq(host[64 + 63], 0x41, "launch %d", launch);
+            pool.free(x, b.stream());   // freed outside the graph, after every launch
+            cr_assert_eq(D.cuStreamSynchronize(b.stream()), CUDA_SUCCESS);
+        }
+        try {
+            pool.alloc<double>(SIZE_MAX / 4, b.stream());
+            cr_assert_fail("an allocation of more bytes than size_t holds did not throw");
+        } catch (const cucap::error &err) {
+            cr_assert_not_null(std::strstr(err.what(), "cuMemAllocFromPoolAsync"), "the driver refused it: %s",
+                               err.what());
+        }
+    }
+    {
+        // one more node: the update is refused, and the reason comes back
+        cucap::builder b = cucap::builder::create();
+        b.begin();
+        for (int i = 0; i < 3; i++)
+            cr_assert_eq(D.cuMemsetD8Async(d + 64 * i, (unsigned char)(7 + i), 64, b.stream()), CUDA_SUCCESS);
+        b.end();
+        cr_assert_eq(b.complete_into(e, &why), CUCAP_COMPLETED_INSTANTIATED);
+        cr_assert_eq(why.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, "%d", (int)why.result);
+        cr_assert_not_null(std::strstr(why.message, "TOPOLOGY_CHANGED"), "%s", why.message);
+        cucap::graph copy = b.graph_ref().clone();
+        b.reset();
+        cucap::exec ce = copy.instantiate();
+        ce.launch(nullptr);
+        cr_assert_eq(D.cuStreamSynchronize(nullptr), CUDA_SUCCESS);
+        read_back(d, host, sizeof host);
+        cr_assert_eq(host[128], 9, "the clone ran after its builder was reset");
+        e.update(copy);
+    }
+    {
+        CUgraph raw = nullptr;
+        cr_assert_eq(D.cuGraphCreate(&raw, 0), CUDA_SUCCESS);
+        cucap::graph built = cucap::graph::adopt(raw);
+        cr_assert_eq(built.handle(), raw);
+        try {
+            cucap::graph::adopt(nullptr);
+            cr_assert_fail("adopting NULL did not throw");
+        } catch (const cucap::error &err) {
+            cr_assert_eq(err.code(), CUDA_ERROR_INVALID_VALUE);
+        }
+    }
+    D.cuMemFree(d);
+}

@@ -257,6 +257,101 @@ BACKEND_TEST(pool, alloc_free_outside_capture_and_from_a_created_pool)
     cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* ---------------------------------------------------------------- graph allocations freed outside their graph */
+
+static void check_filled(CUdeviceptr a, unsigned char value, int launch)
+{
+    unsigned char host[256];
+    size_t i;
+
+    memset(host, 0, sizeof host);
+    cr_assert_eq(D.cuMemcpyDtoH(host, a, sizeof host), CUDA_SUCCESS);
+    for (i = 0; i < sizeof host; i++)
+        cr_assert_eq(host[i], value, "launch %d: byte %zu is %#x", launch, i, host[i]);
+}
+
+/* NVIDIA's graphMemoryNodes: a capture allocates through the pool and does
+ * not free; after each launch the program frees the allocation outside the
+ * graph, and the next launch makes it again at the same address.  The pool
+ * frees it after every launch, whether a builder or the driver's own
+ * capture made it; a launch while it lives, and a second free, are the
+ * driver's refusals (doc/driver-facts.md, "Graph allocations freed outside
+ * the graph"); once the graph is gone the live allocation is freed once. */
+static void freed_after_every_launch(int with_builder)
+{
+    cucap_pool *p = NULL;
+    cucap_builder *b = NULL;
+    cucap_exec *exec = NULL;
+    cucap_error *err = NULL;
+    CUstream s = new_stream();
+    CUgraph g = NULL;
+    CUdeviceptr a = 0, first = 0;
+    CUDA_GRAPH_INSTANTIATE_PARAMS params;
+    CUgraphExec raw = NULL;
+    CUresult rc;
+    int launch;
+
+    cr_assert_eq(cucap_device_pool(0, &p, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    if (with_builder) {
+        cr_assert_eq(cucap_builder_create_on_stream(s, &b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+        cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, &err), CUDA_SUCCESS, "%s",
+                     cucap_error_message(err));
+    } else {
+        cr_assert_eq(D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    }
+    cr_assert_eq(cucap_pool_alloc(p, 256, s, &a, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(D.cuMemsetD8Async(a, 0x5c, 256, s), CUDA_SUCCESS);
+    if (with_builder) {
+        cr_assert_eq(cucap_builder_end(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+        cr_assert_eq(cucap_builder_complete(b, NULL, &exec, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+        raw = cucap_exec_handle(exec);
+    } else {
+        cr_assert_eq(D.cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+        memset(&params, 0, sizeof params);
+        cr_assert_eq(D.cuGraphInstantiateWithParams(&raw, g, &params), CUDA_SUCCESS);
+    }
+    first = a;
+    for (launch = 0; launch < 4; launch++) {
+        cr_assert_eq(D.cuGraphLaunch(raw, s), CUDA_SUCCESS, "launch %d", launch);
+        cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+        check_filled(a, 0x5c, launch);
+        cr_assert_eq(cucap_pool_free(p, a, s, &err), CUDA_SUCCESS, "launch %d: %s", launch, cucap_error_message(err));
+        cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    }
+    rc = cucap_pool_free(p, a, s, &err);
+    cr_assert_eq(rc, CUDA_ERROR_INVALID_VALUE, "a second free after one launch: %s", cucap_result_name(rc));
+    cr_assert(strstr(cucap_error_message(err), "cuMemFreeAsync"), "the driver refused it: %s", cucap_error_message(err));
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_eq(D.cuGraphLaunch(raw, s), CUDA_SUCCESS);
+    cr_assert_eq(D.cuGraphLaunch(raw, s), CUDA_ERROR_INVALID_VALUE, "the allocation lives: no launch makes it again");
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(a, first);
+    /* the graph goes with its allocation alive: freed once, after */
+    if (with_builder) {
+        cucap_exec_destroy(exec);
+        cucap_builder_destroy(b);
+    } else {
+        cr_assert_eq(D.cuGraphExecDestroy(raw), CUDA_SUCCESS);
+        cr_assert_eq(D.cuGraphDestroy(g), CUDA_SUCCESS);
+    }
+    cr_assert_eq(cucap_pool_free(p, a, s, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(cucap_pool_free(p, a, s, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
+BACKEND_TEST(pool, a_builder_captures_allocation_is_freed_after_every_launch)
+{
+    freed_after_every_launch(1);
+}
+
+BACKEND_TEST(pool, a_driver_captures_allocation_is_freed_after_every_launch)
+{
+    freed_after_every_launch(0);
+}
+
 /* ---------------------------------------------------------------- release threshold */
 
 static cuuint64_t threshold_of(CUmemoryPool pool)

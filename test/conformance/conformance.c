@@ -257,6 +257,7 @@ int main(int argc, char **argv)
     conf_rows_copies();
     conf_rows_join();
     conf_rows_devices();
+    conf_rows_graph_memory();
     printf("1..%d\n", rows);
     D.cuCtxSetCurrent(NULL);
     D.cuDevicePrimaryCtxRelease(conf_dev);
