@@ -46,8 +46,9 @@
  * Calls that can block: the last release of a capture's parameter block
  * waits on the host until the launches still reading it are done.  That
  * release can come from cucap_exec_destroy(), cucap_graph_unref(),
- * cucap_builder_destroy(), cucap_builder_reset(), cucap_exec_update() and
- * cucap_builder_complete_into() (the executable graph lets go of the
+ * cucap_builder_destroy(), cucap_builder_reset(), cucap_exec_update(),
+ * cucap_exec_update_graph(), cucap_builder_complete_into() and
+ * cucap_builder_complete_into_why() (the executable graph lets go of the
  * block of the capture it was made from), and cucap_builder_params() (a
  * block of another size replaces the builder's last one); without a
  * parameter block none of them waits.
