@@ -170,7 +170,7 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
         rc = cucap_i_work_leave(&w, rc, caller, err);
     }
     e->kernels = NULL;
-    if (rc == CUDA_SUCCESS && !box)
+    if (rc == CUDA_SUCCESS && (!box || box == cucap_i_hier_root_box(h)))   /* names are the root's */
         rc = cucap_i_kernels_copy(*cucap_i_hier_kernels(h), &e->kernels, caller, err);
     cucap_i_hier_unlock(h);
     if (rc != CUDA_SUCCESS) {

@@ -61,29 +61,11 @@ static struct named_kernel *find(const struct cucap_kernels *list, const char *n
     return NULL;
 }
 
-/* Room for count parameters of sizes[] (offsets[]), values copied from
- * the node's kernelParams (or zero when from is NULL). */
-static int fill_values(struct named_kernel *k, const size_t *offsets, size_t end, void *const *from)
-{
-    size_t i;
-
-    k->values_size = end ? end : 1;
-    if (!(k->values = calloc(1, k->values_size)) || (k->count && !(k->pointers = calloc(k->count, sizeof *k->pointers))))
-        return -1;
-    for (i = 0; i < k->count; i++) {
-        k->pointers[i] = k->values + offsets[i];
-        if (from)
-            memcpy(k->pointers[i], from[i], k->sizes[i]);
-    }
-    k->params.kernelParams = k->pointers;
-    k->params.extra = NULL;
-    return 0;
-}
-
+/* The kernel's parameters, from the driver: their count, sizes and
+ * offsets, and room for their values, filled from the node's. */
 static CUresult describe(struct named_kernel *k, const char *caller, cucap_error **err)
 {
-    size_t offsets_local[32], *offsets = offsets_local, cap = 32, offset, size, end = 0;
-    CUresult rc = CUDA_SUCCESS;
+    size_t offset, size, end = 0, i;
 
     if (!cucap_i_drv.cuFuncGetParamInfo)
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: naming a kernel needs a driver of CUDA 12.4 or "
@@ -94,40 +76,28 @@ static CUresult describe(struct named_kernel *k, const char *caller, cucap_error
     if (!k->params.kernelParams)
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: the kernel was launched with its arguments in "
                             "`extra`; only kernelParams launches can be named", caller);
-    for (k->count = 0; k->count < MAX_ARGUMENTS; k->count++) {
-        if (cucap_i_drv.cuFuncGetParamInfo(k->params.func, k->count, &offset, &size) != CUDA_SUCCESS)
-            break;   /* past the last parameter */
-        if (k->count == cap) {
-            size_t *grown = offsets == offsets_local ? malloc(2 * cap * sizeof *grown)
-                                                     : realloc(offsets, 2 * cap * sizeof *grown);
-            if (!grown) {
-                rc = CUDA_ERROR_OUT_OF_MEMORY;
-                break;
-            }
-            if (offsets == offsets_local)
-                memcpy(grown, offsets_local, sizeof offsets_local);
-            offsets = grown;
-            cap *= 2;
-        }
-        if (!(k->count % 32)) {
-            size_t *grown = realloc(k->sizes, (k->count + 32) * sizeof *grown);
-            if (!grown) {
-                rc = CUDA_ERROR_OUT_OF_MEMORY;
-                break;
-            }
-            k->sizes = grown;
-        }
-        offsets[k->count] = offset;
-        k->sizes[k->count] = size;
+    /* the driver answers INVALID_VALUE past the last parameter */
+    while (k->count < MAX_ARGUMENTS &&
+           cucap_i_drv.cuFuncGetParamInfo(k->params.func, k->count, &offset, &size) == CUDA_SUCCESS) {
         if (offset + size > end)
             end = offset + size;
+        k->count++;
     }
-    if (rc == CUDA_SUCCESS && fill_values(k, offsets, end, k->params.kernelParams) != 0)
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-    if (offsets != offsets_local)
-        free(offsets);
-    if (rc != CUDA_SUCCESS)
-        return cucap_i_fail(err, rc, "%s: out of memory", caller);
+    k->values_size = end ? end : 1;
+    if ((k->count && (!(k->sizes = calloc(k->count, sizeof *k->sizes)) ||
+                      !(k->pointers = calloc(k->count, sizeof *k->pointers)))) ||
+        !(k->values = calloc(1, k->values_size)))
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    for (i = 0; i < k->count; i++) {
+        CUresult rc = cucap_i_drv.cuFuncGetParamInfo(k->params.func, i, &offset, &size);
+        if (rc != CUDA_SUCCESS)
+            return cucap_i_fail_driver(err, rc, caller, "cuFuncGetParamInfo");
+        k->sizes[i] = size;
+        k->pointers[i] = k->values + offset;
+        memcpy(k->pointers[i], k->params.kernelParams[i], size);
+    }
+    k->params.kernelParams = k->pointers;
+    k->params.extra = NULL;
     return CUDA_SUCCESS;
 }
 
@@ -259,7 +229,7 @@ CUresult cucap_i_kernels_set_arg(struct cucap_kernels *list, CUgraphExec exec, c
                                  const void *value, size_t size, const char *caller, cucap_error **err)
 {
     struct named_kernel *k;
-    unsigned char saved[64];
+    void *kept;
     CUresult rc;
 
     if (!name)
@@ -279,16 +249,14 @@ CUresult cucap_i_kernels_set_arg(struct cucap_kernels *list, CUgraphExec exec, c
                             caller, index, name, k->sizes[index], size);
     if (!value)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the value is NULL", caller);
-    if (size <= sizeof saved)
-        memcpy(saved, k->pointers[index], size);
-    memcpy(k->pointers[index], value, size);
+    /* the driver copies the arguments at the call: the new one is read
+     * where the caller has it, and kept only once the driver took it */
+    kept = k->pointers[index];
+    k->pointers[index] = (void *)value;
     rc = cucap_i_drv.cuGraphExecKernelNodeSetParams(exec, k->node, &k->params);
-    if (rc != CUDA_SUCCESS) {
-        if (size <= sizeof saved)
-            memcpy(k->pointers[index], saved, size);   /* the executable graph kept the old value */
-        else
-            k->stale = 1;
+    k->pointers[index] = kept;
+    if (rc != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuGraphExecKernelNodeSetParams");
-    }
+    memcpy(kept, value, size);
     return CUDA_SUCCESS;
 }

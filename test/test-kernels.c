@@ -253,20 +253,30 @@ Test(kernels_run_gpu, one_argument_changes_and_the_others_stay)
 }
 
 /* The executable graph keeps what it needs: the builder, and the graph
- * reference, gone before the arguments change. */
+ * reference it was instantiated from, gone before the arguments change.
+ * A clone does not carry the names. */
 Test(kernels_run_gpu, arguments_change_after_the_builder_is_gone)
 {
     struct store_kernel k = load_store();
     cucap_builder *b = capturing();
-    cucap_exec *exec = NULL;
+    cucap_graph *g = NULL, *copy = NULL;
+    cucap_exec *exec = NULL, *copied = NULL;
     cucap_error *err = NULL;
-    uint32_t v;
+    uint32_t v = 7;
     struct stored s;
 
     launch_store(&k, b, 0, 1, 2, "only");
     cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
-    cr_assert_eq(cucap_builder_complete(b, NULL, &exec, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_graph(b, &g, NULL), CUDA_SUCCESS);
     cucap_builder_destroy(b);
+    cr_assert_eq(cucap_graph_clone(g, &copy, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_graph_instantiate(copy, NULL, &copied, NULL), CUDA_SUCCESS);
+    REFUSED(cucap_exec_set_kernel_arg(copied, "only", 1, &v, sizeof v, &why), CUDA_ERROR_INVALID_VALUE,
+            "named no kernel \"only\"");
+    cucap_exec_destroy(copied);
+    cucap_graph_unref(copy);
+    cr_assert_eq(cucap_graph_instantiate(g, NULL, &exec, NULL), CUDA_SUCCESS);
+    cucap_graph_unref(g);
     for (v = 10; v < 20; v++) {
         cr_assert_eq(cucap_exec_set_kernel_arg(exec, "only", 1, &v, sizeof v, &err), CUDA_SUCCESS, "%s",
                      cucap_error_message(err));
