@@ -76,6 +76,7 @@
 #include <cucapture/graph.h>
 #include <cucapture/builder.h>
 #include <cucapture/relaxed.h>
+#include <cucapture/graph-set.h>
 
 /** The version of the headers, for compile-time checks; the library's own
  *  is cucap_version_string(). */

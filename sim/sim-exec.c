@@ -333,6 +333,12 @@ static CUresult sim_cuGraphExecUpdate(CUgraphExec h, CUgraph hg, CUgraphExecUpda
         if (info->result != CU_GRAPH_EXEC_UPDATE_SUCCESS)
             info->errorNode = (CUgraphNode)a;
     }
+    /* measured on the H200: the same topology with memory nodes is refused,
+     * CU_GRAPH_EXEC_UPDATE_ERROR, the executable graph left as it was (a
+     * changed topology is reported as such first) */
+    if (info->result == CU_GRAPH_EXEC_UPDATE_SUCCESS &&
+        (sim_graph_has_node_types(g, 1, 0) || sim_graph_has_node_types(snap, 1, 0)))
+        info->result = CU_GRAPH_EXEC_UPDATE_ERROR;
     if (info->result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
         rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
         goto done;

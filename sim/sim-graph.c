@@ -349,7 +349,7 @@ struct sim_graph *sim_graph_clone(const struct sim_graph *src, struct sim_node *
     return g;
 }
 
-static int has_node_types(const struct sim_graph *g, int alloc_free, int conditional)
+int sim_graph_has_node_types(const struct sim_graph *g, int alloc_free, int conditional)
 {
     size_t i;
 
@@ -359,7 +359,7 @@ static int has_node_types(const struct sim_graph *g, int alloc_free, int conditi
             return 1;
         if (conditional && n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
             return 1;
-        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && has_node_types(n->u.child.graph, alloc_free, conditional))
+        if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && sim_graph_has_node_types(n->u.child.graph, alloc_free, conditional))
             return 1;
     }
     return 0;
@@ -378,7 +378,7 @@ static CUresult sim_cuGraphClone(CUgraph *out, CUgraph original)
     sim_lock();
     if (!(g = graph_of(original)) || !sim_graph_valid(original))
         rc = CUDA_ERROR_INVALID_VALUE;
-    else if (has_node_types(g, 1, 1))
+    else if (sim_graph_has_node_types(g, 1, 1))
         rc = CUDA_ERROR_NOT_SUPPORTED;
     else if (!(clone = sim_graph_clone(g, NULL)))
         rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -397,6 +397,26 @@ static CUresult sim_cuGraphKernelNodeGetParams(CUgraphNode h, CUDA_KERNEL_NODE_P
     (void)h;
     (void)params;
     return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult sim_cuGraphMemAllocNodeGetParams(CUgraphNode h, CUDA_MEM_ALLOC_NODE_PARAMS *out)
+{
+    struct sim_node *n;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+    if (!out)
+        return rc;
+    sim_lock();
+    if ((n = node_of(h)) && n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+        memset(out, 0, sizeof *out);
+        out->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        out->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        out->bytesize = n->u.alloc.size;
+        out->dptr = n->u.alloc.ptr;
+        rc = CUDA_SUCCESS;
+    }
+    sim_unlock();
+    return rc;
 }
 
 /* ---------------------------------------------------------------- adding nodes */
@@ -547,7 +567,7 @@ static CUresult sim_cuGraphAddChildGraphNode(CUgraphNode *out, CUgraph hg, const
     rc = check_deps(g, deps, n);
     if (rc != CUDA_SUCCESS)
         goto done;
-    if (has_node_types(c, 1, 1)) {
+    if (sim_graph_has_node_types(c, 1, 1)) {
         rc = CUDA_ERROR_NOT_SUPPORTED;
         goto done;
     }
@@ -742,6 +762,7 @@ const struct sim_entry sim_graph_entries[] = {
     SIM_ENTRY(cuGraphCreate, 10000),
     SIM_ENTRY(cuGraphClone, 10000),
     SIM_ENTRY(cuGraphKernelNodeGetParams, 12000),
+    SIM_ENTRY(cuGraphMemAllocNodeGetParams, 11040),
     SIM_ENTRY(cuGraphDestroy, 10000),
     SIM_ENTRY(cuGraphAddNode, 12030),
     SIM_ENTRY(cuGraphAddEmptyNode, 10000),

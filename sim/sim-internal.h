@@ -112,6 +112,9 @@ struct sim_graph {
 };
 
 int sim_graph_valid(CUgraph g);      /* LIVE; a discarded or destroyed graph is fatal */
+/* Whether g, or a child graph of it, holds memory allocation or free
+ * nodes (alloc_free) or conditional nodes (conditional). */
+int sim_graph_has_node_types(const struct sim_graph *g, int alloc_free, int conditional);
 struct sim_node *sim_graph_add(struct sim_graph *g, CUgraphNodeType type,
                                struct sim_node *const *deps, size_t dep_count);
 struct sim_graph *sim_graph_new(void);

@@ -161,12 +161,31 @@ int sim_memory_release(CUdeviceptr p)
     return 0;
 }
 
+/* Graph memory: what graph allocations that exist take, and what the
+ * device keeps reserved for them (the most they took since the last
+ * trim; graphs run one after another share it, as measured). */
+static cuuint64_t graph_reserved;
+
+static cuuint64_t graph_used(void)
+{
+    struct allocation *a;
+    cuuint64_t used = 0;
+
+    for (a = allocations; a; a = a->next)
+        if (a->owner && a->materialized)
+            used += a->size;
+    return used;
+}
+
 void sim_memory_alloc_node(CUdeviceptr p)
 {
     struct allocation *a = find(p, 0, 1);
+    cuuint64_t used;
 
     if (a)
         a->materialized = 1;
+    if ((used = graph_used()) > graph_reserved)
+        graph_reserved = used;
 }
 
 /* Whether p is an allocation that exists now: a graph allocation exists
@@ -465,6 +484,60 @@ static CUresult sim_cuMemFreeAsync(CUdeviceptr ptr, CUstream s)
     return rc;
 }
 
+/* ---------------------------------------------------------------- graph memory */
+
+static CUresult sim_cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void *value)
+{
+    cuuint64_t *out = value;
+
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_is_initialised())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev < 0 || dev >= sim_device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
+    sim_lock();
+    switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *out = graph_used(); break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: *out = graph_reserved; break;
+    default: *out = graph_reserved; break;   /* the high marks: the reserve is one */
+    }
+    sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuDeviceGraphMemTrim(CUdevice dev)
+{
+    if (!sim_is_initialised())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev < 0 || dev >= sim_device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
+    sim_lock();
+    graph_reserved = graph_used();
+    sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuMemGetInfo(size_t *free_bytes, size_t *total)
+{
+    struct allocation *a;
+    size_t used = 0;
+
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_current_ctx())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    sim_lock();
+    for (a = allocations; a; a = a->next)
+        if (!a->owner)
+            used += a->size;
+    sim_unlock();
+    used += (size_t)graph_reserved;
+    *total = SIM_DEVICE_MEMORY;
+    *free_bytes = used < SIM_DEVICE_MEMORY ? SIM_DEVICE_MEMORY - used : 0;
+    return CUDA_SUCCESS;
+}
+
 /* ---------------------------------------------------------------- synchronous memory calls */
 
 static CUresult sim_cuMemAlloc(CUdeviceptr *out, size_t bytes)
@@ -670,6 +743,9 @@ const struct sim_entry sim_memory_entries[] = {
     SIM_ENTRY(cuMemPoolSetAttribute, 11020),
     SIM_ENTRY(cuMemAllocFromPoolAsync, 11020),
     SIM_ENTRY(cuMemFreeAsync, 11020),
+    SIM_ENTRY(cuDeviceGetGraphMemAttribute, 11040),
+    SIM_ENTRY(cuDeviceGraphMemTrim, 11040),
+    SIM_ENTRY(cuMemGetInfo, 3020),
     SIM_ENTRY(cuMemAlloc, 3020),
     SIM_ENTRY(cuMemFree, 3020),
     SIM_ENTRY(cuMemcpyDtoH, 3020),

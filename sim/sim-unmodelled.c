@@ -75,7 +75,7 @@ static CUresult unmodelled(const char *call, atomic_int *said)
     X(cuMemcpyPeerAsync) X(cuMemcpy2DAsync) X(cuMemcpy3DAsync) X(cuMemsetD16) X(cuMemsetD32)    \
     X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuMemsetD2D8Async) X(cuMemAllocHost)               \
     X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister) X(cuMemHostUnregister)              \
-    X(cuMemAllocManaged) X(cuMemAllocPitch) X(cuMemPrefetchAsync) X(cuMemGetInfo)                \
+    X(cuMemAllocManaged) X(cuMemAllocPitch) X(cuMemPrefetchAsync)                \
     X(cuPointerGetAttribute) X(cuLaunchKernelEx) X(cuLaunchCooperativeKernel)                   \
     X(cuModuleGetGlobal) X(cuLibraryLoadData) X(cuLibraryGetKernel) X(cuFuncGetAttribute)        \
     X(cuFuncSetAttribute) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuGraphInstantiate)   \

@@ -122,9 +122,11 @@ static int body_may_begin_again(const cucap_builder *b)
            (b->state == CUCAP_BUILDER_INVALIDATED || (b->state == CUCAP_BUILDER_ENDED && b->record_failed));
 }
 
-CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_error **err)
+/* begin, or with run an eager run's begin: the same checks and state,
+ * no capture. */
+static CUresult begin(cucap_builder *b, CUstreamCaptureMode mode, struct cucap_eager_run *run, const char *caller,
+                      cucap_error **err)
 {
-    static const char caller[] = "cucap_builder_begin";
     struct cucap_hier *h = NULL;
     CUresult rc;
 
@@ -137,7 +139,7 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: cannot resume building after the capture ended (the builder is %s); create a "
                             "new builder", caller, cucap_i_state_names[b->state]);
-    if (b->kind == CUCAP_BUILDER_BODY && !cucap_i_box_graph(b->body_box))
+    if (b->kind == CUCAP_BUILDER_BODY && (run || !cucap_i_box_graph(b->body_box)))
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: the parent's capture was invalidated and the driver discarded its graph, this "
                             "body's graph with it", caller);
@@ -148,9 +150,9 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
     /* the hierarchy first: nothing to undo when memory is short; its
      * graph and the capture's id are learned when first needed (the end
      * returns the graph, a join sees the id) */
-    if (!(h = cucap_i_hier_new_capture(b->ctx->ctx, b->stream)))
+    if (!(h = run ? cucap_i_hier_new_eager(b->ctx->ctx, b->stream, run) : cucap_i_hier_new_capture(b->ctx->ctx, b->stream)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    if ((rc = cucap_i_drv.cuStreamBeginCapture(b->stream, mode)) != CUDA_SUCCESS) {
+    if (!run && (rc = cucap_i_drv.cuStreamBeginCapture(b->stream, mode)) != CUDA_SUCCESS) {
         cucap_i_hier_unref(h, caller);
         return cucap_i_fail_driver(err, rc, caller, "cuStreamBeginCapture");
     }
@@ -169,6 +171,17 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
     return CUDA_SUCCESS;
 }
 
+CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_error **err)
+{
+    return begin(b, mode, NULL, "cucap_builder_begin", err);
+}
+
+CUresult cucap_i_builder_begin_eager(cucap_builder *b, struct cucap_eager_run *run, const char *caller,
+                                     cucap_error **err)
+{
+    return begin(b, CU_STREAM_CAPTURE_MODE_RELAXED, run, caller, err);
+}
+
 /* End the capture and settle who owns its graph, exclusive on the
  * hierarchy from the end's start until the outcome is settled.  Returns
  * the driver's status and never reports it; *g is the graph or NULL. */
@@ -183,6 +196,13 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
     if (b->state != CUCAP_BUILDER_CAPTURING || b->kind == CUCAP_BUILDER_FORKED)
         return CUDA_SUCCESS;
     cucap_i_hier_lock(b->h);
+    if (cucap_i_hier_eager(b->h)) {   /* nothing to end: the work ran */
+        cucap_i_hier_capture_over(b->h, NULL);
+        b->state = CUCAP_BUILDER_ENDED;
+        cucap_i_hier_unlock(b->h);
+        cucap_i_registry_remove(&b->registration);
+        return CUDA_SUCCESS;
+    }
     rc = cucap_i_drv.cuStreamEndCapture(b->stream, &g);
     if (g || rc != CUDA_SUCCESS) {
         if (!g && rc != CUDA_SUCCESS &&
@@ -645,6 +665,38 @@ CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned in
 
 /* ---------------------------------------------------------------- the parameter block */
 
+/* An eager run's block: memory of the run, from the device's pool in
+ * stream order on b's stream, holding the run's values once the copy
+ * queued behind it ran; the run's owner frees it behind the run's work. */
+static CUresult eager_params(cucap_builder *b, struct cucap_eager_run *run, size_t size, CUdeviceptr *block,
+                             const char *caller, cucap_error **err)
+{
+    struct cucap_work_scope w;
+    CUmemoryPool pool = NULL;
+    CUresult rc;
+
+    if (run->block)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture has its parameter block already: one "
+                            "per capture, so put every value its work reads in one struct", caller);
+    if (run->values && size != run->size)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a block of %zu bytes, for values of %zu bytes",
+                            caller, size, run->size);
+    if ((rc = cucap_i_work_enter(&w, b->ctx->ctx, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_drv.cuDeviceGetMemPool(&pool, b->ctx->dev)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuDeviceGetMemPool");
+    else if ((rc = cucap_i_drv.cuMemAllocFromPoolAsync(&run->block, size, pool, b->stream)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuMemAllocFromPoolAsync");
+    else if (run->values && (rc = cucap_i_drv.cuMemcpyHtoDAsync(run->block, run->values, size, b->stream)) !=
+                                CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuMemcpyHtoDAsync");
+    if (rc == CUDA_SUCCESS) {
+        run->block_stream = b->stream;
+        *block = run->block;
+    }
+    return cucap_i_work_leave(&w, rc, caller, err);
+}
+
 static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUdeviceptr *block, const char *caller,
                             cucap_error **err)
 {
@@ -671,7 +723,9 @@ static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUd
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's capture ended (its primary's end came "
                             "first)", caller);
     }
-    if ((p = cucap_i_hier_params(b->h)) != NULL)
+    if (cucap_i_hier_eager(b->h))
+        rc = eager_params(b, cucap_i_hier_eager(b->h), size, block, caller, err);
+    else if ((p = cucap_i_hier_params(b->h)) != NULL)
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                           "%s: the capture has its parameter block already (%zu bytes at 0x%llx): one per capture, "
                           "so put every value its work reads in one struct", caller, cucap_i_params_size(p),
@@ -726,8 +780,11 @@ CUresult cucap_builder_name_kernel(cucap_builder *b, const char *name, cucap_err
     if (!cucap_i_capture_lock(b))
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture ended while the call ran (its end came "
                           "from another thread)", caller);
-    else
+    else if (!cucap_i_hier_eager(b->h))
         rc = cucap_i_kernels_name(cucap_i_hier_kernels(b->h), b->stream, name, caller, err);
+    else
+        rc = name && *name ? CUDA_SUCCESS : cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the name is %s", caller,
+                                                         name ? "empty" : "NULL");   /* an eager run: no graph */
     cucap_i_capture_unlock(b);
     return rc;
 }

@@ -64,11 +64,15 @@ CUCAP_DRIVER_ENTRY(cuGraphUpload, cuGraphUpload, 11010, 0)
 CUCAP_DRIVER_ENTRY(cuGraphClone, cuGraphClone, 10000, 0)
 CUCAP_DRIVER_ENTRY(cuGraphKernelNodeGetParams, cuGraphKernelNodeGetParams, 12000, 0)
 CUCAP_DRIVER_ENTRY(cuGraphExecKernelNodeSetParams, cuGraphExecKernelNodeSetParams, 12000, 0)
+CUCAP_DRIVER_ENTRY(cuGraphMemAllocNodeGetParams, cuGraphMemAllocNodeGetParams, 11040, 0)
 #if CUDA_VERSION >= 12040
 CUCAP_DRIVER_ENTRY(cuFuncGetParamInfo, cuFuncGetParamInfo, 12040, 1)   /* named kernels */
 #endif
 /* memory */
 CUCAP_DRIVER_ENTRY(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, 0)
+CUCAP_DRIVER_ENTRY(cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute, 11040, 0)
+CUCAP_DRIVER_ENTRY(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, 0)
+CUCAP_DRIVER_ENTRY(cuMemGetInfo, cuMemGetInfo, 3020, 0)
 CUCAP_DRIVER_ENTRY(cuMemPoolCreate, cuMemPoolCreate, 11020, 0)
 CUCAP_DRIVER_ENTRY(cuMemPoolDestroy, cuMemPoolDestroy, 11020, 0)
 CUCAP_DRIVER_ENTRY(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, 0)

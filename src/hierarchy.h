@@ -5,6 +5,10 @@
  * Locks of the library, and the order in which they are taken (a thread
  * holding one only ever takes those below it):
  *
+ *   0. a graph set's instantiation lock, then its lock (graph-set.c):
+ *      one instantiation or update of the set at a time; its keys, its
+ *      list of graphs and every launch of them.  Neither is held while a
+ *      capture function runs.
  *   1. a hierarchy's graph lock (cucap_i_hier_lock): every driver call on
  *      a graph of the capture, and its deferred streams and events
  *      (stream-cache.c) and the lists of its builders' open forks
@@ -41,11 +45,14 @@ struct cucap_hier;
 struct cucap_box;
 struct cucap_deferral;           /* stream-cache.h */
 struct cucap_params;             /* params.h */
+struct cucap_eager_run;          /* below */
 
 /* A hierarchy for a capture about to begin on stream origin in context
  * ctx: its root is the capture's graph, known and owned once the
  * capture's end returns it (cucap_i_hier_capture_over).  One reference. */
 struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx, CUstream origin);
+/* The same for an eager run (see struct cucap_eager_run). */
+struct cucap_hier *cucap_i_hier_new_eager(CUcontext ctx, CUstream origin, struct cucap_eager_run *run);
 /* A hierarchy that owns graph, made by hand or cloned, with no capture
  * (cucap_graph_adopt, cucap_graph_clone); instantiated in ctx.  One
  * reference, or NULL when out of memory. */
@@ -110,6 +117,18 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended);
  * under the graph lock.  set takes the caller's reference and drops the
  * one to the block it replaces. */
 struct cucap_params *cucap_i_hier_params(const struct cucap_hier *h);
+/* A capture that does not capture: a graph set's eager run, whose
+ * builders do their work on their streams at once (forks wait on events,
+ * pool allocations are stream-ordered, the parameter block is memory of
+ * the run holding its values).  Owned by whoever runs it; set before the
+ * builder begins (cucap_i_builder_begin_eager). */
+struct cucap_eager_run {
+    const void *values;              /* the parameter block's values, or NULL */
+    size_t size;
+    CUdeviceptr block;               /* made by cucap_builder_params, freed by the run's owner */
+    CUstream block_stream;           /* where it was made */
+};
+struct cucap_eager_run *cucap_i_hier_eager(const struct cucap_hier *h);   /* NULL: a real capture */
 /* The list of the kernels its capture named (kernel-names.h), NULL until
  * one is named; under the graph lock. */
 struct cucap_kernels;

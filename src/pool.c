@@ -295,7 +295,7 @@ static CUresult stream_ordered(cucap_pool *p, int allocate, size_t size, CUstrea
             cucap_i_drv.cuStreamGetCaptureInfo(s, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS)
             *captured = status != CU_STREAM_CAPTURE_STATUS_NONE;
         else if (captured)
-            *captured = capture != NULL;
+            *captured = capture && !cucap_i_hier_eager(capture);
         if (rc != CUDA_SUCCESS) {
             cucap_i_capture_failed(capture, allocate ? "cucap_pool_alloc (cuMemAllocFromPoolAsync)"
                                                      : "cucap_pool_free (cuMemFreeAsync)", rc);

@@ -8,6 +8,7 @@
 # Prints TAP.
 layers='
 split 9
+graph-set 9
 join 9
 conditional 9
 embed 9

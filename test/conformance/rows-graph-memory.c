@@ -201,8 +201,36 @@ static void clones(void)
     conf_drop(s);
 }
 
+/* cuGraphExecUpdate from a graph of the same shape whose allocation is
+ * another (each capture allocates anew). */
+static void updated(void)
+{
+    CUstream s = conf_stream();
+    CUdeviceptr p = 0, q = 0;
+    CUgraph a = capture_allocation(s, &p, 1), b = capture_allocation(s, &q, 1);
+    CUgraphExec e = instantiate(a);
+    CUgraphExecUpdateResultInfo info;
+    CUresult rc;
+    char text[256] = "";
+
+    memset(&info, 0, sizeof info);
+    rc = e && b ? D.cuGraphExecUpdate(e, b, &info) : CUDA_ERROR_INVALID_VALUE;
+    conf_append(text, sizeof text, "update %s, result %d", conf_code(rc), (int)info.result);
+    conf_append(text, sizeof text, "; launch %s", launched(e, s));
+    conf_row("cuGraphExecUpdate of an executable graph with allocation and free nodes", "global", text,
+             "update CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, result 1; launch CUDA_SUCCESS");
+    if (e)
+        D.cuGraphExecDestroy(e);
+    if (a)
+        D.cuGraphDestroy(a);
+    if (b)
+        D.cuGraphDestroy(b);
+    conf_drop(s);
+}
+
 void conf_rows_graph_memory(void)
 {
+    updated();
     freed_outside();
     freed_inside();
     freed_by_another_graph();

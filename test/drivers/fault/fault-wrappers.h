@@ -50,10 +50,14 @@ FAULT_WRAP(cuGraphUpload, cuGraphUpload, PFN_cuGraphUpload_v11010, 11010, (CUgra
 FAULT_WRAP(cuGraphClone, cuGraphClone, PFN_cuGraphClone_v10000, 10000, (CUgraph *phGraphClone, CUgraph originalGraph), (phGraphClone, originalGraph))
 FAULT_WRAP(cuGraphKernelNodeGetParams, cuGraphKernelNodeGetParams, PFN_cuGraphKernelNodeGetParams_v12000, 12000, (CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams), (hNode, nodeParams))
 FAULT_WRAP(cuGraphExecKernelNodeSetParams, cuGraphExecKernelNodeSetParams, PFN_cuGraphExecKernelNodeSetParams_v12000, 12000, (CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams), (hGraphExec, hNode, nodeParams))
+FAULT_WRAP(cuGraphMemAllocNodeGetParams, cuGraphMemAllocNodeGetParams, PFN_cuGraphMemAllocNodeGetParams_v11040, 11040, (CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out), (hNode, params_out))
 #if CUDA_VERSION >= 12040
 FAULT_WRAP(cuFuncGetParamInfo, cuFuncGetParamInfo, PFN_cuFuncGetParamInfo_v12040, 12040, (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize), (func, paramIndex, paramOffset, paramSize))
 #endif
 FAULT_WRAP(cuDeviceGetMemPool, cuDeviceGetMemPool, PFN_cuDeviceGetMemPool_v11020, 11020, (CUmemoryPool *pool, CUdevice_v1 dev), (pool, dev))
+FAULT_WRAP(cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute, PFN_cuDeviceGetGraphMemAttribute_v11040, 11040, (CUdevice device, CUgraphMem_attribute attr, void* value), (device, attr, value))
+FAULT_WRAP(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, PFN_cuDeviceGraphMemTrim_v11040, 11040, (CUdevice device), (device))
+FAULT_WRAP(cuMemGetInfo, cuMemGetInfo, PFN_cuMemGetInfo_v3020, 3020, (size_t *free, size_t *total), (free, total))
 FAULT_WRAP(cuMemPoolCreate, cuMemPoolCreate, PFN_cuMemPoolCreate_v11020, 11020, (CUmemoryPool *pool, const CUmemPoolProps_v1 *poolProps), (pool, poolProps))
 FAULT_WRAP(cuMemPoolDestroy, cuMemPoolDestroy, PFN_cuMemPoolDestroy_v11020, 11020, (CUmemoryPool pool), (pool))
 FAULT_WRAP(cuMemPoolGetAttribute, cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute_v11020, 11020, (CUmemoryPool pool, CUmemPool_attribute attr, void *value), (pool, attr, value))

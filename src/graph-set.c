@@ -1,0 +1,796 @@
+/* Graph sets: keys to executable graphs, captured on first use, held
+ * under a budget of device memory, the least recently used retired first,
+ * and the step run eagerly when it cannot be captured.  Stands above the
+ * builders, executable graphs and pools, and calls them as a program
+ * would, but for the eager run's builder (cucap_i_builder_begin_eager). */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "builder-internal.h"
+#include "context-hold.h"
+#include "driver.h"
+#include "error.h"
+
+#define RETRY_CAP 64                 /* the longest wait, in runs of the key, before a capture is tried again */
+
+struct entry {
+    struct entry *next;              /* in its hash bucket */
+    struct entry *newer, *older;     /* the list of entries with a graph, most recently run first */
+    cucap_exec *exec;                /* NULL: none (never made, retired, or its capture failed) */
+    int capturing;                   /* a thread is making its graph */
+    size_t nodes, allocation_bytes, footprint;
+    double capture_us, instantiate_us;
+    unsigned long long runs, last_run, retry_at;
+    unsigned int failures;
+    char reason[256];
+    uint64_t hash;
+    size_t key_size;
+    unsigned char key[];
+};
+
+struct kept_exec {
+    cucap_exec *exec;
+    size_t footprint;
+    struct kept_exec *next;
+};
+
+struct cucap_graph_set {
+    pthread_mutex_t lock;            /* all below, and every launch of the set's executable graphs */
+    pthread_mutex_t instantiating;   /* one instantiation or update at a time; taken before lock */
+    struct ctx_hold *hold;
+    CUdevice dev;
+    cucap_graph_set_options opts;
+    struct entry **buckets;
+    size_t bucket_count, entry_count;
+    struct entry *newest, *oldest;
+    struct kept_exec *kept;
+    cucap_graph_set_stats stats;
+};
+
+static double now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static uint64_t hash_of(const unsigned char *key, size_t size)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t i;
+
+    for (i = 0; i < size; i++)
+        h = (h ^ key[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* ---------------------------------------------------------------- keys (under the lock) */
+
+static struct entry *find(const cucap_graph_set *set, const void *key, size_t size, uint64_t h)
+{
+    struct entry *e;
+
+    for (e = set->buckets[h & (set->bucket_count - 1)]; e; e = e->next)
+        if (e->hash == h && e->key_size == size && !memcmp(e->key, key, size))
+            return e;
+    return NULL;
+}
+
+static int grow(cucap_graph_set *set)
+{
+    size_t count = set->bucket_count * 2, i;
+    struct entry **buckets = calloc(count, sizeof *buckets);
+
+    if (!buckets)
+        return -1;
+    for (i = 0; i < set->bucket_count; i++)
+        while (set->buckets[i]) {
+            struct entry *e = set->buckets[i];
+            set->buckets[i] = e->next;
+            e->next = buckets[e->hash & (count - 1)];
+            buckets[e->hash & (count - 1)] = e;
+        }
+    free(set->buckets);
+    set->buckets = buckets;
+    set->bucket_count = count;
+    return 0;
+}
+
+static struct entry *find_or_add(cucap_graph_set *set, const void *key, size_t size)
+{
+    uint64_t h = hash_of(key, size);
+    struct entry *e = find(set, key, size, h);
+
+    if (e)
+        return e;
+    if (set->entry_count >= set->bucket_count && grow(set) != 0)
+        return NULL;
+    if (!(e = calloc(1, sizeof *e + size)))
+        return NULL;
+    e->hash = h;
+    e->key_size = size;
+    memcpy(e->key, key, size);
+    e->next = set->buckets[h & (set->bucket_count - 1)];
+    set->buckets[h & (set->bucket_count - 1)] = e;
+    set->entry_count++;
+    return e;
+}
+
+static void unlink_lru(cucap_graph_set *set, struct entry *e)
+{
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        set->newest = e->older;
+    if (e->older)
+        e->older->newer = e->newer;
+    else
+        set->oldest = e->newer;
+    e->newer = e->older = NULL;
+}
+
+static void link_newest(cucap_graph_set *set, struct entry *e)
+{
+    e->older = set->newest;
+    e->newer = NULL;
+    if (set->newest)
+        set->newest->newer = e;
+    else
+        set->oldest = e;
+    set->newest = e;
+}
+
+/* ---------------------------------------------------------------- device memory (under the lock) */
+
+static void measure_graph_memory(cucap_graph_set *set)
+{
+    cuuint64_t reserved = 0;
+
+    if (cucap_i_drv.cuDeviceGetGraphMemAttribute(set->dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) ==
+        CUDA_SUCCESS)
+        set->stats.graph_memory = (size_t)reserved;
+}
+
+static size_t taken(const cucap_graph_set *set)
+{
+    return set->stats.graph_memory + set->stats.footprint;
+}
+
+/* The oldest graph out: kept aside for an update when there is room for
+ * it, destroyed otherwise (launches in flight finish first; the driver
+ * frees it then). */
+static void retire_oldest(cucap_graph_set *set)
+{
+    struct entry *e = set->oldest;
+    struct kept_exec *k;
+
+    unlink_lru(set, e);
+    set->stats.graphs--;
+    set->stats.retirements++;
+    if (set->stats.kept < set->opts.kept_for_update && (k = malloc(sizeof *k))) {
+        k->exec = e->exec;
+        k->footprint = e->footprint;
+        k->next = set->kept;
+        set->kept = k;
+        set->stats.kept++;
+    } else {
+        set->stats.footprint -= e->footprint;
+        cucap_exec_destroy(e->exec);
+    }
+    e->exec = NULL;
+}
+
+/* The kept executable graph that stays longest out when room is needed
+ * for a graph of a key. */
+static int drop_kept(cucap_graph_set *set)
+{
+    struct kept_exec **at = &set->kept, *k;
+
+    if (!*at)
+        return 0;
+    while ((*at)->next)
+        at = &(*at)->next;
+    k = *at;
+    *at = NULL;
+    set->stats.kept--;
+    set->stats.footprint -= k->footprint;
+    cucap_exec_destroy(k->exec);
+    free(k);
+    return 1;
+}
+
+static int fits(const cucap_graph_set *set, size_t bytes)
+{
+    return !(set->opts.budget_graphs && set->stats.graphs >= set->opts.budget_graphs) &&
+           taken(set) + bytes <= set->opts.budget_bytes;
+}
+
+static void trim(cucap_graph_set *set)
+{
+    if (cucap_i_drv.cuDeviceGraphMemTrim(set->dev) == CUDA_SUCCESS)
+        set->stats.trims++;
+    measure_graph_memory(set);
+}
+
+/* Room for a graph whose allocations ask for bytes: kept executable
+ * graphs dropped, then graphs retired, least recently used first, until
+ * the budget would hold it were their allocations given back, and graph
+ * memory trimmed (a trim costs every live graph a remap at its next
+ * launch: one per round of retirements).  0, or -1 with the reason in
+ * why. */
+static int make_room(cucap_graph_set *set, size_t bytes, char *why, size_t why_size)
+{
+    size_t freed;
+
+    if (bytes > set->opts.budget_bytes) {
+        snprintf(why, why_size, "its allocations (%zu bytes) alone pass the budget (%zu bytes)", bytes,
+                 set->opts.budget_bytes);
+        return -1;
+    }
+    measure_graph_memory(set);
+    while (!fits(set, bytes) && (set->kept || set->oldest)) {
+        for (freed = 0; !fits(set, bytes) && (set->kept || set->oldest);) {
+            size_t memory = set->stats.graph_memory;
+            if (set->kept) {
+                drop_kept(set);
+            } else {
+                freed += set->oldest->allocation_bytes;
+                retire_oldest(set);
+            }
+            set->stats.graph_memory = memory > freed ? memory - freed : 0;   /* until the trim measures it */
+        }
+        trim(set);
+    }
+    if (fits(set, bytes))
+        return 0;
+    snprintf(why, why_size, "over the budget: %zu bytes taken (graph memory %zu, footprint %zu) and %zu asked for, "
+             "against %zu", taken(set), set->stats.graph_memory, set->stats.footprint, bytes, set->opts.budget_bytes);
+    return -1;
+}
+
+/* ---------------------------------------------------------------- making a key's graph */
+
+/* What a captured graph will take: its top-level nodes, what its
+ * allocation nodes ask for, and how many memory nodes it has. */
+static CUresult weigh(CUgraph g, size_t *nodes, size_t *bytes, size_t *memory_nodes)
+{
+    CUgraphNode local[64], *all = local;
+    CUgraphNodeType type;
+    CUDA_MEM_ALLOC_NODE_PARAMS p;
+    size_t n = 0, i;
+    CUresult rc;
+
+    *bytes = *memory_nodes = 0;
+    if ((rc = cucap_i_drv.cuGraphGetNodes(g, NULL, &n)) != CUDA_SUCCESS)
+        return rc;
+    if (n > 64 && !(all = malloc(n * sizeof *all)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = cucap_i_drv.cuGraphGetNodes(g, all, &n);
+    for (i = 0; rc == CUDA_SUCCESS && i < n; i++) {
+        if ((rc = cucap_i_drv.cuGraphNodeGetType(all[i], &type)) != CUDA_SUCCESS)
+            break;
+        if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+            ++*memory_nodes;
+        if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && (rc = cucap_i_drv.cuGraphMemAllocNodeGetParams(all[i], &p)) ==
+                                                        CUDA_SUCCESS)
+            *bytes += p.bytesize;
+    }
+    *nodes = n;
+    if (all != local)
+        free(all);
+    return rc;
+}
+
+static void reason_from(char *why, size_t size, const char *what, CUresult rc, const cucap_error *e)
+{
+    size_t i, used;
+
+    if (!e) {
+        snprintf(why, size, "%s: it returned %s", what, cucap_result_name(rc));
+        return;
+    }
+    snprintf(why, size, "%s: %s", what, cucap_error_message(e));
+    for (i = 0; cucap_error_note(e, i) && (used = strlen(why)) + 8 < size; i++)
+        snprintf(why + used, size - used, " (%s)", cucap_error_note(e, i));
+}
+
+/* Capture fn on a new builder of the set: the builder, ENDED, or NULL
+ * with the reason in why. */
+static cucap_builder *capture(cucap_graph_set *set, cucap_capture_fn fn, void *user_data, double *us, char *why,
+                              size_t why_size)
+{
+    cucap_builder *b = NULL;
+    cucap_error *e = NULL;
+    double t0 = now_us();
+    CUresult rc;
+
+    if ((rc = cucap_builder_create(set->dev, &b, &e)) != CUDA_SUCCESS ||
+        (rc = cucap_builder_begin(b, set->opts.capture_mode, &e)) != CUDA_SUCCESS) {
+        reason_from(why, why_size, "the capture could not begin", rc, e);
+    } else if ((rc = fn(b, user_data, &e)) != CUDA_SUCCESS) {
+        reason_from(why, why_size, "the capture function failed while capturing", rc, e);
+        cucap_builder_abandon(b);   /* no capture left open, no thread left in capture mode */
+    } else if ((rc = cucap_builder_end(b, &e)) != CUDA_SUCCESS) {
+        reason_from(why, why_size, "the capture could not be ended", rc, e);
+    } else {
+        *us = now_us() - t0;
+        cucap_error_free(e);
+        return b;
+    }
+    cucap_error_free(e);
+    cucap_builder_destroy(b);
+    return NULL;
+}
+
+/* A kept executable graph updated from b: it, or NULL (each refusal
+ * keeps it for another topology).  The kept list changes only under the
+ * instantiation lock, which the caller holds. */
+static cucap_exec *update_kept(cucap_graph_set *set, cucap_builder *b, size_t *footprint)
+{
+    struct kept_exec **at, *k;
+    cucap_exec *exec;
+
+    for (at = &set->kept; *at; at = &(*at)->next)
+        if (cucap_exec_update((*at)->exec, b, NULL) == CUDA_SUCCESS) {
+            pthread_mutex_lock(&set->lock);
+            k = *at;
+            *at = k->next;
+            set->stats.kept--;
+            pthread_mutex_unlock(&set->lock);
+            exec = k->exec;
+            *footprint = k->footprint;
+            free(k);
+            return exec;
+        }
+    return NULL;
+}
+
+/* Instantiate b's graph; its footprint as the device's free memory shows
+ * it around the instantiation and upload on s. */
+static cucap_exec *instantiate(cucap_graph_set *set, cucap_builder *b, CUstream s, size_t *footprint, char *why,
+                               size_t why_size)
+{
+    size_t before = 0, after = 0, total = 0;
+    cucap_exec *exec = NULL;
+    cucap_error *e = NULL;
+    CUcontext saved = NULL;
+    int entered = cucap_i_ctx_enter(set->hold->ctx, &saved) == CUDA_SUCCESS;
+    int measured = entered && cucap_i_drv.cuMemGetInfo(&before, &total) == CUDA_SUCCESS;
+
+    if (cucap_builder_complete(b, NULL, &exec, &e) != CUDA_SUCCESS ||
+        (s && cucap_exec_upload(exec, s, &e) != CUDA_SUCCESS)) {
+        reason_from(why, why_size, "the graph could not be instantiated", CUDA_ERROR_UNKNOWN, e);
+        cucap_exec_destroy(exec);
+        exec = NULL;
+    }
+    if (measured && cucap_i_drv.cuMemGetInfo(&after, &total) == CUDA_SUCCESS)
+        *footprint = before > after ? before - after : 0;
+    if (entered)
+        (void)cucap_i_ctx_leave(set->hold->ctx, saved);
+    cucap_error_free(e);
+    return exec;
+}
+
+/* The first launch of a graph just made, under the lock that counted it,
+ * so that no other thread retires it first. */
+struct first_launch {
+    const void *values;
+    size_t values_size;
+    CUstream s;
+    const char *caller;
+    cucap_error **err;
+    CUresult rc;
+};
+
+static CUresult launch(struct entry *e, const void *values, size_t values_size, CUstream s, const char *caller,
+                       cucap_error **err);
+
+/* e's graph made, or the reason it was not, recorded (under the lock);
+ * a graph made is launched first when `first` says so. */
+static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_t footprint, size_t nodes,
+                  size_t bytes, double capture_us, cucap_run_kind how, const char *why, struct first_launch *first)
+{
+    pthread_mutex_lock(&set->lock);
+    e->capturing = 0;
+    e->nodes = nodes;
+    e->allocation_bytes = bytes;
+    if (!exec) {
+        e->failures++;
+        e->retry_at = e->runs + (e->failures > 6 ? RETRY_CAP : 1u << (e->failures - 1));
+        snprintf(e->reason, sizeof e->reason, "%s", why);
+        set->stats.capture_failures++;
+        pthread_mutex_unlock(&set->lock);
+        return -1;
+    }
+    e->exec = exec;
+    e->footprint = footprint;
+    e->capture_us = capture_us;
+    e->failures = 0;
+    e->reason[0] = '\0';
+    link_newest(set, e);
+    set->stats.graphs++;
+    set->stats.footprint += footprint;
+    if (how == CUCAP_RUN_UPDATED)
+        set->stats.updates++;
+    else
+        set->stats.instantiations++;
+    if (first)
+        first->rc = launch(e, first->values, first->values_size, first->s, first->caller, first->err);
+    pthread_mutex_unlock(&set->lock);
+    return 0;
+}
+
+/* Make e's graph (e->capturing is set; the lock is not held): captured
+ * side by side with other threads' captures, then room made, the graph
+ * instantiated (or a kept one updated) and counted under the
+ * instantiation lock, so that no other graph passes the budget
+ * meanwhile.  How it was made in *how; 0, or -1 with the reason on e. */
+static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn, void *user_data, CUstream s,
+                      struct first_launch *first, cucap_run_kind *how)
+{
+    char why[256] = "";
+    double capture_us = 0, t0;
+    size_t nodes = 0, bytes = 0, memory_nodes = 0, footprint = 0;
+    cucap_builder *b = capture(set, fn, user_data, &capture_us, why, sizeof why);
+    cucap_graph *g = NULL;
+    cucap_exec *exec = NULL;
+    int fits, made;
+
+    if (b && (cucap_builder_graph(b, &g, NULL) != CUDA_SUCCESS ||
+              weigh(cucap_graph_handle(g), &nodes, &bytes, &memory_nodes) != CUDA_SUCCESS))
+        snprintf(why, sizeof why, "the captured graph could not be read");
+    cucap_graph_unref(g);
+    if (!b || why[0]) {
+        cucap_builder_destroy(b);
+        return settle(set, e, NULL, 0, nodes, bytes, 0, *how, why, NULL);
+    }
+    pthread_mutex_lock(&set->instantiating);
+    pthread_mutex_lock(&set->lock);
+    fits = make_room(set, bytes, why, sizeof why) == 0;
+    pthread_mutex_unlock(&set->lock);
+    t0 = now_us();
+    /* the driver updates no executable graph with memory nodes (measured) */
+    if (fits && !memory_nodes && (exec = update_kept(set, b, &footprint)))
+        *how = CUCAP_RUN_UPDATED;
+    else if (fits && (exec = instantiate(set, b, s, &footprint, why, sizeof why)))
+        *how = CUCAP_RUN_INSTANTIATED;
+    e->instantiate_us = now_us() - t0;
+    made = settle(set, e, exec, footprint, nodes, bytes, capture_us, *how, why, first);
+    pthread_mutex_unlock(&set->instantiating);
+    cucap_builder_destroy(b);
+    return made;
+}
+
+/* ---------------------------------------------------------------- the eager run */
+
+static void free_eager_block(cucap_graph_set *set, struct cucap_eager_run *run, const char *caller)
+{
+    struct cucap_work_scope w;
+    CUresult rc;
+
+    cucap_i_work_enter_quietly(&w, set->hold->ctx, caller);
+    if ((rc = cucap_i_drv.cuMemFreeAsync(run->block, run->block_stream)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "%s: cuMemFreeAsync failed while freeing an eager run's parameter block: " CUCAP_I_RESULT_FMT,
+                     caller, CUCAP_I_RESULT_ARGS(rc));
+    cucap_i_work_leave_quietly(&w, caller);
+}
+
+/* later waits for the work queued on earlier so far (an event), in the
+ * set's context and relaxed mode. */
+static CUresult order_after(cucap_graph_set *set, CUstream later, CUstream earlier, const char *caller,
+                            cucap_error **err)
+{
+    struct cucap_work_scope w;
+    CUevent ev = NULL;
+    CUresult rc;
+
+    if ((rc = cucap_i_work_enter(&w, set->hold->ctx, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
+    else if ((rc = cucap_i_drv.cuEventRecord(ev, earlier)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuEventRecord");
+    else if ((rc = cucap_i_drv.cuStreamWaitEvent(later, ev, 0)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
+    if (ev)
+        (void)cucap_i_drv.cuEventDestroy(ev);
+    return cucap_i_work_leave(&w, rc, caller, err);
+}
+
+/* fn on b; a failure without an error object gets one. */
+static CUresult call_eagerly(cucap_capture_fn fn, cucap_builder *b, void *user_data, const char *caller,
+                             cucap_error **err)
+{
+    cucap_error *e = NULL;
+    CUresult rc = fn(b, user_data, &e);
+
+    if (rc == CUDA_SUCCESS) {
+        cucap_error_free(e);
+        return rc;
+    }
+    if (!e)
+        return cucap_i_fail(err, rc, "%s: the capture function failed: it returned %s", caller, cucap_result_name(rc));
+    if (err && !*err)
+        *err = e;   /* its own error, its notes with it */
+    else
+        cucap_error_free(e);
+    return rc;
+}
+
+/* fn's work done at once on a builder that does not capture, between s's
+ * work queued before and after; the run's block freed behind it. */
+static CUresult run_eagerly(cucap_graph_set *set, cucap_capture_fn fn, void *user_data, const void *values,
+                            size_t values_size, CUstream s, const char *why, const char *caller, cucap_error **err)
+{
+    struct cucap_eager_run run;
+    cucap_builder *b = NULL;
+    CUresult rc, done;
+
+    memset(&run, 0, sizeof run);
+    run.values = values;
+    run.size = values_size;
+    if ((rc = cucap_builder_create(set->dev, &b, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = order_after(set, cucap_builder_stream(b), s, caller, err)) == CUDA_SUCCESS &&
+        (rc = cucap_i_builder_begin_eager(b, &run, caller, err)) == CUDA_SUCCESS) {
+        rc = call_eagerly(fn, b, user_data, caller, err);
+        /* forks left open are joined: their work is the step's too */
+        done = cucap_builder_join_forks(b, rc == CUDA_SUCCESS ? err : NULL);
+        rc = rc == CUDA_SUCCESS ? done : rc;
+        done = cucap_builder_end(b, rc == CUDA_SUCCESS ? err : NULL);
+        rc = rc == CUDA_SUCCESS ? done : rc;
+        done = order_after(set, s, cucap_builder_stream(b), caller, rc == CUDA_SUCCESS ? err : NULL);
+        rc = rc == CUDA_SUCCESS ? done : rc;
+        if (run.block)
+            free_eager_block(set, &run, caller);
+    }
+    cucap_builder_destroy(b);
+    pthread_mutex_lock(&set->lock);
+    set->stats.eager_runs++;
+    snprintf(set->stats.last_reason, sizeof set->stats.last_reason, "%s", why);
+    pthread_mutex_unlock(&set->lock);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the calls */
+
+static CUresult check_key(const cucap_graph_set *set, const void *key, size_t key_size, const char *caller,
+                          cucap_error **err)
+{
+    if (!set)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the set is NULL", caller);
+    if (!key)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the key is NULL", caller);
+    if (key_size == 0 || key_size > CUCAP_GRAPH_SET_KEY_MAX)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a key has 1 to %d bytes, not %zu", caller,
+                            CUCAP_GRAPH_SET_KEY_MAX, key_size);
+    return CUDA_SUCCESS;
+}
+
+CUresult cucap_graph_set_create(CUdevice dev, const cucap_graph_set_options *opts, cucap_graph_set **out,
+                                cucap_error **err)
+{
+    static const char caller[] = "cucap_graph_set_create";
+    cucap_graph_set *set;
+    CUresult rc;
+
+    if (!out)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
+    *out = NULL;
+    if (!opts)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the options are NULL (a budget is needed)", caller);
+    if (opts->budget_bytes == 0)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a budget of 0 bytes holds no graph", caller);
+    if (opts->capture_mode != CU_STREAM_CAPTURE_MODE_GLOBAL && opts->capture_mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+        opts->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: %d is not a capture mode", caller,
+                            (int)opts->capture_mode);
+    if (!cucap_i_reserved_zero(opts->reserved_int, sizeof opts->reserved_int, opts->reserved_ptr,
+                               sizeof opts->reserved_ptr / sizeof opts->reserved_ptr[0]))
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the options' reserved members must be zero", caller);
+    if ((rc = cucap_i_check_device(dev, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (!(set = calloc(1, sizeof *set)) || !(set->buckets = calloc(16, sizeof *set->buckets))) {
+        free(set);
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    }
+    if ((rc = cucap_i_ctx_hold_primary(dev, &set->hold, caller, err)) != CUDA_SUCCESS) {
+        free(set->buckets);
+        free(set);
+        return rc;
+    }
+    set->bucket_count = 16;
+    set->dev = dev;
+    set->opts = *opts;
+    set->stats.budget_bytes = opts->budget_bytes;
+    set->stats.budget_graphs = opts->budget_graphs;
+    pthread_mutex_init(&set->lock, NULL);
+    pthread_mutex_init(&set->instantiating, NULL);
+    *out = set;
+    return CUDA_SUCCESS;
+}
+
+/* Launch e's graph on s, under the lock (no retirement can take it meanwhile). */
+static CUresult launch(struct entry *e, const void *values, size_t values_size, CUstream s, const char *caller,
+                       cucap_error **err)
+{
+    size_t size = cucap_exec_params_size(e->exec);
+
+    if (values && !size)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the key's graph reads no parameter block (values "
+                            "of %zu bytes were given)", caller, values_size);
+    if (values && values_size != size)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the key's parameter block holds %zu bytes, not %zu",
+                            caller, size, values_size);
+    if (values)
+        return cucap_exec_launch_params(e->exec, values, values_size, s, err);
+    return cucap_exec_launch(e->exec, s, err);
+}
+
+CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_size, cucap_capture_fn fn,
+                             void *user_data, const void *values, size_t values_size, CUstream s,
+                             cucap_run_kind *kind, cucap_error **err)
+{
+    static const char caller[] = "cucap_graph_set_run";
+    cucap_run_kind how = CUCAP_RUN_LAUNCHED;
+    char why[256];
+    struct entry *e;
+    CUresult rc;
+
+    if ((rc = check_key(set, key, key_size, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (!fn)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the capture function is NULL", caller);
+    if (!values != !values_size)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: values and values_size go together (%s values, "
+                            "%zu bytes)", caller, values ? "given" : "no", values_size);
+    pthread_mutex_lock(&set->lock);
+    if (!(e = find_or_add(set, key, key_size))) {
+        pthread_mutex_unlock(&set->lock);
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    }
+    set->stats.runs++;
+    e->runs++;
+    e->last_run = set->stats.runs;
+    if (e->exec) {
+        set->stats.hits++;
+        unlink_lru(set, e);
+        link_newest(set, e);
+        rc = launch(e, values, values_size, s, caller, err);
+        pthread_mutex_unlock(&set->lock);
+        if (kind && rc == CUDA_SUCCESS)
+            *kind = CUCAP_RUN_LAUNCHED;
+        return rc;
+    }
+    set->stats.misses++;
+    if (e->capturing || e->runs < e->retry_at) {
+        snprintf(why, sizeof why, "%s", e->capturing ? "another thread was capturing the key" : e->reason);
+        pthread_mutex_unlock(&set->lock);
+    } else {
+        struct first_launch first = { values, values_size, s, caller, err, CUDA_SUCCESS };
+        e->capturing = 1;
+        pthread_mutex_unlock(&set->lock);
+        if (make_graph(set, e, fn, user_data, s, &first, &how) == 0) {
+            if (kind && first.rc == CUDA_SUCCESS)
+                *kind = how;
+            return first.rc;
+        }
+        pthread_mutex_lock(&set->lock);
+        snprintf(why, sizeof why, "%s", e->reason);
+        pthread_mutex_unlock(&set->lock);
+    }
+    rc = run_eagerly(set, fn, user_data, values, values_size, s, why, caller, err);
+    if (kind && rc == CUDA_SUCCESS)
+        *kind = CUCAP_RUN_EAGER;
+    return rc;
+}
+
+CUresult cucap_graph_set_warm(cucap_graph_set *set, const void *const *keys, const size_t *key_sizes, size_t count,
+                              cucap_capture_fn fn, void *const *user_data, cucap_error **err)
+{
+    static const char caller[] = "cucap_graph_set_warm";
+    cucap_run_kind how;
+    struct entry *e;
+    CUresult rc;
+    size_t i;
+
+    if (!set || !fn || (count && (!keys || !key_sizes)))
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: %s is NULL", caller,
+                            !set ? "the set" : !fn ? "the capture function" : "the key list");
+    for (i = 0; i < count; i++)
+        if ((rc = check_key(set, keys[i], key_sizes[i], caller, err)) != CUDA_SUCCESS)
+            return rc;
+    for (i = 0; i < count; i++) {
+        pthread_mutex_lock(&set->lock);
+        e = find_or_add(set, keys[i], key_sizes[i]);
+        if (e && (e->exec || e->capturing))
+            e = NULL;   /* made, or being made */
+        else if (e)
+            e->capturing = 1;
+        pthread_mutex_unlock(&set->lock);
+        if (e)
+            (void)make_graph(set, e, fn, user_data ? user_data[i] : NULL, NULL, NULL, &how);
+    }
+    return CUDA_SUCCESS;
+}
+
+void cucap_graph_set_get_stats(cucap_graph_set *set, cucap_graph_set_stats *out)
+{
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    if (!set)
+        return;
+    pthread_mutex_lock(&set->lock);
+    *out = set->stats;
+    pthread_mutex_unlock(&set->lock);
+}
+
+CUresult cucap_graph_set_get_key_stats(cucap_graph_set *set, const void *key, size_t key_size,
+                                       cucap_graph_set_key_stats *out, cucap_error **err)
+{
+    static const char caller[] = "cucap_graph_set_get_key_stats";
+    struct entry *e;
+    CUresult rc;
+
+    if ((rc = check_key(set, key, key_size, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (!out)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&set->lock);
+    if ((e = find(set, key, key_size, hash_of(key, key_size)))) {
+        out->has_graph = e->exec != NULL;
+        out->nodes = e->nodes;
+        out->allocation_bytes = e->allocation_bytes;
+        out->footprint = e->footprint;
+        out->capture_us = e->capture_us;
+        out->instantiate_us = e->instantiate_us;
+        out->runs = e->runs;
+        out->last_run = e->last_run;
+        out->failures = e->failures;
+        out->retry_at = e->retry_at;
+        snprintf(out->reason, sizeof out->reason, "%s", e->reason);
+    }
+    pthread_mutex_unlock(&set->lock);
+    if (!e)
+        return cucap_i_fail(err, CUDA_ERROR_NOT_FOUND, "%s: the set never ran this key", caller);
+    return CUDA_SUCCESS;
+}
+
+void cucap_graph_set_destroy(cucap_graph_set *set)
+{
+    struct cucap_work_scope w;
+    size_t i;
+
+    if (!set)
+        return;
+    for (i = 0; i < set->bucket_count; i++)
+        while (set->buckets[i]) {
+            struct entry *e = set->buckets[i];
+            set->buckets[i] = e->next;
+            cucap_exec_destroy(e->exec);
+            free(e);
+        }
+    while (set->kept) {
+        struct kept_exec *k = set->kept;
+        set->kept = k->next;
+        cucap_exec_destroy(k->exec);
+        free(k);
+    }
+    cucap_i_work_enter_quietly(&w, set->hold->ctx, "cucap_graph_set_destroy");
+    (void)cucap_i_drv.cuDeviceGraphMemTrim(set->dev);
+    cucap_i_work_leave_quietly(&w, "cucap_graph_set_destroy");
+    cucap_i_ctx_hold_release(set->hold);
+    pthread_mutex_destroy(&set->lock);
+    pthread_mutex_destroy(&set->instantiating);
+    free(set->buckets);
+    free(set);
+}

@@ -1,0 +1,592 @@
+/* Graph sets (cucap_graph_set_*), on the simulated driver and the GPU:
+ * a step captured once per key and launched with new values, under a
+ * budget that forces retirements, every result checked against what the
+ * step must write; eager runs when a capture is invalidated by another
+ * thread or an instantiation runs out of memory; threads sharing keys;
+ * bad input refused and nothing changed. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+
+BACKEND_SUITES(graph_set, 300);
+FAULT_BACKEND_SUITES(graph_set, 120);
+
+struct values {
+    uint64_t step, key;
+};
+
+/* The step: two streams; the fork copies the run's values into memory it
+ * allocates inside the step (key x 64 KiB, the step's graph memory) and
+ * from there to out[1]; the primary copies them to out[0]. */
+struct step {
+    CUdeviceptr out;                 /* 2 x struct values */
+    int leave_fork_open;
+    int fail;                        /* the function fails, with a note */
+    void (*during)(void *);          /* called while capturing, the first time only */
+    void *during_arg;
+    int per_key;                     /* out holds a slot per key (threads share the keys' graphs) */
+    int calls;                       /* (atomic) */
+    cucap_builder *open_forks[4];    /* forks it left open, the test's to destroy */
+};
+
+/* Odd keys allocate inside the step; even ones do not (the driver
+ * updates no executable graph with memory nodes, so only those can take
+ * a kept one's place). */
+static size_t step_bytes(uint64_t key)
+{
+    return key % 2 ? (size_t)key * 65536 : 0;
+}
+
+struct step_call {
+    struct step *step;
+    uint64_t key;
+};
+
+static CUresult record_step(cucap_builder *b, void *user_data, cucap_error **err)
+{
+    struct step_call *call = user_data;
+    struct step *st = call->step;
+    cucap_builder *fork = NULL;
+    cucap_pool *pool = NULL;
+    CUdeviceptr block = 0, tmp = 0, out = st->out + (st->per_key ? call->key * 2 * sizeof(struct values) : 0);
+    CUresult rc;
+    int calls = __atomic_add_fetch(&st->calls, 1, __ATOMIC_RELAXED);
+
+    if (st->fail) {
+        cucap_i_fail(err, CUDA_ERROR_LAUNCH_FAILED, "record_step: the step's own failure");
+        if (err && *err)
+            cucap_i_error_add_note(*err, "a note of the step's");
+        return CUDA_ERROR_LAUNCH_FAILED;
+    }
+    if ((rc = cucap_builder_params(b, sizeof(struct values), &block, err)) != CUDA_SUCCESS ||
+        (rc = cucap_device_pool(0, &pool, err)) != CUDA_SUCCESS ||
+        (rc = cucap_builder_split(b, 2, &fork, err)) != CUDA_SUCCESS)
+        return rc;
+    if (!step_bytes(call->key))
+        rc = D.cuMemcpyDtoDAsync(out + sizeof(struct values), block, sizeof(struct values),
+                                 cucap_builder_stream(fork));
+    else if ((rc = cucap_pool_alloc(pool, step_bytes(call->key), cucap_builder_stream(fork), &tmp, err)) ==
+                 CUDA_SUCCESS &&
+             (rc = D.cuMemcpyDtoDAsync(tmp, block, sizeof(struct values), cucap_builder_stream(fork))) ==
+                 CUDA_SUCCESS &&
+             (rc = D.cuMemcpyDtoDAsync(out + sizeof(struct values), tmp, sizeof(struct values),
+                                       cucap_builder_stream(fork))) == CUDA_SUCCESS)
+        rc = cucap_pool_free(pool, tmp, cucap_builder_stream(fork), err);
+    if (rc == CUDA_SUCCESS)
+        rc = D.cuMemcpyDtoDAsync(out, block, sizeof(struct values), cucap_builder_stream(b));
+    if (st->during && calls == 1)
+        st->during(st->during_arg);
+    if (rc == CUDA_SUCCESS && !st->leave_fork_open)
+        rc = cucap_builder_join_forks(b, err);
+    if (st->leave_fork_open && calls <= 4) {
+        st->open_forks[calls - 1] = fork;   /* the function's own, destroyed by the test */
+        return rc;
+    }
+    cucap_builder_destroy(fork);
+    return rc;
+}
+
+static void check_out(CUdeviceptr out, uint64_t step, uint64_t key)
+{
+    struct values host[2];
+
+    memset(host, 0, sizeof host);
+    cr_assert_eq(D.cuMemcpyDtoH(host, out, sizeof host), CUDA_SUCCESS);
+    cr_assert(host[0].step == step && host[0].key == key && host[1].step == step && host[1].key == key,
+              "step %llu key %llu: the step wrote %llu/%llu and %llu/%llu", (unsigned long long)step,
+              (unsigned long long)key, (unsigned long long)host[0].step, (unsigned long long)host[0].key,
+              (unsigned long long)host[1].step, (unsigned long long)host[1].key);
+}
+
+static cucap_graph_set *new_set_in_mode(size_t bytes, size_t graphs, size_t kept, CUstreamCaptureMode mode)
+{
+    cucap_graph_set_options opts;
+    cucap_graph_set *set = NULL;
+    cucap_error *err = NULL;
+
+    memset(&opts, 0, sizeof opts);
+    opts.capture_mode = mode;
+    opts.budget_bytes = bytes;
+    opts.budget_graphs = graphs;
+    opts.kept_for_update = kept;
+    cr_assert_eq(cucap_graph_set_create(0, &opts, &set, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    return set;
+}
+
+static cucap_graph_set *new_set(size_t bytes, size_t graphs, size_t kept)
+{
+    return new_set_in_mode(bytes, graphs, kept, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+static CUresult run_step(cucap_graph_set *set, struct step *st, uint64_t step, uint64_t key, CUstream s,
+                         cucap_run_kind *kind, cucap_error **err)
+{
+    struct values v = { step, key };
+    struct step_call call = { st, key };
+
+    return cucap_graph_set_run(set, &key, sizeof key, record_step, &call, &v, sizeof v, s, kind, err);
+}
+
+static size_t device_taken(void)
+{
+    cuuint64_t reserved = 0;
+
+    cr_assert_eq(D.cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved), CUDA_SUCCESS);
+    return (size_t)reserved;
+}
+
+static void destroy_open_forks(struct step *st)
+{
+    int i;
+
+    for (i = 0; i < 4; i++)
+        cucap_builder_destroy(st->open_forks[i]);
+}
+
+/* ---------------------------------------------------------------- keys, values, budget */
+
+/* A key's first run captures and instantiates, later ones launch the same
+ * graph with their own values; warm-up makes graphs ahead; the figures
+ * say so. */
+BACKEND_TEST(graph_set, a_key_is_captured_once_and_launched_with_its_values)
+{
+    cucap_graph_set *set = new_set((size_t)64 << 20, 0, 0);
+    struct step st;
+    cucap_graph_set_stats stats;
+    cucap_graph_set_key_stats ks;
+    cucap_run_kind kind;
+    cucap_error *err = NULL;
+    CUstream s = new_stream();
+    uint64_t step, key = 3, warm_keys[2] = { 5, 6 };
+    const void *keys[2] = { &warm_keys[0], &warm_keys[1] };
+    size_t sizes[2] = { sizeof(uint64_t), sizeof(uint64_t) };
+    struct step_call calls[2];
+    void *users[2] = { &calls[0], &calls[1] };
+
+    memset(&st, 0, sizeof st);
+    cr_assert_eq(D.cuMemAlloc(&st.out, 2 * sizeof(struct values)), CUDA_SUCCESS);
+    for (step = 1; step <= 20; step++) {
+        cr_assert_eq(run_step(set, &st, step, key, s, &kind, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+        cr_assert_eq(kind, step == 1 ? CUCAP_RUN_INSTANTIATED : CUCAP_RUN_LAUNCHED, "step %llu: %d",
+                     (unsigned long long)step, (int)kind);
+        cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+        check_out(st.out, step, key);
+    }
+    cr_assert_eq(st.calls, 1, "captured once");
+    calls[0].step = calls[1].step = &st;
+    calls[0].key = 5;
+    calls[1].key = 6;
+    cr_assert_eq(cucap_graph_set_warm(set, keys, sizes, 2, record_step, users, &err), CUDA_SUCCESS, "%s",
+                 cucap_error_message(err));
+    cr_assert_eq(st.calls, 3);
+    cr_assert_eq(run_step(set, &st, 21, 6, s, &kind, NULL), CUDA_SUCCESS);
+    cr_assert_eq(kind, CUCAP_RUN_LAUNCHED, "warmed");
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    check_out(st.out, 21, 6);
+    cucap_graph_set_get_stats(set, &stats);
+    cr_assert(stats.runs == 21 && stats.hits == 20 && stats.misses == 1 && stats.instantiations == 3 &&
+                  stats.graphs == 3 && stats.eager_runs == 0, "runs %llu hits %llu misses %llu inst %llu graphs %zu",
+              stats.runs, stats.hits, stats.misses, stats.instantiations, stats.graphs);
+    cr_assert_eq(stats.budget_bytes, (size_t)64 << 20);
+    cr_assert_eq(cucap_graph_set_get_key_stats(set, &key, sizeof key, &ks, &err), CUDA_SUCCESS);
+    cr_assert(ks.has_graph && ks.runs == 20 && ks.allocation_bytes == step_bytes(3) && step_bytes(3) && ks.nodes >= 4,
+              "graph %d runs %llu bytes %zu nodes %zu", ks.has_graph, ks.runs, ks.allocation_bytes, ks.nodes);
+    key = 99;
+    cr_assert_eq(cucap_graph_set_get_key_stats(set, &key, sizeof key, &ks, &err), CUDA_ERROR_NOT_FOUND);
+    cucap_error_free(err);
+    cucap_graph_set_destroy(set);
+    D.cuMemFree(st.out);
+    D.cuStreamDestroy(s);
+}
+
+/* 10,000 steps of random keys under a budget of 4 graphs and a third of
+ * the bytes all keys' graphs would take apart: every result right, the
+ * budget never passed, and the device's memory back after the set. */
+BACKEND_TEST(graph_set, ten_thousand_random_steps_under_a_budget)
+{
+    enum { KEYS = 12, STEPS = 10000 };
+    size_t all = 0, budget, free_before = 0, free_after = 0, total = 0;
+    cucap_graph_set *set;
+    cucap_graph_set_stats stats;
+    struct step st;
+    cucap_error *err = NULL;
+    CUstream s = new_stream();
+    uint64_t step, key, seed = 12345, k;
+    cucap_run_kind kind;
+    unsigned long long kinds[5] = { 0 };
+
+    for (k = 1; k <= KEYS; k++)
+        all += step_bytes(k);
+    budget = all / 3;
+    memset(&st, 0, sizeof st);
+    cr_assert_eq(D.cuMemAlloc(&st.out, 2 * sizeof(struct values)), CUDA_SUCCESS);
+    cr_assert_eq(D.cuDeviceGraphMemTrim(0), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemGetInfo(&free_before, &total), CUDA_SUCCESS);
+    set = new_set(budget, 4, 1);
+    for (step = 1; step <= STEPS; step++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        key = 1 + (seed >> 33) % KEYS;
+        cr_assert_eq(run_step(set, &st, step, key, s, &kind, &err), CUDA_SUCCESS, "step %llu: %s",
+                     (unsigned long long)step, cucap_error_message(err));
+        kinds[kind]++;
+        cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+        check_out(st.out, step, key);
+        cucap_graph_set_get_stats(set, &stats);
+        cr_assert_leq(stats.graphs, 4);
+        cr_assert_leq(device_taken() + stats.footprint, budget, "step %llu: %zu + %zu taken, budget %zu",
+                      (unsigned long long)step, device_taken(), stats.footprint, budget);
+    }
+    cucap_graph_set_get_stats(set, &stats);
+    cr_assert_gt(stats.retirements, 0);
+    cr_assert_eq(kinds[CUCAP_RUN_EAGER], 0, "%s", stats.last_reason);
+    cr_assert_gt(kinds[CUCAP_RUN_UPDATED], 0, "a kept executable graph was updated");
+    cr_assert_eq(stats.hits + stats.misses, (unsigned long long)STEPS);
+    cucap_graph_set_destroy(set);
+    cr_assert_eq(D.cuMemGetInfo(&free_after, &total), CUDA_SUCCESS);
+    cr_assert_leq(free_before > free_after ? free_before - free_after : 0, (size_t)1 << 20,
+                  "device memory back within 1 MiB: %zu before, %zu after", free_before, free_after);
+    D.cuMemFree(st.out);
+    D.cuStreamDestroy(s);
+}
+
+/* A graph retired with 200 launches of it in flight: they all finish, and
+ * the set never waited for them. */
+BACKEND_TEST(graph_set, a_retirement_with_launches_in_flight)
+{
+    cucap_graph_set *set = new_set((size_t)64 << 20, 1, 0);
+    struct step st;
+    CUstream s = new_stream();
+    uint64_t step;
+
+    memset(&st, 0, sizeof st);
+    cr_assert_eq(D.cuMemAlloc(&st.out, 2 * sizeof(struct values)), CUDA_SUCCESS);
+    for (step = 1; step <= 200; step++)
+        cr_assert_eq(run_step(set, &st, step, 1, s, NULL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(run_step(set, &st, 201, 2, s, NULL, NULL), CUDA_SUCCESS, "key 1 retired to make room");
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    check_out(st.out, 201, 2);
+    cucap_graph_set_destroy(set);
+    D.cuMemFree(st.out);
+    D.cuStreamDestroy(s);
+}
+
+/* ---------------------------------------------------------------- eager runs */
+
+struct intruder {
+    pthread_t thread;
+    int done;
+    CUresult rc;
+};
+
+static void *global_mode_call(void *p)
+{
+    struct intruder *in = p;
+    CUdeviceptr d = 0;
+
+    D.cuCtxSetCurrent(gpu_context);
+    in->rc = D.cuMemAlloc(&d, 4096);   /* in global mode: invalidates every global capture */
+    if (in->rc == CUDA_SUCCESS)
+        D.cuMemFree(d);
+    return NULL;
+}
+
+static void invalidate_from_another_thread(void *p)
+{
+    struct intruder *in = p;
+
+    cr_assert_eq(pthread_create(&in->thread, NULL, global_mode_call, in), 0);
+    pthread_join(in->thread, NULL);
+    in->done = 1;
+}
+
+struct fresh_run {
+    cucap_graph_set *set;
+    struct step *st;
+    CUstream s;
+    cucap_run_kind kinds[3];
+    CUresult rc[3];
+    char reason[256];
+};
+
+static void *three_runs(void *p)
+{
+    struct fresh_run *r = p;
+    cucap_graph_set_key_stats ks;
+    uint64_t key = 7;
+    int i;
+
+    for (i = 0; i < 3; i++) {
+        r->rc[i] = run_step(r->set, r->st, 100 + (uint64_t)i, key, r->s, &r->kinds[i], NULL);
+        if (i == 0 && cucap_graph_set_get_key_stats(r->set, &key, sizeof key, &ks, NULL) == CUDA_SUCCESS)
+            snprintf(r->reason, sizeof r->reason, "%s", ks.reason);
+        D.cuStreamSynchronize(r->s);
+    }
+    return NULL;
+}
+
+/* From a fresh thread: another thread's global-mode call invalidates the
+ * capture; the step runs eagerly with the right result, the key says
+ * why, and the next run captures. */
+BACKEND_TEST(graph_set, an_invalidated_capture_runs_eagerly_and_is_captured_later)
+{
+    cucap_graph_set *set = new_set((size_t)64 << 20, 0, 0);
+    struct intruder in;
+    struct step st;
+    struct fresh_run r;
+    pthread_t t;
+    cucap_graph_set_stats stats;
+
+    memset(&in, 0, sizeof in);
+    memset(&st, 0, sizeof st);
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(D.cuMemAlloc(&st.out, 2 * sizeof(struct values)), CUDA_SUCCESS);
+    st.during = invalidate_from_another_thread;
+    st.during_arg = &in;
+    r.set = set;
+    r.st = &st;
+    r.s = new_stream();
+    cr_assert_eq(pthread_create(&t, NULL, three_runs, &r), 0);
+    pthread_join(t, NULL);
+    cr_assert(in.done);
+    cr_assert_eq(r.rc[0], CUDA_SUCCESS);
+    cr_assert_eq(r.kinds[0], CUCAP_RUN_EAGER);
+    cr_assert(strstr(r.reason, "INVALIDATED") || strstr(r.reason, "invalidated"), "%s", r.reason);
+    cr_assert_eq(r.rc[1], CUDA_SUCCESS);
+    cr_assert_eq(r.kinds[1], CUCAP_RUN_INSTANTIATED, "the next run captures: %d", (int)r.kinds[1]);
+    cr_assert_eq(r.kinds[2], CUCAP_RUN_LAUNCHED);
+    check_out(st.out, 102, 7);
+    cucap_graph_set_get_stats(set, &stats);
+    cr_assert_eq(stats.eager_runs, 1);
+    cr_assert_eq(capture_status(r.s), CU_STREAM_CAPTURE_STATUS_NONE);
+    cucap_graph_set_destroy(set);
+    D.cuMemFree(st.out);
+    D.cuStreamDestroy(r.s);
+}
+
+/* A step that leaves a fork unjoined cannot be captured (UNJOINED): it
+ * runs eagerly, its fork's work joined, and the reason says so. */
+BACKEND_TEST(graph_set, a_step_that_leaves_a_fork_open_runs_eagerly)
+{
+    cucap_graph_set *set = new_set((size_t)64 << 20, 0, 0);
+    struct step st;
+    cucap_run_kind kind;
+    cucap_graph_set_key_stats ks;
+    cucap_error *err = NULL;
+    CUstream s = new_stream();
+    uint64_t key = 2;
+
+    memset(&st, 0, sizeof st);
+    st.leave_fork_open = 1;
+    cr_assert_eq(D.cuMemAlloc(&st.out, 2 * sizeof(struct values)), CUDA_SUCCESS);
+    cr_assert_eq(run_step(set, &st, 1, key, s, &kind, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(kind, CUCAP_RUN_EAGER);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    check_out(st.out, 1, key);
+    cr_assert_eq(cucap_graph_set_get_key_stats(set, &key, sizeof key, &ks, NULL), CUDA_SUCCESS);
+    cr_assert(strstr(ks.reason, "UNJOINED") || strstr(ks.reason, "unjoined"), "%s", ks.reason);
+    cr_assert(!ks.has_graph && ks.failures == 1);
+    cucap_graph_set_destroy(set);
+    destroy_open_forks(&st);
+    D.cuMemFree(st.out);
+    D.cuStreamDestroy(s);
+}
+
+/* An instantiation that runs out of memory: eager, nothing leaked. */
+FAULT_BACKEND_TEST(graph_set, an_instantiation_out_of_memory_runs_eagerly)
+{
+    cucap_graph_set *set = new_set((size_t)64 << 20, 0, 0);
+    struct step st;
+    cucap_run_kind kind;
+    cucap_graph_set_key_stats ks;
+    cucap_error *err = NULL;
+    CUstream s = new_stream();
+    uint64_t key = 4;
+    long graphs = on_simulator() ? sim_live_settled("graph") : 0, execs = on_simulator() ? sim_live("exec") : 0;
+
+    memset(&st, 0, sizeof st);
+    cr_assert_eq(D.cuMemAlloc(&st.out, 2 * sizeof(struct values)), CUDA_SUCCESS);
+    cr_assert_eq(set_rules("cuGraphInstantiateWithParams:1:CUDA_ERROR_OUT_OF_MEMORY"), 0);
+    cr_assert_eq(run_step(set, &st, 1, key, s, &kind, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(set_rules(""), 0);
+    cr_assert_eq(kind, CUCAP_RUN_EAGER);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    check_out(st.out, 1, key);
+    cr_assert_eq(cucap_graph_set_get_key_stats(set, &key, sizeof key, &ks, NULL), CUDA_SUCCESS);
+    cr_assert(strstr(ks.reason, "OUT_OF_MEMORY"), "%s", ks.reason);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("graph"), graphs, "nothing leaked");
+        cr_assert_eq(sim_live("exec"), execs);
+    }
+    cr_assert_eq(run_step(set, &st, 2, key, s, &kind, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(kind, CUCAP_RUN_INSTANTIATED);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    check_out(st.out, 2, key);
+    cucap_graph_set_destroy(set);
+    D.cuMemFree(st.out);
+    D.cuStreamDestroy(s);
+}
+
+/* ---------------------------------------------------------------- threads */
+
+struct worker {
+    cucap_graph_set *set;
+    struct step *st;                 /* shared: a slot per key */
+    int index;
+    int bad;
+    char failure[256];
+};
+
+static void *work_shared_keys(void *p)
+{
+    struct worker *w = p;
+    CUstream s = NULL;
+    cucap_error *err = NULL;
+    uint64_t step, key;
+    int i;
+
+    if (D.cuCtxSetCurrent(gpu_context) != CUDA_SUCCESS || D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+        snprintf(w->failure, sizeof w->failure, "no stream");
+        w->bad = 1;
+        return NULL;
+    }
+    for (i = 0; i < 200 && !w->bad; i++) {
+        step = (uint64_t)w->index * 1000 + (uint64_t)i;
+        key = 1 + (uint64_t)(i % 3);   /* shared by every thread */
+        CUresult rc = run_step(w->set, w->st, step, key, s, NULL, &err), synced = D.cuStreamSynchronize(s);
+        if (rc != CUDA_SUCCESS || synced != CUDA_SUCCESS) {
+            snprintf(w->failure, sizeof w->failure, "step %llu: %s, %s: %s", (unsigned long long)step,
+                     cucap_result_name(rc), cucap_result_name(synced), cucap_error_message(err));
+            w->bad = 1;
+        }
+    }
+    cucap_error_free(err);
+    D.cuStreamDestroy(s);
+    return NULL;
+}
+
+/* 8 fresh threads on shared keys, each on its own stream: every run
+ * succeeds, each key's graph is made once at a time, and what the keys'
+ * slots hold at the end is a whole value of one of the threads' runs of
+ * that key.  Thread-local captures: in global mode a capture makes every
+ * other thread's stream synchronization fail (the driver's rule). */
+BACKEND_TEST(graph_set, eight_fresh_threads_share_keys)
+{
+    cucap_graph_set *set = new_set_in_mode((size_t)64 << 20, 2, 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    struct worker w[8];
+    pthread_t t[8];
+    cucap_graph_set_stats stats;
+    struct step st;
+    struct values host[8];
+    uint64_t k;
+    int i;
+
+    memset(&st, 0, sizeof st);
+    st.per_key = 1;
+    cr_assert_eq(D.cuMemAlloc(&st.out, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8(st.out, 0, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    for (i = 0; i < 8; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].set = set;
+        w[i].st = &st;
+        w[i].index = i;
+        cr_assert_eq(pthread_create(&t[i], NULL, work_shared_keys, &w[i]), 0);
+    }
+    for (i = 0; i < 8; i++)
+        pthread_join(t[i], NULL);
+    for (i = 0; i < 8; i++)
+        cr_assert(!w[i].bad, "thread %d: %s", i, w[i].failure);
+    cr_assert_eq(D.cuMemcpyDtoH(host, st.out, sizeof host), CUDA_SUCCESS);
+    for (k = 1; k <= 3; k++)
+        for (i = 0; i < 2; i++) {
+            const struct values *v = &host[k * 2 + (uint64_t)i];
+            cr_assert(v->key == k && v->step % 1000 < 200 && v->step / 1000 < 8 && (v->step % 1000) % 3 == k - 1,
+                      "key %llu slot %d: %llu/%llu", (unsigned long long)k, i, (unsigned long long)v->step,
+                      (unsigned long long)v->key);
+        }
+    cucap_graph_set_get_stats(set, &stats);
+    cr_assert_eq(stats.runs, 1600);
+    cr_assert_leq(stats.graphs, 2);
+    cucap_graph_set_destroy(set);
+    D.cuMemFree(st.out);
+}
+
+/* ---------------------------------------------------------------- bad input */
+
+BACKEND_TEST(graph_set, bad_input_is_refused_and_changes_nothing)
+{
+    cucap_graph_set_options opts;
+    cucap_graph_set *set = NULL;
+    cucap_graph_set_stats stats;
+    struct step st;
+    struct step_call call;
+    struct values v = { 1, 1 };
+    unsigned char long_key[CUCAP_GRAPH_SET_KEY_MAX + 1];
+    cucap_error *err = NULL;
+    CUstream s = new_stream();
+    uint64_t key = 1;
+    CUresult rc;
+
+    memset(&opts, 0, sizeof opts);
+    cr_assert_eq(cucap_graph_set_create(0, &opts, &set, &err), CUDA_ERROR_INVALID_VALUE);
+    cr_assert(strstr(cucap_error_message(err), "budget of 0 bytes"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_null(set);
+    opts.budget_bytes = 1 << 20;
+    opts.reserved_int[1] = 1;
+    cr_assert_eq(cucap_graph_set_create(0, &opts, &set, NULL), CUDA_ERROR_INVALID_VALUE);
+    opts.reserved_int[1] = 0;
+    opts.capture_mode = (CUstreamCaptureMode)9;
+    cr_assert_eq(cucap_graph_set_create(0, &opts, &set, NULL), CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_graph_set_create(0, NULL, &set, NULL), CUDA_ERROR_INVALID_VALUE);
+    set = new_set((size_t)64 << 20, 0, 0);
+    memset(&st, 0, sizeof st);
+    memset(long_key, 1, sizeof long_key);
+    call.step = &st;
+    call.key = 1;
+    cr_assert_eq(D.cuMemAlloc(&st.out, 2 * sizeof(struct values)), CUDA_SUCCESS);
+    cr_assert_eq(cucap_graph_set_run(NULL, &key, sizeof key, record_step, &call, &v, sizeof v, s, NULL, NULL),
+                 CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_graph_set_run(set, NULL, sizeof key, record_step, &call, &v, sizeof v, s, NULL, NULL),
+                 CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_graph_set_run(set, &key, 0, record_step, &call, &v, sizeof v, s, NULL, NULL),
+                 CUDA_ERROR_INVALID_VALUE);
+    rc = cucap_graph_set_run(set, long_key, sizeof long_key, record_step, &call, &v, sizeof v, s, NULL, &err);
+    cr_assert_eq(rc, CUDA_ERROR_INVALID_VALUE);
+    cr_assert(strstr(cucap_error_message(err), "1 to 256 bytes"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_eq(cucap_graph_set_run(set, &key, sizeof key, NULL, &call, &v, sizeof v, s, NULL, NULL),
+                 CUDA_ERROR_INVALID_VALUE);
+    cr_assert_eq(cucap_graph_set_run(set, &key, sizeof key, record_step, &call, &v, 0, s, NULL, NULL),
+                 CUDA_ERROR_INVALID_VALUE);
+    cucap_graph_set_get_stats(set, &stats);
+    cr_assert_eq(stats.runs, 0, "nothing ran");
+    /* the function's own failure: its error, with its note; the set holds no graph for it */
+    st.fail = 1;
+    rc = cucap_graph_set_run(set, &key, sizeof key, record_step, &call, &v, sizeof v, s, NULL, &err);
+    cr_assert_eq(rc, CUDA_ERROR_LAUNCH_FAILED);
+    cr_assert(strstr(cucap_error_message(err), "the step's own failure"), "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_error_note_count(err), 1);
+    cucap_error_free(err);
+    err = NULL;
+    cucap_graph_set_get_stats(set, &stats);
+    cr_assert_eq(stats.graphs, 0);
+    st.fail = 0;
+    cr_assert_eq(run_step(set, &st, 5, 1, s, NULL, NULL), CUDA_SUCCESS, "the key runs once the function works");
+    /* values of another size than the key's block */
+    rc = cucap_graph_set_run(set, &key, sizeof key, record_step, &call, &v, sizeof v - 1, s, NULL, &err);
+    cr_assert_eq(rc, CUDA_ERROR_INVALID_VALUE);
+    cr_assert(strstr(cucap_error_message(err), "holds 16 bytes, not 15"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cucap_graph_set_destroy(set);
+    cucap_graph_set_destroy(NULL);
+    D.cuMemFree(st.out);
+    D.cuStreamDestroy(s);
+}
