@@ -900,6 +900,118 @@ private:
     cucap_pool *p_ = nullptr;
 };
 
+/* ---------------------------------------------------------------- graph set */
+
+/**
+ * \brief       A keyed set of executable graphs (cucap_graph_set), owned
+ *
+ * run(key, fn, values, stream) with any callable fn(cucap::builder &):
+ * the builder is the set's (fn must not keep it); an exception fn throws
+ * leaves no capture behind and comes out of run unchanged, after the set
+ * tried the step eagerly too.
+ */
+class graph_set {
+public:
+    graph_set() noexcept = default;
+    /** \brief   Adopt a C set */
+    explicit graph_set(cucap_graph_set *set) noexcept : s_(set) {}
+    graph_set(graph_set &&other) noexcept : s_(other.release()) {}
+    graph_set &operator=(graph_set &&other) noexcept
+    {
+        if (this != &other) {
+            cucap_graph_set_destroy(s_);
+            s_ = other.release();
+        }
+        return *this;
+    }
+    graph_set(const graph_set &) = delete;
+    graph_set &operator=(const graph_set &) = delete;
+    /** \brief   cucap_graph_set_destroy() */
+    ~graph_set() { cucap_graph_set_destroy(s_); }
+
+    /** \brief   cucap_graph_set_create() */
+    static graph_set create(CUdevice dev, const cucap_graph_set_options &opts)
+    {
+        detail::error_slot e;
+        cucap_graph_set *out = nullptr;
+        e.check(cucap_graph_set_create(dev, &opts, &out, e.out()));
+        return graph_set(out);
+    }
+
+    /** \brief   cucap_graph_set_run() with the bytes of key (trivially
+     *           copyable), no values */
+    template <class Key, class Fn>
+    cucap_run_kind run(const Key &key, Fn &&fn, CUstream s)
+    {
+        return run_bytes(&key, sizeof(Key), std::forward<Fn>(fn), nullptr, 0, s);
+    }
+    /** \brief   cucap_graph_set_run() with values for the key's parameter
+     *           block (builder::params<Values>() in fn) */
+    template <class Key, class Fn, class Values>
+    cucap_run_kind run(const Key &key, Fn &&fn, const Values &values, CUstream s)
+    {
+        static_assert(std::is_trivially_copyable<Values>::value, "parameter values are copied as bytes");
+        return run_bytes(&key, sizeof(Key), std::forward<Fn>(fn), &values, sizeof(Values), s);
+    }
+
+    /** \brief   cucap_graph_set_get_stats() */
+    cucap_graph_set_stats stats() const noexcept
+    {
+        cucap_graph_set_stats out;
+        cucap_graph_set_get_stats(s_, &out);
+        return out;
+    }
+    /** \brief   cucap_graph_set_get_key_stats() */
+    template <class Key>
+    cucap_graph_set_key_stats key_stats(const Key &key) const
+    {
+        static_assert(std::is_trivially_copyable<Key>::value, "a key is its bytes");
+        detail::error_slot e;
+        cucap_graph_set_key_stats out;
+        e.check(cucap_graph_set_get_key_stats(s_, &key, sizeof(Key), &out, e.out()));
+        return out;
+    }
+
+    cucap_graph_set *get() const noexcept { return s_; }
+    cucap_graph_set *release() noexcept { return std::exchange(s_, nullptr); }
+    explicit operator bool() const noexcept { return s_ != nullptr; }
+
+private:
+    template <class Fn>
+    cucap_run_kind run_bytes(const void *key, std::size_t key_size, Fn &&fn, const void *values,
+                             std::size_t values_size, CUstream s)
+    {
+        static_assert(std::is_invocable<std::remove_reference_t<Fn> &, builder &>::value,
+                      "the capture function takes a cucap::builder &");
+        struct call {
+            std::remove_reference_t<Fn> *fn;
+            std::exception_ptr thrown;
+        } c{&fn, nullptr};
+        cucap_capture_fn trampoline = [](cucap_builder *raw, void *p, cucap_error **) noexcept -> CUresult {
+            call *c = static_cast<call *>(p);
+            builder b(raw);   /* the set's: released, never destroyed, here */
+            CUresult rc = CUDA_SUCCESS;
+            try {
+                (*c->fn)(b);
+            } catch (...) {
+                c->thrown = std::current_exception();
+                rc = CUDA_ERROR_UNKNOWN;
+            }
+            (void)b.release();
+            return rc;
+        };
+        detail::error_slot e;
+        cucap_run_kind kind = CUCAP_RUN_LAUNCHED;
+        CUresult rc = cucap_graph_set_run(s_, key, key_size, trampoline, &c, values, values_size, s, &kind, e.out());
+        if (rc != CUDA_SUCCESS && c.thrown)
+            std::rethrow_exception(c.thrown);
+        e.check(rc);
+        return kind;
+    }
+
+    cucap_graph_set *s_ = nullptr;
+};
+
 } // namespace cucap
 
 #endif /* CUCAPTURE_HPP */

@@ -1019,3 +1019,45 @@ BACKEND_TEST(cxx, samples_typed_pool_wait_refusal_adopt_and_clone)
     }
     D.cuMemFree(d);
 }
+
+// A graph set from C++: a lambda records the step, values come in through
+// the parameter block, an exception comes out unchanged and leaves no
+// capture behind.
+BACKEND_TEST(cxx, graph_set_runs_lambdas_with_values_and_passes_exceptions_on)
+{
+    struct values { std::uint64_t step, key; };
+    CUdeviceptr d = device_buffer(sizeof(values));
+    cucap_graph_set_options opts{};
+    opts.budget_bytes = 64u << 20;
+    cucap::graph_set set = cucap::graph_set::create(0, opts);
+    CUstream s = nullptr;
+    cr_assert_eq(D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    auto step = [d](cucap::builder &b) {
+        values *block = b.params<values>();
+        EXPECT(D.cuMemcpyDtoDAsync(d, reinterpret_cast<CUdeviceptr>(block), sizeof(values), b.stream()) ==
+               CUDA_SUCCESS);
+    };
+    for (std::uint64_t i = 0; i < 5; i++) {
+        std::uint32_t key = 7;
+        cucap_run_kind kind = set.run(key, step, values{i, key}, s);
+        cr_assert_eq(kind, i == 0 ? CUCAP_RUN_INSTANTIATED : CUCAP_RUN_LAUNCHED);
+        cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+        values host{};
+        cr_assert_eq(D.cuMemcpyDtoH(&host, d, sizeof host), CUDA_SUCCESS);
+        cr_assert(host.step == i && host.key == 7);
+    }
+    try {
+        set.run(8, [](cucap::builder &) { throw std::logic_error("the step's own"); }, s);
+        cr_assert_fail("the exception did not come out");
+    } catch (const std::logic_error &e) {
+        cr_assert_str_eq(e.what(), "the step's own");
+    }
+    cr_assert_eq(set.stats().graphs, 1u);
+    cr_assert_eq(set.key_stats(8).has_graph, 0);
+    cr_assert_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_NONE);
+    cr_assert_eq(set.run(8, [](cucap::builder &) {}, s), CUCAP_RUN_INSTANTIATED, "the next run captures again");
+    cr_assert_eq(set.run(8, [](cucap::builder &) {}, s), CUCAP_RUN_LAUNCHED);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    D.cuStreamDestroy(s);
+    D.cuMemFree(d);
+}

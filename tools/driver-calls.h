@@ -20,6 +20,7 @@
     X(cuDeviceGetAttribute, PFN_cuDeviceGetAttribute_v2000)                                  \
     X(cuDeviceGetCount, PFN_cuDeviceGetCount_v2000)                                          \
     X(cuDeviceGetMemPool, PFN_cuDeviceGetMemPool_v11020)                                     \
+    X(cuDeviceGetGraphMemAttribute, PFN_cuDeviceGetGraphMemAttribute_v11040)                 \
     X(cuDeviceGetName, PFN_cuDeviceGetName_v2000)                                            \
     X(cuDevicePrimaryCtxRelease, PFN_cuDevicePrimaryCtxRelease_v11000)                       \
     X(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain_v7000)                          \

@@ -31,6 +31,7 @@ int tool_info(void)
     for (dev = 0; dev < count; dev++) {
         char name[256] = "?";
         int pools = 0, major = 0, minor = 0;
+        cuuint64_t used = 0, reserved = 0;
         cucap_pool *pool = NULL;
         cuuint64_t threshold = 0;
         CUmemoryPool handle = NULL;
@@ -52,6 +53,12 @@ int tool_info(void)
         }
         (void)pool;
         printf("  memory pools: %s\n", pools ? "supported" : "not supported");
+        if (D.cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS &&
+            D.cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS)
+            printf("  graph memory: %llu bytes used, %llu reserved\n", (unsigned long long)used,
+                   (unsigned long long)reserved);
+        else
+            printf("  graph memory: unreadable\n");
         printf("  conditional nodes: %s\n",
                cucap_driver_version() >= 12080
                    ? (CUDA_VERSION >= 12080 ? "IF, IF-ELSE, WHILE, SWITCH"
