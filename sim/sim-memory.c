@@ -163,7 +163,9 @@ int sim_memory_release(CUdeviceptr p)
 
 /* Graph memory: what graph allocations that exist take, and what the
  * device keeps reserved for them (the most they took since the last
- * trim; graphs run one after another share it, as measured). */
+ * trim, in granules of 32 MiB; graphs run one after another share it, as
+ * measured). */
+#define GRAPH_MEMORY_GRANULE ((cuuint64_t)32 << 20)
 static cuuint64_t graph_reserved;
 
 static cuuint64_t graph_used(void)
@@ -184,7 +186,8 @@ void sim_memory_alloc_node(CUdeviceptr p)
 
     if (a)
         a->materialized = 1;
-    if ((used = graph_used()) > graph_reserved)
+    used = (graph_used() + GRAPH_MEMORY_GRANULE - 1) / GRAPH_MEMORY_GRANULE * GRAPH_MEMORY_GRANULE;
+    if (used > graph_reserved)
         graph_reserved = used;
 }
 
@@ -513,7 +516,7 @@ static CUresult sim_cuDeviceGraphMemTrim(CUdevice dev)
     if (dev < 0 || dev >= sim_device_count())
         return CUDA_ERROR_INVALID_DEVICE;
     sim_lock();
-    graph_reserved = graph_used();
+    graph_reserved = (graph_used() + GRAPH_MEMORY_GRANULE - 1) / GRAPH_MEMORY_GRANULE * GRAPH_MEMORY_GRANULE;
     sim_unlock();
     return CUDA_SUCCESS;
 }

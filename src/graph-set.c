@@ -18,6 +18,11 @@
 #include "error.h"
 
 #define RETRY_CAP 64                 /* the longest wait, in runs of the key, before a capture is tried again */
+/* The driver reserves graph memory in granules of 32 MiB, and the
+ * device's free memory moves in steps of 2 MiB (measured on the H200,
+ * doc/driver-facts.md): what a new graph may take before it is measured. */
+#define GRAPH_MEMORY_GRANULE ((size_t)32 << 20)
+#define FREE_MEMORY_STEP ((size_t)2 << 20)
 
 struct entry {
     struct entry *next;              /* in its hash bucket */
@@ -149,13 +154,21 @@ static void link_newest(cucap_graph_set *set, struct entry *e)
 
 /* ---------------------------------------------------------------- device memory (under the lock) */
 
-static void measure_graph_memory(cucap_graph_set *set)
+/* The graph memory reserved on the device now, or fallback when the
+ * driver does not say. */
+static size_t reserved_graph_memory(const cucap_graph_set *set, size_t fallback)
 {
     cuuint64_t reserved = 0;
 
-    if (cucap_i_drv.cuDeviceGetGraphMemAttribute(set->dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) ==
+    if (cucap_i_drv.cuDeviceGetGraphMemAttribute(set->dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) !=
         CUDA_SUCCESS)
-        set->stats.graph_memory = (size_t)reserved;
+        return fallback;
+    return (size_t)reserved;
+}
+
+static void measure_graph_memory(cucap_graph_set *set)
+{
+    set->stats.graph_memory = reserved_graph_memory(set, set->stats.graph_memory);
 }
 
 static size_t taken(const cucap_graph_set *set)
@@ -206,10 +219,17 @@ static int drop_kept(cucap_graph_set *set)
     return 1;
 }
 
+/* What a graph whose allocations ask for bytes may add: its graph memory
+ * in whole granules, and one step of free memory for its footprint. */
+static size_t may_take(size_t bytes)
+{
+    return (bytes + GRAPH_MEMORY_GRANULE - 1) / GRAPH_MEMORY_GRANULE * GRAPH_MEMORY_GRANULE + FREE_MEMORY_STEP;
+}
+
 static int fits(const cucap_graph_set *set, size_t bytes)
 {
     return !(set->opts.budget_graphs && set->stats.graphs >= set->opts.budget_graphs) &&
-           taken(set) + bytes <= set->opts.budget_bytes;
+           taken(set) + may_take(bytes) <= set->opts.budget_bytes;
 }
 
 static void trim(cucap_graph_set *set)
@@ -229,9 +249,9 @@ static int make_room(cucap_graph_set *set, size_t bytes, char *why, size_t why_s
 {
     size_t freed;
 
-    if (bytes > set->opts.budget_bytes) {
-        snprintf(why, why_size, "its allocations (%zu bytes) alone pass the budget (%zu bytes)", bytes,
-                 set->opts.budget_bytes);
+    if (may_take(bytes) > set->opts.budget_bytes) {
+        snprintf(why, why_size, "its allocations (%zu bytes, %zu with the driver's granule and a footprint) alone "
+                 "pass the budget (%zu bytes)", bytes, may_take(bytes), set->opts.budget_bytes);
         return -1;
     }
     measure_graph_memory(set);
@@ -241,7 +261,7 @@ static int make_room(cucap_graph_set *set, size_t bytes, char *why, size_t why_s
             if (set->kept) {
                 drop_kept(set);
             } else {
-                freed += set->oldest->allocation_bytes;
+                freed += may_take(set->oldest->allocation_bytes) - FREE_MEMORY_STEP;
                 retire_oldest(set);
             }
             set->stats.graph_memory = memory > freed ? memory - freed : 0;   /* until the trim measures it */
@@ -250,8 +270,9 @@ static int make_room(cucap_graph_set *set, size_t bytes, char *why, size_t why_s
     }
     if (fits(set, bytes))
         return 0;
-    snprintf(why, why_size, "over the budget: %zu bytes taken (graph memory %zu, footprint %zu) and %zu asked for, "
-             "against %zu", taken(set), set->stats.graph_memory, set->stats.footprint, bytes, set->opts.budget_bytes);
+    snprintf(why, why_size, "over the budget: %zu bytes taken (graph memory %zu, footprint %zu) and up to %zu more, "
+             "against %zu", taken(set), set->stats.graph_memory, set->stats.footprint, may_take(bytes),
+             set->opts.budget_bytes);
     return -1;
 }
 
@@ -268,8 +289,10 @@ static CUresult weigh(CUgraph g, size_t *nodes, size_t *bytes, size_t *memory_no
     CUresult rc;
 
     *bytes = *memory_nodes = 0;
-    if ((rc = cucap_i_drv.cuGraphGetNodes(g, NULL, &n)) != CUDA_SUCCESS)
-        return rc;
+    if ((rc = cucap_i_drv.cuGraphGetNodes(g, NULL, &n)) != CUDA_SUCCESS || n == 0) {
+        *nodes = 0;
+        return rc;   /* an array for no node is refused (measured) */
+    }
     if (n > 64 && !(all = malloc(n * sizeof *all)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     rc = cucap_i_drv.cuGraphGetNodes(g, all, &n);
@@ -353,11 +376,12 @@ static cucap_exec *update_kept(cucap_graph_set *set, cucap_builder *b, size_t *f
 }
 
 /* Instantiate b's graph; its footprint as the device's free memory shows
- * it around the instantiation and upload on s. */
+ * it around the instantiation and upload on s, less the graph memory the
+ * upload reserved (which free memory shows too). */
 static cucap_exec *instantiate(cucap_graph_set *set, cucap_builder *b, CUstream s, size_t *footprint, char *why,
                                size_t why_size)
 {
-    size_t before = 0, after = 0, total = 0;
+    size_t before = 0, after = 0, total = 0, reserved = reserved_graph_memory(set, 0), grown;
     cucap_exec *exec = NULL;
     cucap_error *e = NULL;
     CUcontext saved = NULL;
@@ -370,8 +394,12 @@ static cucap_exec *instantiate(cucap_graph_set *set, cucap_builder *b, CUstream 
         cucap_exec_destroy(exec);
         exec = NULL;
     }
-    if (measured && cucap_i_drv.cuMemGetInfo(&after, &total) == CUDA_SUCCESS)
+    if (measured && cucap_i_drv.cuMemGetInfo(&after, &total) == CUDA_SUCCESS) {
+        grown = reserved_graph_memory(set, reserved);
+        grown = grown > reserved ? grown - reserved : 0;
         *footprint = before > after ? before - after : 0;
+        *footprint = *footprint > grown ? *footprint - grown : 0;
+    }
     if (entered)
         (void)cucap_i_ctx_leave(set->hold->ctx, saved);
     cucap_error_free(e);
@@ -417,6 +445,7 @@ static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_
     link_newest(set, e);
     set->stats.graphs++;
     set->stats.footprint += footprint;
+    measure_graph_memory(set);
     if (how == CUCAP_RUN_UPDATED)
         set->stats.updates++;
     else
