@@ -366,6 +366,7 @@ static cucap_exec *update_kept(cucap_graph_set *set, cucap_builder *b, size_t *f
             k = *at;
             *at = k->next;
             set->stats.kept--;
+            set->stats.footprint -= k->footprint;   /* counted again with its key's graph */
             pthread_mutex_unlock(&set->lock);
             exec = k->exec;
             *footprint = k->footprint;

@@ -240,8 +240,11 @@ BACKEND_TEST(graph_set, ten_thousand_random_steps_under_a_budget)
         check_out(st.out, step, key);
         cucap_graph_set_get_stats(set, &stats);
         cr_assert_leq(stats.graphs, 4);
-        cr_assert_leq(device_taken() + stats.footprint, budget, "step %llu: %zu + %zu taken, budget %zu",
-                      (unsigned long long)step, device_taken(), stats.footprint, budget);
+        cr_assert_leq(device_taken() + stats.footprint, budget,
+                      "step %llu (key %llu, %d): %zu + %zu taken, budget %zu; %zu graphs, %zu kept, %llu updates, "
+                      "%llu retirements, %llu trims", (unsigned long long)step, (unsigned long long)key, (int)kind,
+                      device_taken(), stats.footprint, budget, stats.graphs, stats.kept, stats.updates,
+                      stats.retirements, stats.trims);
     }
     cucap_graph_set_get_stats(set, &stats);
     cr_assert_gt(stats.retirements, 0);
