@@ -72,7 +72,6 @@ CUCAP_DRIVER_ENTRY(cuFuncGetParamInfo, cuFuncGetParamInfo, 12040, 1)   /* named 
 CUCAP_DRIVER_ENTRY(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, 0)
 CUCAP_DRIVER_ENTRY(cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute, 11040, 0)
 CUCAP_DRIVER_ENTRY(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040, 0)
-CUCAP_DRIVER_ENTRY(cuMemGetInfo, cuMemGetInfo, 3020, 0)
 CUCAP_DRIVER_ENTRY(cuMemPoolCreate, cuMemPoolCreate, 11020, 0)
 CUCAP_DRIVER_ENTRY(cuMemPoolDestroy, cuMemPoolDestroy, 11020, 0)
 CUCAP_DRIVER_ENTRY(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, 0)

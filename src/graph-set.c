@@ -18,11 +18,13 @@
 #include "error.h"
 
 #define RETRY_CAP 64                 /* the longest wait, in runs of the key, before a capture is tried again */
-/* The driver reserves graph memory in granules of 32 MiB, and the
- * device's free memory moves in steps of 2 MiB (measured on the H200,
- * doc/driver-facts.md): what a new graph may take before it is measured. */
+/* The driver reserves graph memory in granules of 32 MiB, and gives no
+ * executable graph's own footprint: 100 executables of 50 nodes took
+ * 10 MiB of the device's free memory, about 2 KiB a node (measured on the
+ * H200, doc/driver-facts.md; free memory is the whole device's, other
+ * processes' too, so it is not read at each instantiation). */
 #define GRAPH_MEMORY_GRANULE ((size_t)32 << 20)
-#define FREE_MEMORY_STEP ((size_t)2 << 20)
+#define FOOTPRINT_PER_NODE ((size_t)2 << 10)
 
 struct entry {
     struct entry *next;              /* in its hash bucket */
@@ -219,17 +221,22 @@ static int drop_kept(cucap_graph_set *set)
     return 1;
 }
 
-/* What a graph whose allocations ask for bytes may add: its graph memory
- * in whole granules, and one step of free memory for its footprint. */
-static size_t may_take(size_t bytes)
+/* What a graph of nodes whose allocations ask for bytes may add: its
+ * graph memory in whole granules, and its footprint. */
+static size_t footprint_of(size_t nodes)
 {
-    return (bytes + GRAPH_MEMORY_GRANULE - 1) / GRAPH_MEMORY_GRANULE * GRAPH_MEMORY_GRANULE + FREE_MEMORY_STEP;
+    return nodes * FOOTPRINT_PER_NODE;
 }
 
-static int fits(const cucap_graph_set *set, size_t bytes)
+static size_t may_take(size_t bytes, size_t nodes)
+{
+    return (bytes + GRAPH_MEMORY_GRANULE - 1) / GRAPH_MEMORY_GRANULE * GRAPH_MEMORY_GRANULE + footprint_of(nodes);
+}
+
+static int fits(const cucap_graph_set *set, size_t bytes, size_t nodes)
 {
     return !(set->opts.budget_graphs && set->stats.graphs >= set->opts.budget_graphs) &&
-           taken(set) + may_take(bytes) <= set->opts.budget_bytes;
+           taken(set) + may_take(bytes, nodes) <= set->opts.budget_bytes;
 }
 
 static void trim(cucap_graph_set *set)
@@ -245,33 +252,33 @@ static void trim(cucap_graph_set *set)
  * memory trimmed (a trim costs every live graph a remap at its next
  * launch: one per round of retirements).  0, or -1 with the reason in
  * why. */
-static int make_room(cucap_graph_set *set, size_t bytes, char *why, size_t why_size)
+static int make_room(cucap_graph_set *set, size_t bytes, size_t nodes, char *why, size_t why_size)
 {
     size_t freed;
 
-    if (may_take(bytes) > set->opts.budget_bytes) {
-        snprintf(why, why_size, "its allocations (%zu bytes, %zu with the driver's granule and a footprint) alone "
-                 "pass the budget (%zu bytes)", bytes, may_take(bytes), set->opts.budget_bytes);
+    if (may_take(bytes, nodes) > set->opts.budget_bytes) {
+        snprintf(why, why_size, "its allocations (%zu bytes, %zu with the driver's granule and its footprint) "
+                 "alone pass the budget (%zu bytes)", bytes, may_take(bytes, nodes), set->opts.budget_bytes);
         return -1;
     }
     measure_graph_memory(set);
-    while (!fits(set, bytes) && (set->kept || set->oldest)) {
-        for (freed = 0; !fits(set, bytes) && (set->kept || set->oldest);) {
+    while (!fits(set, bytes, nodes) && (set->kept || set->oldest)) {
+        for (freed = 0; !fits(set, bytes, nodes) && (set->kept || set->oldest);) {
             size_t memory = set->stats.graph_memory;
             if (set->kept) {
                 drop_kept(set);
             } else {
-                freed += may_take(set->oldest->allocation_bytes) - FREE_MEMORY_STEP;
+                freed += may_take(set->oldest->allocation_bytes, 0);
                 retire_oldest(set);
             }
             set->stats.graph_memory = memory > freed ? memory - freed : 0;   /* until the trim measures it */
         }
         trim(set);
     }
-    if (fits(set, bytes))
+    if (fits(set, bytes, nodes))
         return 0;
     snprintf(why, why_size, "over the budget: %zu bytes taken (graph memory %zu, footprint %zu) and up to %zu more, "
-             "against %zu", taken(set), set->stats.graph_memory, set->stats.footprint, may_take(bytes),
+             "against %zu", taken(set), set->stats.graph_memory, set->stats.footprint, may_take(bytes, nodes),
              set->opts.budget_bytes);
     return -1;
 }
@@ -376,18 +383,12 @@ static cucap_exec *update_kept(cucap_graph_set *set, cucap_builder *b, size_t *f
     return NULL;
 }
 
-/* Instantiate b's graph; its footprint as the device's free memory shows
- * it around the instantiation and upload on s, less the graph memory the
- * upload reserved (which free memory shows too). */
-static cucap_exec *instantiate(cucap_graph_set *set, cucap_builder *b, CUstream s, size_t *footprint, char *why,
-                               size_t why_size)
+/* Instantiate b's graph, and upload it on s (its graph memory is
+ * reserved then, when it has allocations). */
+static cucap_exec *instantiate(cucap_builder *b, CUstream s, char *why, size_t why_size)
 {
-    size_t before = 0, after = 0, total = 0, reserved = reserved_graph_memory(set, 0), grown;
     cucap_exec *exec = NULL;
     cucap_error *e = NULL;
-    CUcontext saved = NULL;
-    int entered = cucap_i_ctx_enter(set->hold->ctx, &saved) == CUDA_SUCCESS;
-    int measured = entered && cucap_i_drv.cuMemGetInfo(&before, &total) == CUDA_SUCCESS;
 
     if (cucap_builder_complete(b, NULL, &exec, &e) != CUDA_SUCCESS ||
         (s && cucap_exec_upload(exec, s, &e) != CUDA_SUCCESS)) {
@@ -395,14 +396,6 @@ static cucap_exec *instantiate(cucap_graph_set *set, cucap_builder *b, CUstream 
         cucap_exec_destroy(exec);
         exec = NULL;
     }
-    if (measured && cucap_i_drv.cuMemGetInfo(&after, &total) == CUDA_SUCCESS) {
-        grown = reserved_graph_memory(set, reserved);
-        grown = grown > reserved ? grown - reserved : 0;
-        *footprint = before > after ? before - after : 0;
-        *footprint = *footprint > grown ? *footprint - grown : 0;
-    }
-    if (entered)
-        (void)cucap_i_ctx_leave(set->hold->ctx, saved);
     cucap_error_free(e);
     return exec;
 }
@@ -483,14 +476,16 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
     }
     pthread_mutex_lock(&set->instantiating);
     pthread_mutex_lock(&set->lock);
-    fits = make_room(set, bytes, why, sizeof why) == 0;
+    fits = make_room(set, bytes, nodes, why, sizeof why) == 0;
     pthread_mutex_unlock(&set->lock);
     t0 = now_us();
     /* the driver updates no executable graph with memory nodes (measured) */
     if (fits && !memory_nodes && (exec = update_kept(set, b, &footprint)))
         *how = CUCAP_RUN_UPDATED;
-    else if (fits && (exec = instantiate(set, b, s, &footprint, why, sizeof why)))
+    else if (fits && (exec = instantiate(b, s, why, sizeof why)))
         *how = CUCAP_RUN_INSTANTIATED;
+    if (*how == CUCAP_RUN_INSTANTIATED)
+        footprint = footprint_of(nodes);
     e->instantiate_us = now_us() - t0;
     made = settle(set, e, exec, footprint, nodes, bytes, capture_us, *how, why, first);
     pthread_mutex_unlock(&set->instantiating);

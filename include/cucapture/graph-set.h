@@ -59,7 +59,8 @@ typedef CUresult (*cucap_capture_fn)(cucap_builder *b, void *user_data, cucap_er
 typedef struct cucap_graph_set_options {
     /** The budget, in bytes of device memory: graph memory as the driver
      *  reports it reserved on the device, plus the executable graphs' own
-     *  footprint as the device's free memory shows it.  Above 0. */
+     *  footprint (which the driver does not report: 2 KiB a node, as
+     *  measured on the H200).  Above 0. */
     size_t budget_bytes;
     /** At most this many executable graphs live at once; 0: no limit. */
     size_t budget_graphs;

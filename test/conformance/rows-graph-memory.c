@@ -228,8 +228,51 @@ static void updated(void)
     conf_drop(s);
 }
 
+/* What the device reserves for graph memory: a 4 KiB allocation, then
+ * after a trim; and the node list of an empty graph. */
+static void reserved(void)
+{
+    CUstream s = conf_stream();
+    CUdeviceptr p = 0;
+    CUgraph g, empty = NULL;
+    CUgraphExec e;
+    CUgraphNode node;
+    cuuint64_t before = 1, after = 0, trimmed = 1;
+    size_t n = 7;
+    CUresult counted, listed;
+    char text[256] = "";
+
+    D.cuDeviceGraphMemTrim(conf_dev);
+    D.cuDeviceGetGraphMemAttribute(conf_dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &before);
+    g = capture_allocation(s, &p, 1);
+    e = instantiate(g);
+    conf_append(text, sizeof text, "launch %s", launched(e, s));
+    D.cuDeviceGetGraphMemAttribute(conf_dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &after);
+    if (e)
+        D.cuGraphExecDestroy(e);
+    if (g)
+        D.cuGraphDestroy(g);
+    D.cuDeviceGraphMemTrim(conf_dev);
+    D.cuDeviceGetGraphMemAttribute(conf_dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &trimmed);
+    conf_append(text, sizeof text, ", reserved %llu MiB more; destroyed and trimmed: as before %s",
+                (unsigned long long)((after - before) >> 20), trimmed == before ? "yes" : "no");
+    conf_row("graph memory reserved for a 4 KiB graph allocation", "global", text,
+             "launch CUDA_SUCCESS, reserved 32 MiB more; destroyed and trimmed: as before yes");
+    D.cuGraphCreate(&empty, 0);
+    counted = D.cuGraphGetNodes(empty, NULL, &n);
+    listed = D.cuGraphGetNodes(empty, &node, &n);
+    text[0] = '\0';
+    conf_append(text, sizeof text, "count %s, %zu nodes; with an array and a count of 0 %s", conf_code(counted), n,
+                conf_code(listed));
+    conf_row("cuGraphGetNodes of an empty graph", "-", text,
+             "count CUDA_SUCCESS, 0 nodes; with an array and a count of 0 CUDA_ERROR_INVALID_VALUE");
+    D.cuGraphDestroy(empty);
+    conf_drop(s);
+}
+
 void conf_rows_graph_memory(void)
 {
+    reserved();
     updated();
     freed_outside();
     freed_inside();

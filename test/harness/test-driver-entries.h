@@ -13,6 +13,7 @@ CUCAP_DRIVER_ENTRY(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 120
 CUCAP_DRIVER_ENTRY(cuGraphCreate, cuGraphCreate, 10000, 0)
 CUCAP_DRIVER_ENTRY(cuGraphGetEdges, cuGraphGetEdges, 12030, 0)
 CUCAP_DRIVER_ENTRY(cuGraphAddEmptyNode, cuGraphAddEmptyNode, 10000, 0)
+CUCAP_DRIVER_ENTRY(cuMemGetInfo, cuMemGetInfo, 3020, 0)
 CUCAP_DRIVER_ENTRY(cuMemcpyDtoH, cuMemcpyDtoH, 3020, 0)
 CUCAP_DRIVER_ENTRY(cuMemcpyHtoD, cuMemcpyHtoD, 3020, 0)
 CUCAP_DRIVER_ENTRY(cuMemsetD8, cuMemsetD8, 3020, 0)
