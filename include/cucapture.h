@@ -37,6 +37,8 @@
  *     any thread;
  *   - a pool may allocate and free from several threads at once (close or
  *     destroy it once no other thread uses it);
+ *   - a graph set may be run and warmed from several threads at once
+ *     (destroy it once no other thread uses it);
  *   - the library's functions that take no object (cucap_init(),
  *     cucap_device_pool(), ...) are thread-safe; cucap_release_cached()
  *     runs while no other thread is inside the library.

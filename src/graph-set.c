@@ -681,19 +681,24 @@ CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_s
         pthread_mutex_unlock(&set->lock);
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     }
-    set->stats.runs++;
-    e->runs++;
-    e->last_run = set->stats.runs;
     if (e->exec) {
-        set->stats.hits++;
-        unlink_lru(set, e);
-        link_newest(set, e);
-        rc = launch(e, values, values_size, s, caller, err);
+        /* values of another size than the block are refused before anything is counted */
+        if ((rc = launch(e, values, values_size, s, caller, err)) == CUDA_SUCCESS) {
+            set->stats.runs++;
+            set->stats.hits++;
+            e->runs++;
+            e->last_run = set->stats.runs;
+            unlink_lru(set, e);
+            link_newest(set, e);
+        }
         pthread_mutex_unlock(&set->lock);
         if (kind && rc == CUDA_SUCCESS)
             *kind = CUCAP_RUN_LAUNCHED;
         return rc;
     }
+    set->stats.runs++;
+    e->runs++;
+    e->last_run = set->stats.runs;
     set->stats.misses++;
     if (e->capturing || e->runs < e->retry_at) {
         snprintf(why, sizeof why, "%s", e->capturing ? "another thread was capturing the key" : e->reason);

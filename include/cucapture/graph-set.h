@@ -159,11 +159,13 @@ CUCAP_API CUresult cucap_graph_set_create(CUdevice dev, const cucap_graph_set_op
  * \param       kind    Receives how it ran (may be NULL).
  * \param       err     Receives the error on failure (may be NULL).
  * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for a NULL set, key
- *              or fn, an empty key or one past the limit, values of
- *              another size than the key's parameter block (nothing runs,
- *              nothing changes); fn's own error, with its notes, when fn
- *              fails eagerly too (the key's graph, if any, is left as it
- *              was); a driver error of the launch.
+ *              or fn, an empty key or one past the limit, values without
+ *              a size or a size without values (nothing runs, nothing
+ *              changes), values of another size than the key's parameter
+ *              block (nothing runs; a new key's graph is captured first,
+ *              which tells the block's size, and kept); fn's own error,
+ *              with its notes, when fn fails eagerly too; a driver error
+ *              of the launch.
  * \since       1.6.0 (LIBCUCAPTURE_1.6)
  */
 CUCAP_API CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_size, cucap_capture_fn fn,
