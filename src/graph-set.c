@@ -464,6 +464,7 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
     cucap_builder *b = capture(set, fn, user_data, &capture_us, why, sizeof why);
     cucap_graph *g = NULL;
     cucap_exec *exec = NULL;
+    struct cucap_work_scope w;
     int fits, made;
 
     if (b && (cucap_builder_graph(b, &g, NULL) != CUDA_SUCCESS ||
@@ -475,6 +476,9 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
         return settle(set, e, NULL, 0, nodes, bytes, 0, *how, why, NULL);
     }
     pthread_mutex_lock(&set->instantiating);
+    /* the graph memory calls in the set's context and relaxed mode (a
+     * trim is no call for another thread's global capture to refuse) */
+    cucap_i_work_enter_quietly(&w, set->hold->ctx, "cucap_graph_set_run");
     pthread_mutex_lock(&set->lock);
     fits = make_room(set, bytes, nodes, why, sizeof why) == 0;
     pthread_mutex_unlock(&set->lock);
@@ -488,6 +492,7 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
         footprint = footprint_of(nodes);
     e->instantiate_us = now_us() - t0;
     made = settle(set, e, exec, footprint, nodes, bytes, capture_us, *how, why, first);
+    cucap_i_work_leave_quietly(&w, "cucap_graph_set_run");
     pthread_mutex_unlock(&set->instantiating);
     cucap_builder_destroy(b);
     return made;
