@@ -1,0 +1,353 @@
+// Graph sets against what engines write by hand, in one run: a step whose
+// batch size changes every step (sizes 1 to 64 from a fixed-seed
+// distribution, bucketed to powers of two), with its activations
+// allocated inside the step (stream-ordered, so captured graphs hold graph
+// memory), L layers of small kernels, the host waiting for each step as a
+// decoder does.  Modes, interleaved round by round:
+//   eager launches;
+//   a hand-written cache: a map from bucket to executable graph,
+//     instantiated on a miss, no budget, the step's values copied into a
+//     buffer of the program's before each launch;
+//   cucap::graph_set with no budget;
+//   cucap::graph_set with a third of the bytes all buckets' graphs take.
+// Every mode's outputs are compared with eager launches' after each round.
+// Then the warm-up of 64 batch sizes from 1 and from 16 threads, by hand
+// (capture + instantiate on each thread's stream) and through one set.
+// Printed: time per step (median over rounds, p10/p90), paired ratios,
+// misses, the most graph memory + footprint the budgeted set held, and
+// the device's free memory after the sets are destroyed against before.
+//
+//     graph-set [steps per round] [rounds] [layers]   (default 200 9 16)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <cucapture.hpp>
+#include <cuda_runtime.h>
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        cudaError_t rc_ = (call);                                                                  \
+        if (rc_ != cudaSuccess) {                                                                  \
+            std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(rc_)); \
+            std::exit(1);                                                                          \
+        }                                                                                          \
+    } while (0)
+
+namespace {
+
+constexpr int hidden = 256;
+constexpr int max_batch = 64;
+
+struct values {
+    unsigned index;                  // the output slot
+    float seed;
+};
+
+__global__ void init(float *act, const values *v, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        act[i] = v->seed + (float)(i % 97) * 0.01f;
+}
+
+__global__ void mix(float *act, const float *w, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        act[i] = act[i] * 0.5f + w[i % hidden];
+}
+
+__global__ void reduce(const float *act, int n, const values *v, float *out)
+{
+    __shared__ float part[256];
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        sum += act[i];
+    part[threadIdx.x] = sum;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s /= 2) {
+        if (threadIdx.x < s)
+            part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        out[v->index] = part[0];
+}
+
+struct model {
+    int layers;
+    float *weights;                  // layers x hidden
+    float *out;                      // one slot per step of a round
+
+    // The step for bucket (its batch size): reads its values at v.
+    void step(cudaStream_t s, const values *v, int bucket) const
+    {
+        int n = bucket * hidden;
+        float *act = nullptr;
+        CHECK(cudaMallocAsync(&act, (size_t)n * sizeof(float) * 64, s));   // activations, 64x the state
+        init<<<(n + 255) / 256, 256, 0, s>>>(act, v, n);
+        for (int l = 0; l < layers; l++)
+            mix<<<(n + 255) / 256, 256, 0, s>>>(act, weights + (size_t)l * hidden, n);
+        reduce<<<1, 256, 0, s>>>(act, n, v, out);
+        CHECK(cudaFreeAsync(act, s));
+    }
+};
+
+int bucket_of(int batch)
+{
+    int b = 1;
+    while (b < batch)
+        b *= 2;
+    return b;
+}
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0)
+{
+    return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+double quantile(std::vector<double> v, double q)
+{
+    std::sort(v.begin(), v.end());
+    return v[(size_t)(q * (double)(v.size() - 1) + 0.5)];
+}
+
+struct hand_cache {
+    std::unordered_map<int, cudaGraphExec_t> graphs;
+    values *block = nullptr;
+    unsigned long misses = 0;
+
+    void run(const model &m, int bucket, const values &v, cudaStream_t s)
+    {
+        CHECK(cudaMemcpyAsync(block, &v, sizeof v, cudaMemcpyHostToDevice, s));
+        auto it = graphs.find(bucket);
+        if (it == graphs.end()) {
+            cudaGraph_t g;
+            CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+            m.step(s, block, bucket);
+            CHECK(cudaStreamEndCapture(s, &g));
+            cudaGraphExec_t e;
+            CHECK(cudaGraphInstantiate(&e, g, 0));
+            CHECK(cudaGraphDestroy(g));
+            it = graphs.emplace(bucket, e).first;
+            misses++;
+        }
+        CHECK(cudaGraphLaunch(it->second, s));
+    }
+    void clear()
+    {
+        for (auto &kv : graphs)
+            CHECK(cudaGraphExecDestroy(kv.second));
+        graphs.clear();
+        if (block)
+            CHECK(cudaFree(block));
+        block = nullptr;
+    }
+};
+
+size_t graph_memory()
+{
+    cuuint64_t r = 0;
+    cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemCurrent, &r);
+    return (size_t)r;
+}
+
+size_t free_memory()
+{
+    size_t f = 0, t = 0;
+    CHECK(cudaMemGetInfo(&f, &t));
+    return f;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    int steps = argc > 1 ? std::atoi(argv[1]) : 200, rounds = argc > 2 ? std::atoi(argv[2]) : 9;
+    model m{argc > 3 ? std::atoi(argv[3]) : 16, nullptr, nullptr};
+    cudaStream_t s;
+
+    CHECK(cudaFree(0));
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CHECK(cudaMalloc(&m.weights, (size_t)m.layers * hidden * sizeof(float)));
+    CHECK(cudaMemset(m.weights, 0, (size_t)m.layers * hidden * sizeof(float)));
+    CHECK(cudaMalloc(&m.out, (size_t)steps * sizeof(float)));
+    values *eager_block;
+    CHECK(cudaMalloc(&eager_block, sizeof(values)));
+
+    // the batch sizes of every round, from one seed
+    std::vector<int> batches(steps);
+    unsigned long long seed = 2026;
+    for (int &b : batches) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        b = 1 + (int)((seed >> 33) % max_batch);
+    }
+    // what every bucket's graph takes, for the budget: its activations in 32 MiB granules
+    size_t all = 0;
+    for (int b = 1; b <= max_batch; b *= 2) {
+        size_t bytes = (size_t)b * hidden * sizeof(float) * 64;
+        all += (bytes + (32u << 20) - 1) / (32u << 20) * (32u << 20);
+    }
+    size_t free_before = free_memory();
+
+    cucap_graph_set_options unlimited{}, third{};
+    unlimited.budget_bytes = (size_t)1 << 40;
+    unlimited.capture_mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    third = unlimited;
+    third.budget_bytes = all / 3;
+    cucap::graph_set set_all = cucap::graph_set::create(0, unlimited);
+    cucap::graph_set set_third = cucap::graph_set::create(0, third);
+    hand_cache hand;
+    CHECK(cudaMalloc(&hand.block, sizeof(values)));
+
+    enum { EAGER, HAND, SET, SET_THIRD, MODES };
+    const char *names[MODES] = {"eager launches", "hand-written cache (no budget)", "graph set, no budget",
+                                "graph set, a third of the memory"};
+    std::vector<double> per_step[MODES];
+    std::vector<float> expected(steps), got(steps);
+    size_t peak_third = 0, peak_third_set = 0;
+    int mismatches = 0;
+
+    for (int r = 0; r < rounds; r++) {
+        for (int mode = 0; mode < MODES; mode++) {
+            CHECK(cudaMemsetAsync(m.out, 0, (size_t)steps * sizeof(float), s));
+            CHECK(cudaStreamSynchronize(s));
+            auto t0 = clock_type::now();
+            for (int i = 0; i < steps; i++) {
+                values v{(unsigned)i, (float)(i % 13)};
+                int bucket = bucket_of(batches[i]);
+                auto step = [&](cucap::builder &b) { m.step(b.stream(), b.params<values>(), bucket); };
+                switch (mode) {
+                case EAGER:
+                    CHECK(cudaMemcpyAsync(eager_block, &v, sizeof v, cudaMemcpyHostToDevice, s));
+                    m.step(s, eager_block, bucket);
+                    break;
+                case HAND: hand.run(m, bucket, v, s); break;
+                case SET: set_all.run(bucket, step, v, s); break;
+                default: set_third.run(bucket, step, v, s); break;
+                }
+                CHECK(cudaStreamSynchronize(s));
+                if (mode == SET_THIRD) {
+                    cucap_graph_set_stats st = set_third.stats();
+                    peak_third = std::max(peak_third, graph_memory() + st.footprint);
+                    peak_third_set = std::max(peak_third_set, st.graph_memory + st.footprint);
+                }
+            }
+            per_step[mode].push_back(seconds_since(t0) / steps * 1e6);
+            CHECK(cudaMemcpy(mode == EAGER ? expected.data() : got.data(), m.out, (size_t)steps * sizeof(float),
+                             cudaMemcpyDeviceToHost));
+            if (mode != EAGER && std::memcmp(expected.data(), got.data(), (size_t)steps * sizeof(float)) != 0)
+                mismatches++;
+        }
+    }
+    std::printf("graph-set: %d steps a round, %d rounds, %d layers (%d kernels a step), batch 1-64 in %d buckets\n",
+                steps, rounds, m.layers, m.layers + 2, 7);
+    std::printf("%-36s %10s %10s %10s\n", "mode", "us/step", "p10", "p90");
+    for (int mode = 0; mode < MODES; mode++)
+        std::printf("%-36s %10.2f %10.2f %10.2f\n", names[mode], quantile(per_step[mode], 0.5),
+                    quantile(per_step[mode], 0.1), quantile(per_step[mode], 0.9));
+    auto ratio = [&](int a, int b, const char *what) {
+        std::vector<double> q;
+        for (size_t i = 0; i < per_step[a].size(); i++)
+            q.push_back(per_step[a][i] / per_step[b][i]);
+        std::printf("ratio %-52s %.3f [%.3f, %.3f]\n", what, quantile(q, 0.5), quantile(q, 0.1), quantile(q, 0.9));
+    };
+    ratio(SET, HAND, "graph set, no budget / hand-written cache");
+    ratio(EAGER, SET, "eager / graph set, no budget");
+    ratio(SET_THIRD, HAND, "graph set, a third / hand-written cache");
+    cucap_graph_set_stats a = set_all.stats(), t = set_third.stats();
+    std::printf("misses: hand-written %lu, set %llu, set with a third %llu (retirements %llu, trims %llu, eager %llu)\n",
+                hand.misses, a.misses, t.misses, t.retirements, t.trims, t.eager_runs);
+    std::printf("budget of the third: %zu MiB; most taken, device graph memory + footprint: %zu MiB (the set's own "
+                "figure %zu MiB); results identical to eager launches: %s\n",
+                third.budget_bytes >> 20, peak_third >> 20, peak_third_set >> 20, mismatches ? "NO" : "yes");
+
+    // warm-up of 64 batch sizes, 1 and 16 threads, by hand and through a set
+    auto warm_by_hand = [&](int threads) {
+        auto t0 = clock_type::now();
+        std::vector<std::thread> pool;
+        for (int t = 0; t < threads; t++)
+            pool.emplace_back([&, t] {
+                cudaStream_t ts;
+                values *block;
+                CHECK(cudaStreamCreateWithFlags(&ts, cudaStreamNonBlocking));
+                CHECK(cudaMalloc(&block, sizeof(values)));
+                for (int b = 1 + t; b <= max_batch; b += threads) {
+                    cudaGraph_t g;
+                    cudaGraphExec_t e;
+                    CHECK(cudaStreamBeginCapture(ts, cudaStreamCaptureModeThreadLocal));
+                    m.step(ts, block, b);
+                    CHECK(cudaStreamEndCapture(ts, &g));
+                    CHECK(cudaGraphInstantiate(&e, g, 0));
+                    CHECK(cudaGraphDestroy(g));
+                    CHECK(cudaGraphExecDestroy(e));
+                }
+                CHECK(cudaFree(block));
+                CHECK(cudaStreamDestroy(ts));
+            });
+        for (auto &th : pool)
+            th.join();
+        return seconds_since(t0) * 1e3;
+    };
+    auto warm_set = [&](int threads) {
+        cucap::graph_set ws = cucap::graph_set::create(0, unlimited);
+        struct arg { const model *m; int b; };
+        auto t0 = clock_type::now();
+        std::vector<std::thread> pool;
+        for (int t = 0; t < threads; t++)
+            pool.emplace_back([&, t] {
+                std::vector<int> keys;
+                std::vector<const void *> ptrs;
+                std::vector<size_t> sizes;
+                std::vector<arg> args;
+                std::vector<void *> users;
+                for (int b = 1 + t; b <= max_batch; b += threads)
+                    keys.push_back(b);
+                args.reserve(keys.size());
+                for (int &k : keys) {
+                    ptrs.push_back(&k);
+                    sizes.push_back(sizeof k);
+                    args.push_back({&m, k});
+                }
+                for (arg &x : args)
+                    users.push_back(&x);
+                cucap_capture_fn fn = [](cucap_builder *b, void *user, cucap_error **err) -> CUresult {
+                    arg *x = static_cast<arg *>(user);
+                    CUdeviceptr block = 0;
+                    CUresult rc = cucap_builder_params(b, sizeof(values), &block, err);
+                    if (rc == CUDA_SUCCESS)
+                        x->m->step(cucap_builder_stream(b), reinterpret_cast<const values *>(block), x->b);
+                    return rc;
+                };
+                cucap_graph_set_warm(ws.get(), ptrs.data(), sizes.data(), keys.size(), fn, users.data(), nullptr);
+            });
+        for (auto &th : pool)
+            th.join();
+        double ms = seconds_since(t0) * 1e3;
+        if (ws.stats().graphs != (size_t)max_batch)
+            std::printf("warm-up through the set made %zu graphs, not %d\n", ws.stats().graphs, max_batch);
+        return ms;
+    };
+    double h1 = warm_by_hand(1), h16 = warm_by_hand(16), s1 = warm_set(1), s16 = warm_set(16);
+    std::printf("warm-up of %d batch sizes, ms: by hand 1 thread %.1f, 16 threads %.1f (%.2fx); through a set "
+                "1 thread %.1f, 16 threads %.1f (%.2fx)\n",
+                max_batch, h1, h16, h16 / h1, s1, s16, s16 / s1);
+
+    set_all = cucap::graph_set();
+    set_third = cucap::graph_set();
+    hand.clear();
+    cucap_release_cached();   /* the library's cached streams, events and builders */
+    CHECK(cudaDeviceGraphMemTrim(0));
+    long long diff = (long long)free_before - (long long)free_memory();
+    std::printf("device memory after the sets are destroyed: %lld KiB %s than before\n", (diff < 0 ? -diff : diff) >> 10,
+                diff > 0 ? "less" : "more");
+    return mismatches ? 1 : 0;
+}
