@@ -63,14 +63,17 @@ int main()
         cudaMalloc(&y, n * sizeof(float));
         cudaMalloc(&out, sizeof(float));
         std::vector<float> ones(n, 1.0f);
-        cudaMemcpy(x, ones.data(), n * sizeof(float), cudaMemcpyHostToDevice);
-
         cucap::builder first = cucap::builder::create(0);
+        // the builder's stream does not wait for the legacy stream: the copies go on it
+        cudaMemcpyAsync(x, ones.data(), n * sizeof(float), cudaMemcpyHostToDevice, first.stream());
+        cudaStreamSynchronize(first.stream());
+
         capture_step(first, 3.0f, n, x, y, out);
         cucap::exec step = first.complete();
         float results[2];
         for (int round = 0; round < 2; round++) {
-            cudaMemcpy(y, ones.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+            cudaMemcpyAsync(y, ones.data(), n * sizeof(float), cudaMemcpyHostToDevice, first.stream());
+            cudaStreamSynchronize(first.stream());
             if (round == 1) {   // the same topology, a new scalar: update, no instantiation
                 cucap::builder again = cucap::builder::create(0);
                 capture_step(again, 5.0f, n, x, y, out);
