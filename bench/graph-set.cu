@@ -9,7 +9,10 @@
 //     instantiated on a miss, no budget, the step's values copied into a
 //     buffer of the program's before each launch;
 //   cucap::graph_set with no budget;
-//   cucap::graph_set with a third of the bytes all buckets' graphs take.
+//   cucap::graph_set with a third of the bytes all buckets' graphs take;
+//   cucap::graph_set holding 2 graphs and keeping 2 retired ones for
+//     updates, its step's activations in a buffer of the program's (the
+//     driver updates no executable graph with allocation nodes).
 // Every mode's outputs are compared with eager launches' after each round.
 // Then the warm-up of 64 batch sizes from 1 and from 16 threads, by hand
 // (capture + instantiate on each thread's stream) and through one set.
@@ -85,17 +88,22 @@ struct model {
     float *weights;                  // layers x hidden
     float *out;                      // one slot per step of a round
 
-    // The step for bucket (its batch size): reads its values at v.
-    void step(cudaStream_t s, const values *v, int bucket) const
+    float *fixed_act;                // max_batch x hidden, for steps that allocate nothing
+
+    // The step for bucket (its batch size): reads its values at v; its
+    // activations allocated in the step (1 MiB a sequence), or fixed_act.
+    void step(cudaStream_t s, const values *v, int bucket, bool allocate = true) const
     {
         int n = bucket * hidden;
-        float *act = nullptr;
-        CHECK(cudaMallocAsync(&act, (size_t)n * sizeof(float) * 64, s));   // activations, 64x the state
+        float *act = fixed_act;
+        if (allocate)
+            CHECK(cudaMallocAsync(&act, (size_t)bucket << 20, s));
         init<<<(n + 255) / 256, 256, 0, s>>>(act, v, n);
         for (int l = 0; l < layers; l++)
             mix<<<(n + 255) / 256, 256, 0, s>>>(act, weights + (size_t)l * hidden, n);
         reduce<<<1, 256, 0, s>>>(act, n, v, out);
-        CHECK(cudaFreeAsync(act, s));
+        if (allocate)
+            CHECK(cudaFreeAsync(act, s));
     }
 };
 
@@ -172,7 +180,7 @@ size_t free_memory()
 int main(int argc, char **argv)
 {
     int steps = argc > 1 ? std::atoi(argv[1]) : 200, rounds = argc > 2 ? std::atoi(argv[2]) : 9;
-    model m{argc > 3 ? std::atoi(argv[3]) : 16, nullptr, nullptr};
+    model m{argc > 3 ? std::atoi(argv[3]) : 16, nullptr, nullptr, nullptr};
     cudaStream_t s;
 
     CHECK(cudaFree(0));
@@ -180,8 +188,14 @@ int main(int argc, char **argv)
     CHECK(cudaMalloc(&m.weights, (size_t)m.layers * hidden * sizeof(float)));
     CHECK(cudaMemset(m.weights, 0, (size_t)m.layers * hidden * sizeof(float)));
     CHECK(cudaMalloc(&m.out, (size_t)steps * sizeof(float)));
+    CHECK(cudaMalloc(&m.fixed_act, (size_t)max_batch * hidden * sizeof(float)));
     values *eager_block;
     CHECK(cudaMalloc(&eager_block, sizeof(values)));
+    // eager steps allocate from the default pool, which keeps what they free (as engines set it)
+    cudaMemPool_t pool;
+    cuuint64_t keep_all = ~0ull;
+    CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
+    CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
 
     // the batch sizes of every round, from one seed
     std::vector<int> batches(steps);
@@ -193,38 +207,51 @@ int main(int argc, char **argv)
     // what every bucket's graph takes, for the budget: its activations in 32 MiB granules
     size_t all = 0;
     for (int b = 1; b <= max_batch; b *= 2) {
-        size_t bytes = (size_t)b * hidden * sizeof(float) * 64;
+        size_t bytes = (size_t)b << 20;
         all += (bytes + (32u << 20) - 1) / (32u << 20) * (32u << 20);
     }
+    // the kernels loaded (lazily, at their first launch) before the device's free memory is read
+    for (int b = 1; b <= max_batch; b *= 2)
+        m.step(s, eager_block, b, false);
+    CHECK(cudaStreamSynchronize(s));
     size_t free_before = free_memory();
 
-    cucap_graph_set_options unlimited{}, third{};
+    cucap_graph_set_options unlimited{}, third{}, two{};
     unlimited.budget_bytes = (size_t)1 << 40;
     unlimited.capture_mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
     third = unlimited;
     third.budget_bytes = all / 3;
+    two = unlimited;
+    two.budget_graphs = 2;
+    two.kept_for_update = 2;
     cucap::graph_set set_all = cucap::graph_set::create(0, unlimited);
     cucap::graph_set set_third = cucap::graph_set::create(0, third);
+    cucap::graph_set set_two = cucap::graph_set::create(0, two);
     hand_cache hand;
     CHECK(cudaMalloc(&hand.block, sizeof(values)));
 
-    enum { EAGER, HAND, SET, SET_THIRD, MODES };
+    enum { EAGER, HAND, SET, SET_THIRD, SET_UPDATE, MODES };
     const char *names[MODES] = {"eager launches", "hand-written cache (no budget)", "graph set, no budget",
-                                "graph set, a third of the memory"};
-    std::vector<double> per_step[MODES];
+                                "graph set, a third of the memory", "graph set, 2 graphs + 2 kept (updates)"};
+    std::vector<double> per_step[MODES], miss_updated, miss_instantiated;
     std::vector<float> expected(steps), got(steps);
     size_t peak_third = 0, peak_third_set = 0;
+    unsigned long over_budget = 0, checked = 0;
     int mismatches = 0;
 
     for (int r = 0; r < rounds; r++) {
         for (int mode = 0; mode < MODES; mode++) {
             CHECK(cudaMemsetAsync(m.out, 0, (size_t)steps * sizeof(float), s));
             CHECK(cudaStreamSynchronize(s));
+            if (mode == SET_THIRD)   // the other modes' idle graphs' memory given back: the budget's check sees this set's
+                CHECK(cudaDeviceGraphMemTrim(0));
             auto t0 = clock_type::now();
             for (int i = 0; i < steps; i++) {
                 values v{(unsigned)i, (float)(i % 13)};
                 int bucket = bucket_of(batches[i]);
                 auto step = [&](cucap::builder &b) { m.step(b.stream(), b.params<values>(), bucket); };
+                auto fixed_step = [&](cucap::builder &b) { m.step(b.stream(), b.params<values>(), bucket, false); };
+                cucap_run_kind kind;
                 switch (mode) {
                 case EAGER:
                     CHECK(cudaMemcpyAsync(eager_block, &v, sizeof v, cudaMemcpyHostToDevice, s));
@@ -232,13 +259,24 @@ int main(int argc, char **argv)
                     break;
                 case HAND: hand.run(m, bucket, v, s); break;
                 case SET: set_all.run(bucket, step, v, s); break;
-                default: set_third.run(bucket, step, v, s); break;
+                case SET_THIRD: set_third.run(bucket, step, v, s); break;
+                default:
+                    kind = set_two.run(bucket, fixed_step, v, s);
+                    if (kind == CUCAP_RUN_UPDATED || kind == CUCAP_RUN_INSTANTIATED) {
+                        cucap_graph_set_key_stats ks = set_two.key_stats(bucket);
+                        (kind == CUCAP_RUN_UPDATED ? miss_updated : miss_instantiated)
+                            .push_back(ks.capture_us + ks.instantiate_us);
+                    }
+                    break;
                 }
                 CHECK(cudaStreamSynchronize(s));
                 if (mode == SET_THIRD) {
                     cucap_graph_set_stats st = set_third.stats();
-                    peak_third = std::max(peak_third, graph_memory() + st.footprint);
+                    size_t taken = graph_memory() + st.footprint;
+                    peak_third = std::max(peak_third, taken);
                     peak_third_set = std::max(peak_third_set, st.graph_memory + st.footprint);
+                    over_budget += taken > third.budget_bytes;
+                    checked++;
                 }
             }
             per_step[mode].push_back(seconds_since(t0) / steps * 1e6);
@@ -263,12 +301,23 @@ int main(int argc, char **argv)
     ratio(SET, HAND, "graph set, no budget / hand-written cache");
     ratio(EAGER, SET, "eager / graph set, no budget");
     ratio(SET_THIRD, HAND, "graph set, a third / hand-written cache");
-    cucap_graph_set_stats a = set_all.stats(), t = set_third.stats();
-    std::printf("misses: hand-written %lu, set %llu, set with a third %llu (retirements %llu, trims %llu, eager %llu)\n",
-                hand.misses, a.misses, t.misses, t.retirements, t.trims, t.eager_runs);
-    std::printf("budget of the third: %zu MiB; most taken, device graph memory + footprint: %zu MiB (the set's own "
-                "figure %zu MiB); results identical to eager launches: %s\n",
-                third.budget_bytes >> 20, peak_third >> 20, peak_third_set >> 20, mismatches ? "NO" : "yes");
+    ratio(SET_UPDATE, HAND, "graph set, 2 graphs + 2 kept / hand-written cache");
+    cucap_graph_set_stats a = set_all.stats(), t = set_third.stats(), u = set_two.stats();
+    std::printf("misses: hand-written %lu, set %llu, set with a third %llu (retirements %llu, trims %llu, eager %llu), "
+                "set of 2 %llu (updates %llu, instantiations %llu, eager %llu)\n",
+                hand.misses, a.misses, t.misses, t.retirements, t.trims, t.eager_runs, u.misses, u.updates,
+                u.instantiations, u.eager_runs);
+    std::printf("budget of the third: %zu MiB of %zu; most taken, device graph memory + footprint: %zu MiB (the set's "
+                "own figure %zu MiB); over the budget at %lu of %lu steps checked; results identical to eager "
+                "launches: %s\n",
+                third.budget_bytes >> 20, all >> 20, peak_third >> 20, peak_third_set >> 20, over_budget, checked,
+                mismatches ? "NO" : "yes");
+    if (!miss_updated.empty() && !miss_instantiated.empty())
+        std::printf("a miss, capture included (medians): updating a kept executable %.1f us, instantiating %.1f us: "
+                    "%.3f (%zu and %zu misses)\n",
+                    quantile(miss_updated, 0.5), quantile(miss_instantiated, 0.5),
+                    quantile(miss_updated, 0.5) / quantile(miss_instantiated, 0.5), miss_updated.size(),
+                    miss_instantiated.size());
 
     // warm-up of 64 batch sizes, 1 and 16 threads, by hand and through a set
     auto warm_by_hand = [&](int threads) {
@@ -343,9 +392,12 @@ int main(int argc, char **argv)
 
     set_all = cucap::graph_set();
     set_third = cucap::graph_set();
+    set_two = cucap::graph_set();
     hand.clear();
     cucap_release_cached();   /* the library's cached streams, events and builders */
+    CHECK(cudaDeviceSynchronize());
     CHECK(cudaDeviceGraphMemTrim(0));
+    CHECK(cudaMemPoolTrimTo(pool, 0));
     long long diff = (long long)free_before - (long long)free_memory();
     std::printf("device memory after the sets are destroyed: %lld KiB %s than before\n", (diff < 0 ? -diff : diff) >> 10,
                 diff > 0 ? "less" : "more");

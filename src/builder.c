@@ -737,7 +737,7 @@ static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUd
         if (keeper && keeper->params && cucap_i_params_size(keeper->params) == size) {
             p = keeper->params;
             cucap_i_params_ref(p);
-        } else if ((rc = cucap_i_params_new(b->ctx->ctx, size, &p, caller, err)) == CUDA_SUCCESS && keeper) {
+        } else if ((rc = cucap_i_params_new(b->ctx, size, &p, caller, err)) == CUDA_SUCCESS && keeper) {
             cucap_i_params_unref(keeper->params, caller);
             keeper->params = p;
             cucap_i_params_ref(p);

@@ -10,7 +10,11 @@
  * stream once its stream is destroyed and the handle given to a new one,
  * and CU_STREAM_PER_THREAD (NULL under per-thread default streams) is a
  * different stream in each thread.  Launches of graphs that read one
- * block take its lock, one at a time. */
+ * block take its lock, one at a time.
+ *
+ * The block comes from the device's current memory pool and goes back to
+ * it stream-ordered, behind the last launch that reads it: cuMemFree
+ * would wait for all work on the device, other streams' too. */
 #include "config.h"
 
 #include <pthread.h>
@@ -21,10 +25,11 @@
 #include "driver.h"
 #include "error.h"
 #include "params.h"
+#include "stream-cache.h"
 
 struct cucap_params {
     atomic_int refs;
-    CUcontext ctx;
+    struct ctx_hold *hold;
     CUdeviceptr block;
     size_t size;
     const void *type;                /* of its values, NULL for any; the capturing builder's */
@@ -33,7 +38,30 @@ struct cucap_params {
     unsigned long long last_stream;  /* the id of the last launch's stream, 0 before the first */
 };
 
-CUresult cucap_i_params_new(CUcontext ctx, size_t size, struct cucap_params **out, const char *caller,
+/* The block from dev's current pool on a stream of the cache; the first
+ * launch waits for the allocation as for a launch on another stream. */
+static CUresult allocate(struct cucap_params *p, const char *caller, cucap_error **err)
+{
+    CUmemoryPool pool;
+    CUstream s;
+    CUresult rc;
+
+    if ((rc = cucap_i_drv.cuDeviceGetMemPool(&pool, p->hold->dev)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuDeviceGetMemPool");
+    if ((rc = cucap_i_take_stream(p->hold, &s, caller)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
+    if ((rc = cucap_i_drv.cuMemAllocFromPoolAsync(&p->block, p->size, pool, s)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuMemAllocFromPoolAsync");
+    else if ((rc = cucap_i_drv.cuEventRecord(p->last_launch, s)) != CUDA_SUCCESS) {
+        cucap_i_fail_driver(err, rc, caller, "cuEventRecord");
+        (void)cucap_i_drv.cuMemFreeAsync(p->block, s);
+    } else
+        p->last_stream = ~0ull;
+    cucap_i_give_stream(p->hold, s, caller);
+    return rc;
+}
+
+CUresult cucap_i_params_new(struct ctx_hold *hold, size_t size, struct cucap_params **out, const char *caller,
                             cucap_error **err)
 {
     struct cucap_work_scope w;
@@ -43,23 +71,22 @@ CUresult cucap_i_params_new(CUcontext ctx, size_t size, struct cucap_params **ou
     *out = NULL;
     if (!(p = calloc(1, sizeof *p)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    if ((rc = cucap_i_work_enter(&w, ctx, caller, err)) == CUDA_SUCCESS) {
-        if ((rc = cucap_i_drv.cuMemAlloc(&p->block, size)) != CUDA_SUCCESS)
-            cucap_i_fail_driver(err, rc, caller, "cuMemAlloc");
-        else if ((rc = cucap_i_drv.cuEventCreate(&p->last_launch, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+    p->hold = hold;
+    p->size = size;
+    if ((rc = cucap_i_work_enter(&w, hold->ctx, caller, err)) == CUDA_SUCCESS) {
+        if ((rc = cucap_i_drv.cuEventCreate(&p->last_launch, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
             cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
-            (void)cucap_i_drv.cuMemFree(p->block);
-        }
+        else if ((rc = allocate(p, caller, err)) != CUDA_SUCCESS)
+            (void)cucap_i_drv.cuEventDestroy(p->last_launch);
         rc = cucap_i_work_leave(&w, rc, caller, err);
     }
     if (rc != CUDA_SUCCESS) {
         free(p);
         return rc;
     }
+    cucap_i_ctx_hold_ref_by(hold, 1);
     atomic_init(&p->refs, 1);
     pthread_mutex_init(&p->lock, NULL);
-    p->ctx = ctx;
-    p->size = size;
     *out = p;
     return CUDA_SUCCESS;
 }
@@ -70,6 +97,23 @@ void cucap_i_params_ref(struct cucap_params *p)
         atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
 }
 
+/* The block back to its pool behind the last launch that reads it, on a
+ * stream of its own, destroyed at once (the driver lets its work finish
+ * first): a stream of the cache would be left behind that launch, and
+ * hand the wait on to the next fork that takes it. */
+static CUresult free_block(struct cucap_params *p, const char *caller)
+{
+    CUstream s;
+    CUresult rc;
+
+    if ((rc = cucap_i_stream_in(p->hold->ctx, &s, caller, NULL)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_drv.cuStreamWaitEvent(s, p->last_launch, 0)) == CUDA_SUCCESS)
+        rc = cucap_i_drv.cuMemFreeAsync(p->block, s);
+    (void)cucap_i_drv.cuStreamDestroy(s);
+    return rc;
+}
+
 void cucap_i_params_unref(struct cucap_params *p, const char *caller)
 {
     struct cucap_work_scope w;
@@ -77,17 +121,21 @@ void cucap_i_params_unref(struct cucap_params *p, const char *caller)
 
     if (!p || atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
         return;
-    cucap_i_work_enter_quietly(&w, p->ctx, caller);
-    /* the block stays until the last launch that reads it is done */
-    if (p->last_stream && (rc = cucap_i_drv.cuEventSynchronize(p->last_launch)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "%s: cuEventSynchronize failed while waiting for the last launch that reads a "
-                     "parameter block; the block is not freed: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
-    else if ((rc = cucap_i_drv.cuMemFree(p->block)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "%s: cuMemFree failed while freeing a parameter block: " CUCAP_I_RESULT_FMT, caller,
-                     CUCAP_I_RESULT_ARGS(rc));
+    cucap_i_work_enter_quietly(&w, p->hold->ctx, caller);
+    if (free_block(p, caller) != CUDA_SUCCESS) {
+        /* then on the host: the block stays until the last launch that reads it is done */
+        if ((rc = cucap_i_drv.cuEventSynchronize(p->last_launch)) != CUDA_SUCCESS)
+            cucap_i_warn(rc, "%s: cuEventSynchronize failed while waiting for the last launch that reads a "
+                         "parameter block; the block is not freed: " CUCAP_I_RESULT_FMT, caller,
+                         CUCAP_I_RESULT_ARGS(rc));
+        else if ((rc = cucap_i_drv.cuMemFree(p->block)) != CUDA_SUCCESS)
+            cucap_i_warn(rc, "%s: cuMemFree failed while freeing a parameter block: " CUCAP_I_RESULT_FMT, caller,
+                         CUCAP_I_RESULT_ARGS(rc));
+    }
     if ((rc = cucap_i_drv.cuEventDestroy(p->last_launch)) != CUDA_SUCCESS)
         cucap_i_warn(rc, "%s: cuEventDestroy failed: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
     cucap_i_work_leave_quietly(&w, caller);
+    cucap_i_ctx_hold_release(p->hold);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }

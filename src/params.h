@@ -4,16 +4,21 @@
 #define CUCAP_I_PARAMS_H
 
 #include "cucapture.h"
+#include "context-hold.h"
 
 struct cucap_params;
 
-/* A block of size bytes in ctx (cuMemAlloc in relaxed thread mode, which
- * a capture on this or another thread allows), with one reference. */
-CUresult cucap_i_params_new(CUcontext ctx, size_t size, struct cucap_params **out, const char *caller,
+/* A block of size bytes in hold's context, from its device's current
+ * pool (allocated in relaxed thread mode, which a capture on this or
+ * another thread allows), with one reference; the block holds a
+ * reference on hold. */
+CUresult cucap_i_params_new(struct ctx_hold *hold, size_t size, struct cucap_params **out, const char *caller,
                             cucap_error **err);
 void cucap_i_params_ref(struct cucap_params *p);
-/* The last reference waits for the last launch that reads the block, then
- * frees it; failures go to the warning handler as caller's. */
+/* The last reference gives the block back to its pool behind the last
+ * launch that reads it, without waiting on the host (but when the driver
+ * refuses that: then it waits for that launch and frees the block);
+ * failures go to the warning handler as caller's. */
 void cucap_i_params_unref(struct cucap_params *p, const char *caller);
 CUdeviceptr cucap_i_params_block(const struct cucap_params *p);
 /* The type its values are of (cucap_builder_params_typed), NULL for any;

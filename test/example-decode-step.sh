@@ -3,11 +3,13 @@
 # and found cuBLAS), as TAP: examples/decode-step replays a transformer's
 # decode step with per-launch positions and checks it against eager
 # launches bit for bit; bench/decode-step, a short run of every mode, checks
-# the same.  Without a GPU they say SKIP, and fail then under
+# the same; examples/batch-decode runs the step over a changing batch
+# through a graph set (a budget of 64 MiB, so graphs are retired) and
+# checks it the same way.  Without a GPU they say SKIP, and fail then under
 # CUCAPTURE_REQUIRE_GPU=1.
-echo "1..2"
+echo "1..3"
 n=0
-for prog in "examples/decode-step 512 4 24" "bench/decode-step 4 1 256x4"; do
+for prog in "examples/decode-step 512 4 24" "bench/decode-step 4 1 256x4" "examples/batch-decode 256 2 48 64"; do
     n=$((n + 1))
     exe=${prog%% *}
     if [ ! -x "./$exe" ]; then

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
 
@@ -254,25 +255,77 @@ BACKEND_TEST(graph_set, ten_thousand_random_steps_under_a_budget)
     D.cuStreamDestroy(s);
 }
 
-/* A graph retired with 200 launches of it in flight: they all finish, and
- * the set never waited for them. */
+/* A host function that holds its stream until the test opens it, or 10 s
+ * have passed (then timed_out: something waited for the stream's work). */
+struct gate {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int open, timed_out;
+};
+
+static void CUDA_CB hold_the_stream(void *p)
+{
+    struct gate *g = p;
+    struct timespec until;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&g->lock);
+    while (!g->open && !g->timed_out)
+        if (pthread_cond_timedwait(&g->cond, &g->lock, &until))
+            g->timed_out = 1;
+    pthread_mutex_unlock(&g->lock);
+}
+
+static void open_gate(struct gate *g)
+{
+    pthread_mutex_lock(&g->lock);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
+/* Graphs retired with 200 launches of each in flight, held behind a host
+ * function (on the GPU; the simulator runs it at once): they all finish,
+ * with their values, and neither the retirements nor the set's destroy
+ * waited for them (had they, the gate would have timed out). */
 BACKEND_TEST(graph_set, a_retirement_with_launches_in_flight)
 {
-    cucap_graph_set *set = new_set((size_t)64 << 20, 1, 0);
+    /* one graph at a time; key 1's graph memory stays taken until its launches are done */
+    cucap_graph_set *set = new_set((size_t)128 << 20, 1, 0);
+    cucap_graph_set_stats stats;
+    struct gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
     struct step st;
-    CUstream s = new_stream();
-    uint64_t step;
+    CUstream s = new_stream(), other = new_stream();
+    CUdeviceptr outs;
+    uint64_t step, key;
+    cucap_run_kind kind;
+    cucap_error *err = NULL;
 
     memset(&st, 0, sizeof st);
-    cr_assert_eq(D.cuMemAlloc(&st.out, 2 * sizeof(struct values)), CUDA_SUCCESS);
-    for (step = 1; step <= 200; step++)
-        cr_assert_eq(run_step(set, &st, step, 1, s, NULL, NULL), CUDA_SUCCESS);
-    cr_assert_eq(run_step(set, &st, 201, 2, s, NULL, NULL), CUDA_SUCCESS, "key 1 retired to make room");
-    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
-    check_out(st.out, 201, 2);
+    st.per_key = 1;
+    cr_assert_eq(D.cuMemAlloc(&st.out, 4 * 2 * sizeof(struct values)), CUDA_SUCCESS);
+    outs = st.out;
+    if (!on_simulator())
+        cr_assert_eq(D.cuLaunchHostFunc(s, hold_the_stream, &g), CUDA_SUCCESS);
+    for (key = 1; key <= 2; key++)   /* key 1 is retired for key 2 with its launches waiting */
+        for (step = 1; step <= 200; step++)
+            cr_assert_eq(run_step(set, &st, step, key, s, NULL, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(run_step(set, &st, 1, 3, other, &kind, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(kind, CUCAP_RUN_INSTANTIATED);
+    cr_assert_eq(D.cuStreamSynchronize(other), CUDA_SUCCESS);
+    check_out(outs + 3 * 2 * sizeof(struct values), 1, 3);
+    cucap_graph_set_get_stats(set, &stats);
+    cr_assert_eq(stats.retirements, 2);
     cucap_graph_set_destroy(set);
+    open_gate(&g);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_not(g.timed_out, "a retirement or the destroy waited for the launches in flight");
+    for (key = 1; key <= 2; key++)
+        check_out(outs + key * 2 * sizeof(struct values), 200, key);
     D.cuMemFree(st.out);
     D.cuStreamDestroy(s);
+    D.cuStreamDestroy(other);
 }
 
 /* ---------------------------------------------------------------- eager runs */
@@ -467,6 +520,160 @@ static void *work_shared_keys(void *p)
     cucap_error_free(err);
     D.cuStreamDestroy(s);
     return NULL;
+}
+
+/* What a thread under the eager-fallback test saw: a step's slot read
+ * in relaxed mode (a global capture elsewhere refuses a synchronous copy
+ * made in global mode, and such a call would invalidate it). */
+static int slot_holds(CUdeviceptr out, uint64_t step, uint64_t key)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    struct values host[2];
+    int ok;
+
+    memset(host, 0, sizeof host);
+    D.cuThreadExchangeStreamCaptureMode(&mode);
+    ok = D.cuMemcpyDtoH(host, out + key * 2 * sizeof(struct values), sizeof host) == CUDA_SUCCESS &&
+         host[0].step == step && host[0].key == key && host[1].step == step && host[1].key == key;
+    D.cuThreadExchangeStreamCaptureMode(&mode);
+    return ok;
+}
+
+struct background_capture {
+    pthread_t thread;
+    CUdeviceptr scratch;
+    int stop;                        /* (atomic) */
+    unsigned long ended, invalidated, failed;
+};
+
+static void *capture_until_stopped(void *p)
+{
+    struct background_capture *bg = p;
+    cucap_builder *b;
+    CUresult rc;
+
+    D.cuCtxSetCurrent(gpu_context);
+    while (!__atomic_load_n(&bg->stop, __ATOMIC_ACQUIRE)) {
+        b = NULL;
+        if (cucap_builder_create(0, &b, NULL) != CUDA_SUCCESS ||
+            cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL) != CUDA_SUCCESS) {
+            bg->failed++;
+        } else {
+            (void)D.cuMemsetD8Async(bg->scratch, 1, 256, cucap_builder_stream(b));
+            rc = cucap_builder_end(b, NULL);
+            if (rc == CUDA_SUCCESS)
+                bg->ended++;
+            else if (rc == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+                bg->invalidated++;
+            else
+                bg->failed++;
+        }
+        cucap_builder_destroy(b);
+    }
+    return NULL;
+}
+
+struct fallback_run {
+    cucap_graph_set *set;
+    struct step st;                  /* its own: its first capture is invalidated */
+    struct intruder in;
+    uint64_t key;
+    CUstream s;
+    cucap_run_kind first;
+    int made_at, bad;
+    char reason[256], failure[256];
+};
+
+static void *runs_from_a_fresh_thread(void *p)
+{
+    struct fallback_run *r = p;
+    cucap_graph_set_key_stats ks;
+    cucap_run_kind kind;
+    cucap_error *err = NULL;
+    CUstreamCaptureStatus status;
+    int i;
+
+    for (i = 0; i < 12 && !r->bad; i++) {
+        if (run_step(r->set, &r->st, 100 + (uint64_t)i, r->key, r->s, &kind, &err) != CUDA_SUCCESS) {
+            snprintf(r->failure, sizeof r->failure, "run %d: %s", i, cucap_error_message(err));
+            r->bad = 1;
+        }
+        if (i == 0) {
+            r->first = kind;
+            if (cucap_graph_set_get_key_stats(r->set, &r->key, sizeof r->key, &ks, NULL) == CUDA_SUCCESS)
+                snprintf(r->reason, sizeof r->reason, "%s", ks.reason);
+            D.cuCtxSetCurrent(gpu_context);   /* for the checks */
+        }
+        if (kind == CUCAP_RUN_INSTANTIATED && !r->made_at)
+            r->made_at = i;
+        if (!r->bad && (!slot_holds(r->st.out, 100 + (uint64_t)i, r->key) ||
+                        D.cuStreamGetCaptureInfo(r->s, &status, NULL, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
+                        status != CU_STREAM_CAPTURE_STATUS_NONE)) {
+            snprintf(r->failure, sizeof r->failure, "run %d (%d): a wrong result, or the stream left capturing", i,
+                     (int)kind);
+            r->bad = 1;
+        }
+    }
+    cucap_error_free(err);
+    return NULL;
+}
+
+/* The eager fallback from 4 fresh threads while 8 other threads capture
+ * in global mode: each fresh thread's first capture is invalidated by
+ * another thread's global-mode call, its own or another fresh thread's
+ * (each invalidates the background captures running then too); its step runs eagerly with the right
+ * result, the key names the invalidation, a later run captures, and no
+ * stream is left capturing. */
+BACKEND_TEST(graph_set, eager_fallback_from_fresh_threads_beside_eight_global_captures)
+{
+    cucap_graph_set *set = new_set((size_t)256 << 20, 0, 0);
+    struct background_capture bg[8];
+    struct fallback_run r[4];
+    pthread_t t[4];
+    CUdeviceptr out, scratch;
+    unsigned long ended = 0;
+    int i, intruders = 0;
+
+    cr_assert_eq(D.cuMemAlloc(&out, 16 * 2 * sizeof(struct values)), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemAlloc(&scratch, 8 * 256), CUDA_SUCCESS);
+    for (i = 0; i < 8; i++) {
+        memset(&bg[i], 0, sizeof bg[i]);
+        bg[i].scratch = scratch + (CUdeviceptr)i * 256;
+        cr_assert_eq(pthread_create(&bg[i].thread, NULL, capture_until_stopped, &bg[i]), 0);
+    }
+    for (i = 0; i < 4; i++) {
+        memset(&r[i], 0, sizeof r[i]);
+        r[i].set = set;
+        r[i].st.out = out;
+        r[i].st.per_key = 1;
+        r[i].st.during = invalidate_from_another_thread;
+        r[i].st.during_arg = &r[i].in;
+        r[i].key = 11 + (uint64_t)i;
+        r[i].s = new_stream();
+    }
+    for (i = 0; i < 4; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, runs_from_a_fresh_thread, &r[i]), 0);
+    for (i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    for (i = 0; i < 8; i++) {
+        __atomic_store_n(&bg[i].stop, 1, __ATOMIC_RELEASE);
+        pthread_join(bg[i].thread, NULL);
+        ended += bg[i].ended;
+        cr_assert_eq(bg[i].failed, 0, "background thread %d: %lu captures failed otherwise", i, bg[i].failed);
+    }
+    cr_assert_gt(ended, 0, "the background threads captured");
+    for (i = 0; i < 4; i++) {
+        cr_assert(!r[i].bad, "fresh thread %d: %s", i, r[i].failure);
+        intruders += r[i].in.done;   /* a thread's capture invalidated before it got there calls none */
+        cr_assert_eq(r[i].first, CUCAP_RUN_EAGER, "fresh thread %d: %d", i, (int)r[i].first);
+        cr_assert(strstr(r[i].reason, "INVALIDATED") || strstr(r[i].reason, "invalidated"), "%s", r[i].reason);
+        cr_assert_gt(r[i].made_at, 0, "fresh thread %d: a later run captured", i);
+        D.cuStreamDestroy(r[i].s);
+    }
+    cr_assert_gt(intruders, 0);
+    cucap_graph_set_destroy(set);
+    D.cuMemFree(out);
+    D.cuMemFree(scratch);
 }
 
 /* 8 fresh threads on shared keys, each on its own stream: every run

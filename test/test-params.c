@@ -408,9 +408,9 @@ FAULT_BACKEND_TEST(params, a_failed_allocation_makes_nothing_and_the_capture_goe
     cr_assert_eq(D.cuMemAlloc(&out, 8), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
-    cr_assert_eq(set_rules("cuMemAlloc:1:CUDA_ERROR_OUT_OF_MEMORY"), 0);
+    cr_assert_eq(set_rules("cuMemAllocFromPoolAsync:1:CUDA_ERROR_OUT_OF_MEMORY"), 0);
     cr_assert_eq(cucap_builder_params(b, 8, &block, &err), CUDA_ERROR_OUT_OF_MEMORY);
-    cr_assert_not_null(strstr(cucap_error_message(err), "cuMemAlloc"), "%s", cucap_error_message(err));
+    cr_assert_not_null(strstr(cucap_error_message(err), "cuMemAllocFromPoolAsync"), "%s", cucap_error_message(err));
     cucap_error_free(err);
     err = NULL;
     cr_assert_eq(set_rules(""), 0);
