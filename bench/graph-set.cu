@@ -320,6 +320,7 @@ int main(int argc, char **argv)
                     miss_instantiated.size());
 
     // warm-up of 64 batch sizes, 1 and 16 threads, by hand and through a set
+    double hand_capture_ms = 0, hand_instantiate_ms = 0, set_capture_ms = 0, set_instantiate_ms = 0;
     auto warm_by_hand = [&](int threads) {
         auto t0 = clock_type::now();
         std::vector<std::thread> pool;
@@ -332,10 +333,16 @@ int main(int argc, char **argv)
                 for (int b = 1 + t; b <= max_batch; b += threads) {
                     cudaGraph_t g;
                     cudaGraphExec_t e;
+                    auto c0 = clock_type::now();
                     CHECK(cudaStreamBeginCapture(ts, cudaStreamCaptureModeThreadLocal));
                     m.step(ts, block, b);
                     CHECK(cudaStreamEndCapture(ts, &g));
+                    auto c1 = clock_type::now();
                     CHECK(cudaGraphInstantiate(&e, g, 0));
+                    if (threads == 1) {
+                        hand_capture_ms += std::chrono::duration<double>(c1 - c0).count() * 1e3;
+                        hand_instantiate_ms += seconds_since(c1) * 1e3;
+                    }
                     CHECK(cudaGraphDestroy(g));
                     CHECK(cudaGraphExecDestroy(e));
                 }
@@ -383,21 +390,36 @@ int main(int argc, char **argv)
         double ms = seconds_since(t0) * 1e3;
         if (ws.stats().graphs != (size_t)max_batch)
             std::printf("warm-up through the set made %zu graphs, not %d\n", ws.stats().graphs, max_batch);
+        for (int b = 1; threads == 1 && b <= max_batch; b++) {
+            cucap_graph_set_key_stats ks = ws.key_stats(b);
+            set_capture_ms += ks.capture_us / 1e3;
+            set_instantiate_ms += ks.instantiate_us / 1e3;
+        }
         return ms;
     };
     double h1 = warm_by_hand(1), h16 = warm_by_hand(16), s1 = warm_set(1), s16 = warm_set(16);
     std::printf("warm-up of %d batch sizes, ms: by hand 1 thread %.1f, 16 threads %.1f (%.2fx); through a set "
                 "1 thread %.1f, 16 threads %.1f (%.2fx)\n",
                 max_batch, h1, h16, h16 / h1, s1, s16, s16 / s1);
+    std::printf("warm-up from 1 thread, ms: by hand capture %.1f + instantiate %.1f; through a set capture %.1f + "
+                "instantiate %.1f\n", hand_capture_ms, hand_instantiate_ms, set_capture_ms, set_instantiate_ms);
 
+    auto kib_taken = [&] { return ((long long)free_before - (long long)free_memory()) / 1024; };
+    long long with_all = kib_taken();
     set_all = cucap::graph_set();
     set_third = cucap::graph_set();
     set_two = cucap::graph_set();
     hand.clear();
-    cucap_release_cached();   /* the library's cached streams, events and builders */
     CHECK(cudaDeviceSynchronize());
+    long long destroyed = kib_taken();
+    cucap_release_cached();   /* the library's cached streams, events and builders */
+    long long released = kib_taken();
     CHECK(cudaDeviceGraphMemTrim(0));
+    long long trimmed = kib_taken();
     CHECK(cudaMemPoolTrimTo(pool, 0));
+    std::printf("device memory taken against before, KiB: with every set %lld, the sets and cache destroyed %lld, "
+                "cucap_release_cached %lld, graph memory trimmed %lld (graph memory reserved %zu KiB), pool trimmed "
+                "%lld\n", with_all, destroyed, released, trimmed, graph_memory() >> 10, kib_taken());
     long long diff = (long long)free_before - (long long)free_memory();
     std::printf("device memory after the sets are destroyed: %lld KiB %s than before\n", (diff < 0 ? -diff : diff) >> 10,
                 diff > 0 ? "less" : "more");

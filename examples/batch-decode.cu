@@ -141,8 +141,10 @@ struct batch_model {
     int hidden, layers, ffn;
     std::vector<decode::layer> weights;   // k_cache and v_cache: slots x max_positions x hidden
     float *state;                    // slots x hidden: each sequence's hidden state
-    cublasHandle_t blas;
-    void *blas_workspace;
+    // a cuBLAS handle and workspace for each of the step's three streams:
+    // GEMMs running at once on the forks must not share a workspace
+    cublasHandle_t blas[3];
+    void *blas_workspace[3];
 
     batch_model(int hidden_, int layers_) : hidden(hidden_), layers(layers_), ffn(4 * hidden_)
     {
@@ -163,16 +165,20 @@ struct batch_model {
             l.v_cache = make(cache, 0, -1.0f);
         }
         state = make(slots * h, 0, -1.0f);
-        DECODE_BLAS(cublasCreate(&blas));
-        // a workspace set before any capture: cuBLAS allocates nothing while capturing
-        DECODE_CHECK(cudaMalloc(&blas_workspace, 4 << 20));
-        DECODE_BLAS(cublasSetWorkspace(blas, blas_workspace, 4 << 20));
+        // workspaces set before any capture: cuBLAS allocates nothing while capturing
+        for (int i = 0; i < 3; i++) {
+            DECODE_BLAS(cublasCreate(&blas[i]));
+            DECODE_CHECK(cudaMalloc(&blas_workspace[i], 4 << 20));
+            DECODE_BLAS(cublasSetWorkspace(blas[i], blas_workspace[i], 4 << 20));
+        }
         DECODE_CHECK(cudaDeviceSynchronize());
     }
     ~batch_model()
     {
-        cublasDestroy(blas);
-        cudaFree(blas_workspace);
+        for (int i = 0; i < 3; i++) {
+            cublasDestroy(blas[i]);
+            cudaFree(blas_workspace[i]);
+        }
         for (decode::layer &l : weights)
             for (float *p : {l.norm1, l.norm2, l.wq, l.wk, l.wv, l.wo, l.wgate, l.wup, l.wdown, l.k_cache, l.v_cache})
                 cudaFree(p);
@@ -192,12 +198,14 @@ struct batch_model {
         DECODE_CHECK(cudaStreamSynchronize(s));
     }
 
-    // Y (rows x out) = X (rows x in) W^T, W of out x in, all row-major
-    void gemm(cudaStream_t s, const float *w, const float *in, float *out, int rows, int out_dim, int in_dim)
+    // Y (rows x out) = X (rows x in) W^T, W of out x in, all row-major,
+    // with the step's stream `which`'s handle on s
+    void gemm(int which, cudaStream_t s, const float *w, const float *in, float *out, int rows, int out_dim,
+              int in_dim)
     {
         const float one = 1.0f, zero = 0.0f;
-        DECODE_BLAS(cublasSetStream(blas, s));
-        DECODE_BLAS(cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, out_dim, rows, in_dim, &one, w, in_dim, in, in_dim,
+        DECODE_BLAS(cublasSetStream(blas[which], s));
+        DECODE_BLAS(cublasSgemm(blas[which], CUBLAS_OP_T, CUBLAS_OP_N, out_dim, rows, in_dim, &one, w, in_dim, in, in_dim,
                                 &zero, out, out_dim));
     }
 
@@ -217,22 +225,22 @@ struct batch_model {
         for (decode::layer &l : weights) {
             rms_norm_rows<<<rows, 256, 0, s>>>(x, l.norm1, xn, hidden);
             forks->fork(3, on);
-            gemm(on[0], l.wq, xn, q, rows, hidden, hidden);
-            gemm(on[1], l.wk, xn, k, rows, hidden, hidden);
-            gemm(on[2], l.wv, xn, vv, rows, hidden, hidden);
+            gemm(0, on[0], l.wq, xn, q, rows, hidden, hidden);
+            gemm(1, on[1], l.wk, xn, k, rows, hidden, hidden);
+            gemm(2, on[2], l.wv, xn, vv, rows, hidden, hidden);
             forks->join();
             rotary_and_cache_rows<<<dim3(rot, rows), 128, 0, s>>>(q, k, vv, l.k_cache, l.v_cache, v, hidden);
             attention_rows<<<dim3(hidden / decode::head_dim, rows), decode::head_dim, 0, s>>>(q, l.k_cache,
                                                                                             l.v_cache, att, v, hidden);
-            gemm(s, l.wo, att, proj, rows, hidden, hidden);
+            gemm(0, s, l.wo, att, proj, rows, hidden, hidden);
             decode::add_into<<<blocks, 256, 0, s>>>(x, proj, (int)h);
             rms_norm_rows<<<rows, 256, 0, s>>>(x, l.norm2, xn, hidden);
             forks->fork(2, on);
-            gemm(on[0], l.wgate, xn, gate, rows, ffn, hidden);
-            gemm(on[1], l.wup, xn, up, rows, ffn, hidden);
+            gemm(0, on[0], l.wgate, xn, gate, rows, ffn, hidden);
+            gemm(1, on[1], l.wup, xn, up, rows, ffn, hidden);
             forks->join();
             decode::silu_times<<<fblocks, 256, 0, s>>>(gate, up, act, (int)f);
-            gemm(s, l.wdown, act, proj, rows, hidden, ffn);
+            gemm(0, s, l.wdown, act, proj, rows, hidden, ffn);
             decode::add_into<<<blocks, 256, 0, s>>>(x, proj, (int)h);
         }
         scatter<<<rows, 256, 0, s>>>(state, x, v, hidden);
@@ -381,6 +389,8 @@ int main(int argc, char **argv)
                     "identical to eager launches\n",
                     steps, slots, hidden, layers, st.graphs, st.hits, st.misses, st.eager_runs, st.graph_memory >> 20,
                     st.footprint >> 10, budget_mib);
+        if (st.eager_runs)
+            std::printf("batch-decode: the last step run eagerly was so because %s\n", st.last_reason);
         DECODE_CHECK(cudaStreamDestroy(s));
     } catch (const cucap::error &e) {
         std::printf("batch-decode: %s\n", e.text().c_str());

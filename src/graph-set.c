@@ -50,6 +50,7 @@ struct kept_exec {
 struct cucap_graph_set {
     pthread_mutex_t lock;            /* all below, and every launch of the set's executable graphs */
     pthread_mutex_t instantiating;   /* one instantiation or update at a time; taken before lock */
+    pthread_mutex_t warming;         /* one warm-up at a time; taken before instantiating */
     struct ctx_hold *hold;
     CUdevice dev;
     cucap_graph_set_options opts;
@@ -643,6 +644,7 @@ CUresult cucap_graph_set_create(CUdevice dev, const cucap_graph_set_options *opt
     set->stats.budget_graphs = opts->budget_graphs;
     pthread_mutex_init(&set->lock, NULL);
     pthread_mutex_init(&set->instantiating, NULL);
+    pthread_mutex_init(&set->warming, NULL);
     *out = set;
     return CUDA_SUCCESS;
 }
@@ -727,6 +729,8 @@ CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_s
     return rc;
 }
 
+static _Thread_local const cucap_graph_set *warming_on_this_thread;
+
 CUresult cucap_graph_set_warm(cucap_graph_set *set, const void *const *keys, const size_t *key_sizes, size_t count,
                               cucap_capture_fn fn, void *const *user_data, cucap_error **err)
 {
@@ -735,6 +739,7 @@ CUresult cucap_graph_set_warm(cucap_graph_set *set, const void *const *keys, con
     struct entry *e;
     CUresult rc;
     size_t i;
+    int nested;
 
     if (!set || !fn || (count && (!keys || !key_sizes)))
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: %s is NULL", caller,
@@ -742,6 +747,13 @@ CUresult cucap_graph_set_warm(cucap_graph_set *set, const void *const *keys, con
     for (i = 0; i < count; i++)
         if ((rc = check_key(set, keys[i], key_sizes[i], caller, err)) != CUDA_SUCCESS)
             return rc;
+    /* captures and instantiations slow each other down on several threads
+     * more than they gain: one thread's list at a time (a capture function
+     * that warms the set again goes on under the same hold) */
+    nested = warming_on_this_thread == set;
+    if (!nested)
+        pthread_mutex_lock(&set->warming);
+    warming_on_this_thread = set;
     for (i = 0; i < count; i++) {
         pthread_mutex_lock(&set->lock);
         e = find_or_add(set, keys[i], key_sizes[i]);
@@ -752,6 +764,10 @@ CUresult cucap_graph_set_warm(cucap_graph_set *set, const void *const *keys, con
         pthread_mutex_unlock(&set->lock);
         if (e)
             (void)make_graph(set, e, fn, user_data ? user_data[i] : NULL, NULL, NULL, &how);
+    }
+    if (!nested) {
+        warming_on_this_thread = NULL;
+        pthread_mutex_unlock(&set->warming);
     }
     return CUDA_SUCCESS;
 }
@@ -826,6 +842,7 @@ void cucap_graph_set_destroy(cucap_graph_set *set)
     cucap_i_ctx_hold_release(set->hold);
     pthread_mutex_destroy(&set->lock);
     pthread_mutex_destroy(&set->instantiating);
+    pthread_mutex_destroy(&set->warming);
     free(set->buckets);
     free(set);
 }

@@ -289,18 +289,44 @@ static void open_gate(struct gate *g)
  * function (on the GPU; the simulator runs it at once): they all finish,
  * with their values, and neither the retirements nor the set's destroy
  * waited for them (had they, the gate would have timed out). */
+static double ms_now(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* the slowest call of a test, and which it was */
+struct slowest {
+    double ms;
+    char what[64];
+};
+
+static void timed(struct slowest *w, double t0, const char *what, uint64_t n)
+{
+    double ms = ms_now() - t0;
+
+    if (ms > w->ms) {
+        w->ms = ms;
+        snprintf(w->what, sizeof w->what, "%s %llu", what, (unsigned long long)n);
+    }
+}
+
 BACKEND_TEST(graph_set, a_retirement_with_launches_in_flight)
 {
     /* one graph at a time; key 1's graph memory stays taken until its launches are done */
     cucap_graph_set *set = new_set((size_t)128 << 20, 1, 0);
     cucap_graph_set_stats stats;
     struct gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+    struct slowest worst = { 0, "" };
     struct step st;
     CUstream s = new_stream(), other = new_stream();
     CUdeviceptr outs;
     uint64_t step, key;
     cucap_run_kind kind;
     cucap_error *err = NULL;
+    double t0;
 
     memset(&st, 0, sizeof st);
     st.per_key = 1;
@@ -308,21 +334,32 @@ BACKEND_TEST(graph_set, a_retirement_with_launches_in_flight)
     outs = st.out;
     if (!on_simulator())
         cr_assert_eq(D.cuLaunchHostFunc(s, hold_the_stream, &g), CUDA_SUCCESS);
-    for (key = 1; key <= 2; key++)   /* key 1 is retired for key 2 with its launches waiting */
-        for (step = 1; step <= 200; step++)
-            cr_assert_eq(run_step(set, &st, step, key, s, NULL, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
-    cr_assert_eq(run_step(set, &st, 1, 3, other, &kind, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
-    cr_assert_eq(kind, CUCAP_RUN_INSTANTIATED);
+    for (step = 1; step <= 200; step++) {
+        t0 = ms_now();
+        cr_assert_eq(run_step(set, &st, step, 1, s, NULL, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+        timed(&worst, t0, "run of key 1, step", step);
+    }
+    /* key 1 retired for key 2 with its launches waiting, key 2 for key 3 with its one */
+    for (key = 2; key <= 3; key++) {
+        t0 = ms_now();
+        cr_assert_eq(run_step(set, &st, 1, key, key == 2 ? s : other, &kind, &err), CUDA_SUCCESS, "%s",
+                     cucap_error_message(err));
+        timed(&worst, t0, "first run of key", key);
+        cr_assert_eq(kind, CUCAP_RUN_INSTANTIATED);
+    }
     cr_assert_eq(D.cuStreamSynchronize(other), CUDA_SUCCESS);
     check_out(outs + 3 * 2 * sizeof(struct values), 1, 3);
     cucap_graph_set_get_stats(set, &stats);
     cr_assert_eq(stats.retirements, 2);
+    t0 = ms_now();
     cucap_graph_set_destroy(set);
+    timed(&worst, t0, "the set's destroy", 0);
     open_gate(&g);
     cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
-    cr_assert_not(g.timed_out, "a retirement or the destroy waited for the launches in flight");
-    for (key = 1; key <= 2; key++)
-        check_out(outs + key * 2 * sizeof(struct values), 200, key);
+    cr_assert_not(g.timed_out, "a call waited for the launches in flight: the slowest was the %s, %.1f ms", worst.what,
+                  worst.ms);
+    check_out(outs + 1 * 2 * sizeof(struct values), 200, 1);
+    check_out(outs + 2 * 2 * sizeof(struct values), 1, 2);
     D.cuMemFree(st.out);
     D.cuStreamDestroy(s);
     D.cuStreamDestroy(other);
