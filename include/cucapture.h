@@ -45,15 +45,13 @@
  * A thread needs no current context: every call makes the context it
  * needs current and gives the thread's own back.
  *
- * Calls that can block: the last release of a capture's parameter block
- * waits on the host until the launches still reading it are done.  That
- * release can come from cucap_exec_destroy(), cucap_graph_unref(),
- * cucap_builder_destroy(), cucap_builder_reset(), cucap_exec_update(),
- * cucap_exec_update_graph(), cucap_builder_complete_into() and
- * cucap_builder_complete_into_why() (the executable graph lets go of the
- * block of the capture it was made from), and cucap_builder_params() (a
- * block of another size replaces the builder's last one); without a
- * parameter block none of them waits.
+ * Calls that can block: none waits for the GPU.  The last release of a
+ * capture's parameter block (from cucap_exec_destroy(),
+ * cucap_graph_unref(), cucap_builder_destroy(), cucap_builder_reset(),
+ * the updates and cucap_builder_params()) gives the block back to the
+ * device's memory pool behind the last launch that reads it, on a stream
+ * of its own, and returns at once; only when the driver refuses that does
+ * it wait on the host for that launch, with a warning.
  *
  * libcucapture does not link against libcuda.  On first use it loads the
  * driver with dlopen(): the library named by the environment variable

@@ -12,14 +12,18 @@
  * different stream in each thread.  Launches of graphs that read one
  * block take its lock, one at a time.
  *
- * The block comes from the device's current memory pool and goes back to
- * it stream-ordered, behind the last launch that reads it: cuMemFree
- * would wait for all work on the device, other streams' too. */
+ * The block comes from a memory pool of the library's and goes back to it
+ * stream-ordered, behind the last launch that reads it: cuMemFree would
+ * wait for all work on the device, other streams' too.  The pool lets the
+ * driver add no dependency to reuse memory: a block still queued to go
+ * back behind one stream's launches would make the next block's first
+ * launch, on any stream, wait for them. */
 #include "config.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "context-hold.h"
 #include "driver.h"
@@ -38,7 +42,61 @@ struct cucap_params {
     unsigned long long last_stream;  /* the id of the last launch's stream, 0 before the first */
 };
 
-/* The block from dev's current pool on a stream of the cache; the first
+#define BLOCK_POOL_DEVICES 64
+#define BLOCK_POOL_KEEP ((cuuint64_t)2 << 20)   /* kept between blocks: one granule of the driver's */
+
+static _Atomic(CUmemoryPool) block_pools[BLOCK_POOL_DEVICES];
+
+/* dev's pool of blocks, made on first use (two threads may both make one:
+ * the first kept, the other destroyed) */
+static CUresult block_pool(CUdevice dev, CUmemoryPool *out, const char *caller, cucap_error **err)
+{
+    CUmemoryPool pool = NULL, none = NULL;
+    CUmemPoolProps props;
+    cuuint64_t keep = BLOCK_POOL_KEEP;
+    int no = 0;
+    CUresult rc;
+
+    if (dev < 0 || dev >= BLOCK_POOL_DEVICES)
+        return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: parameter blocks on device %d: the library makes "
+                            "them on devices 0 to %d", caller, (int)dev, BLOCK_POOL_DEVICES - 1);
+    if ((*out = atomic_load_explicit(&block_pools[dev], memory_order_acquire)))
+        return CUDA_SUCCESS;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = dev;
+    if ((rc = cucap_i_drv.cuMemPoolCreate(&pool, &props)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuMemPoolCreate");
+    if ((rc = cucap_i_drv.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, &no)) !=
+            CUDA_SUCCESS ||
+        (rc = cucap_i_drv.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep)) != CUDA_SUCCESS) {
+        (void)cucap_i_drv.cuMemPoolDestroy(pool);
+        return cucap_i_fail_driver(err, rc, caller, "cuMemPoolSetAttribute");
+    }
+    if (!atomic_compare_exchange_strong_explicit(&block_pools[dev], &none, pool, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        (void)cucap_i_drv.cuMemPoolDestroy(pool);
+        pool = none;
+    }
+    *out = pool;
+    return CUDA_SUCCESS;
+}
+
+void cucap_i_params_pools_drain(void)
+{
+    CUmemoryPool pool;
+    CUresult rc;
+    int dev;
+
+    for (dev = 0; dev < BLOCK_POOL_DEVICES; dev++)
+        if ((pool = atomic_exchange_explicit(&block_pools[dev], NULL, memory_order_acq_rel)) &&
+            (rc = cucap_i_drv.cuMemPoolDestroy(pool)) != CUDA_SUCCESS)
+            cucap_i_warn(rc, "cucap_release_cached: cuMemPoolDestroy failed on the parameter blocks' pool of "
+                         "device %d: " CUCAP_I_RESULT_FMT, dev, CUCAP_I_RESULT_ARGS(rc));
+}
+
+/* The block from dev's pool of blocks on a stream of the cache; the first
  * launch waits for the allocation as for a launch on another stream. */
 static CUresult allocate(struct cucap_params *p, const char *caller, cucap_error **err)
 {
@@ -46,8 +104,8 @@ static CUresult allocate(struct cucap_params *p, const char *caller, cucap_error
     CUstream s;
     CUresult rc;
 
-    if ((rc = cucap_i_drv.cuDeviceGetMemPool(&pool, p->hold->dev)) != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "cuDeviceGetMemPool");
+    if ((rc = block_pool(p->hold->dev, &pool, caller, err)) != CUDA_SUCCESS)
+        return rc;
     if ((rc = cucap_i_take_stream(p->hold, &s, caller)) != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
     if ((rc = cucap_i_drv.cuMemAllocFromPoolAsync(&p->block, p->size, pool, s)) != CUDA_SUCCESS)
@@ -122,8 +180,11 @@ void cucap_i_params_unref(struct cucap_params *p, const char *caller)
     if (!p || atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1)
         return;
     cucap_i_work_enter_quietly(&w, p->hold->ctx, caller);
-    if (free_block(p, caller) != CUDA_SUCCESS) {
+    if ((rc = free_block(p, caller)) != CUDA_SUCCESS) {
         /* then on the host: the block stays until the last launch that reads it is done */
+        cucap_i_warn(rc, "%s: a parameter block could not be given back behind its last launch: "
+                     CUCAP_I_RESULT_FMT "; waiting on the host for that launch, then freeing it", caller,
+                     CUCAP_I_RESULT_ARGS(rc));
         if ((rc = cucap_i_drv.cuEventSynchronize(p->last_launch)) != CUDA_SUCCESS)
             cucap_i_warn(rc, "%s: cuEventSynchronize failed while waiting for the last launch that reads a "
                          "parameter block; the block is not freed: " CUCAP_I_RESULT_FMT, caller,

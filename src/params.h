@@ -8,8 +8,8 @@
 
 struct cucap_params;
 
-/* A block of size bytes in hold's context, from its device's current
- * pool (allocated in relaxed thread mode, which a capture on this or
+/* A block of size bytes in hold's context, from the library's pool of
+ * blocks of its device (allocated in relaxed thread mode, which a capture on this or
  * another thread allows), with one reference; the block holds a
  * reference on hold. */
 CUresult cucap_i_params_new(struct ctx_hold *hold, size_t size, struct cucap_params **out, const char *caller,
@@ -21,6 +21,9 @@ void cucap_i_params_ref(struct cucap_params *p);
  * failures go to the warning handler as caller's. */
 void cucap_i_params_unref(struct cucap_params *p, const char *caller);
 CUdeviceptr cucap_i_params_block(const struct cucap_params *p);
+/* The pools of blocks destroyed (cucap_release_cached); blocks still
+ * alive keep theirs until they are freed. */
+void cucap_i_params_pools_drain(void);
 /* The type its values are of (cucap_builder_params_typed), NULL for any;
  * set by each capture that takes the block. */
 const void *cucap_i_params_type(const struct cucap_params *p);

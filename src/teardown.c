@@ -7,6 +7,7 @@
 #include "context-hold.h"
 #include "driver.h"
 #include "hierarchy.h"
+#include "params.h"
 #include "error.h"
 #include "pool-internal.h"
 #include "stream-cache.h"
@@ -22,4 +23,5 @@ void cucap_release_cached(void)
     cucap_i_hier_free_list_drain();
     cucap_i_pool_free_list_drain();
     cucap_i_stream_cache_drain();
+    cucap_i_params_pools_drain();
 }

@@ -576,6 +576,32 @@ static int slot_holds(CUdeviceptr out, uint64_t step, uint64_t key)
     return ok;
 }
 
+/* Another thread's call in global mode that every global capture refuses
+ * (and is invalidated by): a pool's attribute read.  Not cuMemAlloc, as
+ * the other tests' intruder: with 8 threads capturing in global mode
+ * cuMemAlloc + cuMemFree crashed the H200's driver (cucap_builder(3)). */
+static void *pool_attribute_call(void *p)
+{
+    struct intruder *in = p;
+    CUmemoryPool pool;
+    cuuint64_t threshold;
+
+    D.cuCtxSetCurrent(gpu_context);
+    if ((in->rc = D.cuDeviceGetDefaultMemPool(&pool, 0)) == CUDA_SUCCESS)
+        in->rc = D.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
+    return NULL;
+}
+
+static void invalidate_beside_global_captures(void *p)
+{
+    struct intruder *in = p;
+
+    if (pthread_create(&in->thread, NULL, pool_attribute_call, in) == 0) {
+        pthread_join(in->thread, NULL);
+        in->done = 1;
+    }
+}
+
 struct background_capture {
     pthread_t thread;
     CUdeviceptr scratch;
@@ -658,8 +684,8 @@ static void *runs_from_a_fresh_thread(void *p)
 /* The eager fallback from 4 fresh threads while 8 other threads capture
  * in global mode: each fresh thread's first capture is invalidated by
  * another thread's global-mode call, its own or another fresh thread's
- * (each invalidates the background captures running then too); its step runs eagerly with the right
- * result, the key names the invalidation, a later run captures, and no
+ * (each invalidates the background captures running then too); its step
+ * runs eagerly with the right result, the key names the invalidation, a later run captures, and no
  * stream is left capturing. */
 BACKEND_TEST(graph_set, eager_fallback_from_fresh_threads_beside_eight_global_captures)
 {
@@ -683,7 +709,7 @@ BACKEND_TEST(graph_set, eager_fallback_from_fresh_threads_beside_eight_global_ca
         r[i].set = set;
         r[i].st.out = out;
         r[i].st.per_key = 1;
-        r[i].st.during = invalidate_from_another_thread;
+        r[i].st.during = invalidate_beside_global_captures;
         r[i].st.during_arg = &r[i].in;
         r[i].key = 11 + (uint64_t)i;
         r[i].s = new_stream();
