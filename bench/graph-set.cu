@@ -415,12 +415,25 @@ int main(int argc, char **argv)
         }
         return ms;
     };
-    double h1 = warm_by_hand(1), h16 = warm_by_hand(16), s1 = warm_set(1), s16 = warm_set(16);
-    std::printf("warm-up of %d batch sizes, ms: by hand 1 thread %.1f, 16 threads %.1f (%.2fx); through a set "
-                "1 thread %.1f, 16 threads %.1f (%.2fx)\n",
-                max_batch, h1, h16, h16 / h1, s1, s16, s16 / s1);
-    std::printf("warm-up from 1 thread, ms: by hand capture %.1f + instantiate %.1f; through a set capture %.1f + "
-                "instantiate %.1f\n", hand_capture_ms, hand_instantiate_ms, set_capture_ms, set_instantiate_ms);
+    // interleaved rounds: medians, and the median of each round's 16-thread / 1-thread ratio
+    constexpr int warm_rounds = 7;
+    std::vector<double> h1, h16, s1, s16, hand_ratio, set_ratio;
+    for (int r = 0; r < warm_rounds; r++) {
+        h1.push_back(warm_by_hand(1));
+        h16.push_back(warm_by_hand(16));
+        s1.push_back(warm_set(1));
+        s16.push_back(warm_set(16));
+        hand_ratio.push_back(h16.back() / h1.back());
+        set_ratio.push_back(s16.back() / s1.back());
+    }
+    std::printf("warm-up of %d batch sizes, ms (medians of %d rounds): by hand 1 thread %.1f, 16 threads %.1f "
+                "(%.2fx [%.2f, %.2f]); through a set 1 thread %.1f, 16 threads %.1f (%.2fx [%.2f, %.2f])\n",
+                max_batch, warm_rounds, quantile(h1, 0.5), quantile(h16, 0.5), quantile(hand_ratio, 0.5),
+                quantile(hand_ratio, 0.1), quantile(hand_ratio, 0.9), quantile(s1, 0.5), quantile(s16, 0.5),
+                quantile(set_ratio, 0.5), quantile(set_ratio, 0.1), quantile(set_ratio, 0.9));
+    std::printf("warm-up from 1 thread, ms a round: by hand capture %.1f + instantiate %.1f; through a set capture "
+                "%.1f + instantiate %.1f\n", hand_capture_ms / warm_rounds, hand_instantiate_ms / warm_rounds,
+                set_capture_ms / warm_rounds, set_instantiate_ms / warm_rounds);
 
     auto kib_taken = [&] { return ((long long)free_before - (long long)free_memory()) / 1024; };
     long long with_all = kib_taken();
@@ -442,5 +455,24 @@ int main(int argc, char **argv)
     std::printf("device memory after the sets are destroyed: %lld KiB %s than before (the driver kept %lld KiB "
                 "after the first graphs by hand, before any set: not counted)\n", (diff < 0 ? -diff : diff) >> 10,
                 diff > 0 ? "less" : "more", ((long long)free_at_start - (long long)free_before) >> 10);
+    // a second set's whole life (every bucket captured, run, retired under a third, destroyed), measured
+    // from where the first left the device: what a set leaves behind, apart from the driver's first-use growth
+    size_t free_second = free_memory();
+    {
+        cucap::graph_set again = cucap::graph_set::create(0, third);
+        for (int i = 0; i < steps; i++) {
+            int bucket = bucket_of(batches[i]);
+            again.run(bucket, [&](cucap::builder &b) { m.step(b.stream(), b.params<values>(), bucket); },
+                      values{(unsigned)i, 1.0f}, s);
+        }
+        CHECK(cudaStreamSynchronize(s));
+    }
+    cucap_release_cached();
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaDeviceGraphMemTrim(0));
+    CHECK(cudaMemPoolTrimTo(pool, 0));
+    long long second = ((long long)free_second - (long long)free_memory()) >> 10;
+    std::printf("device memory after a second set's life, against before it: %lld KiB %s\n", second < 0 ? -second : second,
+                second > 0 ? "less" : "more");
     return mismatches ? 1 : 0;
 }
