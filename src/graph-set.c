@@ -18,11 +18,11 @@
 #include "error.h"
 
 #define RETRY_CAP 64                 /* the longest wait, in runs of the key, before a capture is tried again */
-/* The driver reserves graph memory in granules of 32 MiB, and gives no
- * executable graph's own footprint: 100 executables of 50 nodes took
- * 10 MiB of the device's free memory, about 2 KiB a node (measured on the
- * H200, doc/driver-facts.md; free memory is the whole device's, other
- * processes' too, so it is not read at each instantiation). */
+/* The driver reserves graph memory in granules, and reports no
+ * executable graph's own footprint: it is estimated per node from the
+ * device's free memory as measured (doc/driver-facts.md; free memory is
+ * the whole device's, other processes' too, so it is not read at each
+ * instantiation). */
 #define GRAPH_MEMORY_GRANULE ((size_t)32 << 20)
 #define FOOTPRINT_PER_NODE ((size_t)2 << 10)
 
