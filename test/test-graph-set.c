@@ -285,11 +285,6 @@ static void open_gate(struct gate *g)
     pthread_mutex_unlock(&g->lock);
 }
 
-/* Graphs retired with launches in flight (200 of the first), held behind
- * a host function (on the GPU; the simulator runs it at once): they all
- * finish, with their values; neither the retirements nor the set's
- * destroy waited for them (had they, the gate would have timed out), and
- * a new key's work on another stream did not wait for them either. */
 static double ms_now(void)
 {
     struct timespec t;
@@ -325,6 +320,11 @@ static int done_within(CUstream s, double ms)
     return rc == CUDA_SUCCESS;
 }
 
+/* Graphs retired with launches in flight (200 of the first), held behind
+ * a host function (on the GPU; the simulator runs it at once): they all
+ * finish, with their values; neither the retirements nor the set's
+ * destroy waited for them (had they, the gate would have timed out), and
+ * a new key's work on another stream did not wait for them either. */
 BACKEND_TEST(graph_set, a_retirement_with_launches_in_flight)
 {
     /* one graph at a time; a retired graph's memory stays taken until its launches are done */
