@@ -205,6 +205,9 @@ struct batch_model {
     {
         const float one = 1.0f, zero = 0.0f;
         DECODE_BLAS(cublasSetStream(blas[which], s));
+        // cublasSetStream puts the handle back on cuBLAS's own workspace, which it would allocate inside the
+        // capture: the handle's own, again
+        DECODE_BLAS(cublasSetWorkspace(blas[which], blas_workspace[which], 4 << 20));
         DECODE_BLAS(cublasSgemm(blas[which], CUBLAS_OP_T, CUBLAS_OP_N, out_dim, rows, in_dim, &one, w, in_dim, in, in_dim,
                                 &zero, out, out_dim));
     }
