@@ -49,7 +49,7 @@
  * capture's parameter block (from cucap_exec_destroy(),
  * cucap_graph_unref(), cucap_builder_destroy(), cucap_builder_reset(),
  * the updates and cucap_builder_params()) gives the block back to the
- * device's memory pool behind the last launch that reads it, on a stream
+ * library's memory pool behind the last launch that reads it, on a stream
  * of its own, and returns at once; only when the driver refuses that does
  * it wait on the host for that launch, with a warning.
  *

@@ -1,8 +1,8 @@
 /* Graph sets: keys to executable graphs, captured on first use, held
  * under a budget of device memory, the least recently used retired first,
- * and the step run eagerly when it cannot be captured.  Stands above the
- * builders, executable graphs and pools, and calls them as a program
- * would, but for the eager run's builder (cucap_i_builder_begin_eager). */
+ * and the step run eagerly (eager-run.c) when it cannot be captured.
+ * Stands above the builders, executable graphs and pools, and calls them
+ * as a program would. */
 #include "config.h"
 
 #include <pthread.h>
@@ -15,6 +15,7 @@
 #include "builder-internal.h"
 #include "context-hold.h"
 #include "driver.h"
+#include "eager-run.h"
 #include "error.h"
 
 #define RETRY_CAP 64                 /* the longest wait, in runs of the key, before a capture is tried again */
@@ -501,88 +502,12 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
 
 /* ---------------------------------------------------------------- the eager run */
 
-static void free_eager_block(cucap_graph_set *set, struct cucap_eager_run *run, const char *caller)
-{
-    struct cucap_work_scope w;
-    CUresult rc;
-
-    cucap_i_work_enter_quietly(&w, set->hold->ctx, caller);
-    if ((rc = cucap_i_drv.cuMemFreeAsync(run->block, run->block_stream)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "%s: cuMemFreeAsync failed while freeing an eager run's parameter block: " CUCAP_I_RESULT_FMT,
-                     caller, CUCAP_I_RESULT_ARGS(rc));
-    cucap_i_work_leave_quietly(&w, caller);
-}
-
-/* later waits for the work queued on earlier so far (an event), in the
- * set's context and relaxed mode. */
-static CUresult order_after(cucap_graph_set *set, CUstream later, CUstream earlier, const char *caller,
-                            cucap_error **err)
-{
-    struct cucap_work_scope w;
-    CUevent ev = NULL;
-    CUresult rc;
-
-    if ((rc = cucap_i_work_enter(&w, set->hold->ctx, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = cucap_i_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
-    else if ((rc = cucap_i_drv.cuEventRecord(ev, earlier)) != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuEventRecord");
-    else if ((rc = cucap_i_drv.cuStreamWaitEvent(later, ev, 0)) != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
-    if (ev)
-        (void)cucap_i_drv.cuEventDestroy(ev);
-    return cucap_i_work_leave(&w, rc, caller, err);
-}
-
-/* fn on b; a failure without an error object gets one. */
-static CUresult call_eagerly(cucap_capture_fn fn, cucap_builder *b, void *user_data, const char *caller,
-                             cucap_error **err)
-{
-    cucap_error *e = NULL;
-    CUresult rc = fn(b, user_data, &e);
-
-    if (rc == CUDA_SUCCESS) {
-        cucap_error_free(e);
-        return rc;
-    }
-    if (!e)
-        return cucap_i_fail(err, rc, "%s: the capture function failed: it returned %s", caller, cucap_result_name(rc));
-    if (err && !*err)
-        *err = e;   /* its own error, its notes with it */
-    else
-        cucap_error_free(e);
-    return rc;
-}
-
-/* fn's work done at once on a builder that does not capture, between s's
- * work queued before and after; the run's block freed behind it. */
+/* fn run eagerly on s (eager-run.c), counted with the reason. */
 static CUresult run_eagerly(cucap_graph_set *set, cucap_capture_fn fn, void *user_data, const void *values,
                             size_t values_size, CUstream s, const char *why, const char *caller, cucap_error **err)
 {
-    struct cucap_eager_run run;
-    cucap_builder *b = NULL;
-    CUresult rc, done;
+    CUresult rc = cucap_i_run_eagerly(set->dev, set->hold->ctx, fn, user_data, values, values_size, s, caller, err);
 
-    memset(&run, 0, sizeof run);
-    run.values = values;
-    run.size = values_size;
-    if ((rc = cucap_builder_create(set->dev, &b, err)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = order_after(set, cucap_builder_stream(b), s, caller, err)) == CUDA_SUCCESS &&
-        (rc = cucap_i_builder_begin_eager(b, &run, caller, err)) == CUDA_SUCCESS) {
-        rc = call_eagerly(fn, b, user_data, caller, err);
-        /* forks left open are joined: their work is the step's too */
-        done = cucap_builder_join_forks(b, rc == CUDA_SUCCESS ? err : NULL);
-        rc = rc == CUDA_SUCCESS ? done : rc;
-        done = cucap_builder_end(b, rc == CUDA_SUCCESS ? err : NULL);
-        rc = rc == CUDA_SUCCESS ? done : rc;
-        done = order_after(set, s, cucap_builder_stream(b), caller, rc == CUDA_SUCCESS ? err : NULL);
-        rc = rc == CUDA_SUCCESS ? done : rc;
-        if (run.block)
-            free_eager_block(set, &run, caller);
-    }
-    cucap_builder_destroy(b);
     pthread_mutex_lock(&set->lock);
     set->stats.eager_runs++;
     snprintf(set->stats.last_reason, sizeof set->stats.last_reason, "%s", why);

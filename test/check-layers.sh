@@ -9,6 +9,7 @@
 layers='
 split 9
 graph-set 9
+eager-run 9
 join 9
 conditional 9
 embed 9

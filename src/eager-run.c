@@ -1,0 +1,97 @@
+/* A step run eagerly: a capture function's work done at once on a builder
+ * that does not capture (cucap_i_builder_begin_eager), between the work
+ * queued on the caller's stream before and after it; its parameter block
+ * freed behind it.  For graph sets, whose keys cannot be captured.
+ * Internal. */
+#include "config.h"
+
+#include <string.h>
+
+#include "builder-internal.h"
+#include "context-hold.h"
+#include "driver.h"
+#include "eager-run.h"
+#include "error.h"
+
+static void free_eager_block(CUcontext ctx, struct cucap_eager_run *run, const char *caller)
+{
+    struct cucap_work_scope w;
+    CUresult rc;
+
+    cucap_i_work_enter_quietly(&w, ctx, caller);
+    if ((rc = cucap_i_drv.cuMemFreeAsync(run->block, run->block_stream)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "%s: cuMemFreeAsync failed while freeing an eager run's parameter block: " CUCAP_I_RESULT_FMT,
+                     caller, CUCAP_I_RESULT_ARGS(rc));
+    cucap_i_work_leave_quietly(&w, caller);
+}
+
+/* later waits for the work queued on earlier so far (an event), in ctx
+ * and relaxed mode. */
+static CUresult order_after(CUcontext ctx, CUstream later, CUstream earlier, const char *caller,
+                            cucap_error **err)
+{
+    struct cucap_work_scope w;
+    CUevent ev = NULL;
+    CUresult rc;
+
+    if ((rc = cucap_i_work_enter(&w, ctx, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
+    else if ((rc = cucap_i_drv.cuEventRecord(ev, earlier)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuEventRecord");
+    else if ((rc = cucap_i_drv.cuStreamWaitEvent(later, ev, 0)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
+    if (ev)
+        (void)cucap_i_drv.cuEventDestroy(ev);
+    return cucap_i_work_leave(&w, rc, caller, err);
+}
+
+/* fn on b; a failure without an error object gets one. */
+static CUresult call_eagerly(cucap_capture_fn fn, cucap_builder *b, void *user_data, const char *caller,
+                             cucap_error **err)
+{
+    cucap_error *e = NULL;
+    CUresult rc = fn(b, user_data, &e);
+
+    if (rc == CUDA_SUCCESS) {
+        cucap_error_free(e);
+        return rc;
+    }
+    if (!e)
+        return cucap_i_fail(err, rc, "%s: the capture function failed: it returned %s", caller, cucap_result_name(rc));
+    if (err && !*err)
+        *err = e;   /* its own error, its notes with it */
+    else
+        cucap_error_free(e);
+    return rc;
+}
+
+CUresult cucap_i_run_eagerly(CUdevice dev, CUcontext ctx, cucap_capture_fn fn, void *user_data, const void *values,
+                             size_t values_size, CUstream s, const char *caller, cucap_error **err)
+{
+    struct cucap_eager_run run;
+    cucap_builder *b = NULL;
+    CUresult rc, done;
+
+    memset(&run, 0, sizeof run);
+    run.values = values;
+    run.size = values_size;
+    if ((rc = cucap_builder_create(dev, &b, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = order_after(ctx, cucap_builder_stream(b), s, caller, err)) == CUDA_SUCCESS &&
+        (rc = cucap_i_builder_begin_eager(b, &run, caller, err)) == CUDA_SUCCESS) {
+        rc = call_eagerly(fn, b, user_data, caller, err);
+        /* forks left open are joined: their work is the step's too */
+        done = cucap_builder_join_forks(b, rc == CUDA_SUCCESS ? err : NULL);
+        rc = rc == CUDA_SUCCESS ? done : rc;
+        done = cucap_builder_end(b, rc == CUDA_SUCCESS ? err : NULL);
+        rc = rc == CUDA_SUCCESS ? done : rc;
+        done = order_after(ctx, s, cucap_builder_stream(b), caller, rc == CUDA_SUCCESS ? err : NULL);
+        rc = rc == CUDA_SUCCESS ? done : rc;
+        if (run.block)
+            free_eager_block(ctx, &run, caller);
+    }
+    cucap_builder_destroy(b);
+    return rc;
+}
