@@ -775,6 +775,13 @@ static CUresult sim_cuEventSynchronize(CUevent e)
     return rc;
 }
 
+/* The simulator's work is done when it is queued: a recorded event has
+ * always been reached. */
+static CUresult sim_cuEventQuery(CUevent e)
+{
+    return sim_cuEventSynchronize(e);
+}
+
 static CUresult sim_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
 {
     struct sim_event *ev;
@@ -860,5 +867,6 @@ const struct sim_entry sim_stream_entries[] = {
     SIM_ENTRY(cuEventDestroy, 4000),
     SIM_ENTRY(cuEventRecord, 2000),
     SIM_ENTRY(cuEventSynchronize, 2000),
+    SIM_ENTRY(cuEventQuery, 2000),
 };
 const size_t sim_stream_entry_count = sizeof sim_stream_entries / sizeof sim_stream_entries[0];

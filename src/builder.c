@@ -30,8 +30,8 @@
 
 /* ---------------------------------------------------------------- creation */
 
-/* Builders of cucap_builder_create destroyed between captures, kept whole
- * (their stream, context hold and last parameter block) for the next
+/* Builders of cucap_builder_create destroyed between captures, kept with
+ * their stream and context hold (not their parameter block) for the next
  * cucap_builder_create of their device, which then costs what a reset
  * does (no stream or context to find); by device, for the first
  * KEPT_DEVICES devices, until cucap_release_cached. */
@@ -453,6 +453,11 @@ static int keep_for_create(cucap_builder *b)
     if (b->h)   /* ENDED or INVALIDATED */
         start_over(b, "cucap_builder_destroy");
     cucap_i_kept_let_go_all(b, "cucap_builder_destroy");   /* its kept forks were its user's */
+    /* its block stays with the executable graphs that read it: the next
+     * create's captures are another user's, whose launches must not wait
+     * for these graphs' */
+    cucap_i_params_unref(b->params, "cucap_builder_destroy");
+    b->params = NULL;
     return cucap_i_free_list_give(&kept_builders[b->ctx->dev], b);
 }
 

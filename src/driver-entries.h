@@ -41,6 +41,7 @@ CUCAP_DRIVER_ENTRY(cuEventCreate, cuEventCreate, 2000, 0)
 CUCAP_DRIVER_ENTRY(cuEventRecord, cuEventRecord, 2000, 0)
 CUCAP_DRIVER_ENTRY(cuEventDestroy, cuEventDestroy, 4000, 0)
 CUCAP_DRIVER_ENTRY(cuEventSynchronize, cuEventSynchronize, 2000, 0)
+CUCAP_DRIVER_ENTRY(cuEventQuery, cuEventQuery, 2000, 0)
 /* stream capture */
 CUCAP_DRIVER_ENTRY(cuStreamBeginCapture, cuStreamBeginCapture, 10010, 0)
 CUCAP_DRIVER_ENTRY(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)

@@ -155,15 +155,23 @@ void cucap_i_params_ref(struct cucap_params *p)
         atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed);
 }
 
-/* The block back to its pool behind the last launch that reads it, on a
- * stream of its own, destroyed at once (the driver lets its work finish
- * first): a stream of the cache would be left behind that launch, and
- * hand the wait on to the next fork that takes it. */
+/* The block back to its pool behind the last launch that reads it.  Once
+ * that launch is done, on a stream of the cache; before, on a stream of
+ * its own, destroyed at once (the driver lets its work finish first): a
+ * stream of the cache would be left behind that launch, and hand the wait
+ * on to the next fork that takes it. */
 static CUresult free_block(struct cucap_params *p, const char *caller)
 {
     CUstream s;
     CUresult rc;
 
+    if (cucap_i_drv.cuEventQuery(p->last_launch) == CUDA_SUCCESS) {
+        if ((rc = cucap_i_take_stream(p->hold, &s, caller)) != CUDA_SUCCESS)
+            return rc;
+        rc = cucap_i_drv.cuMemFreeAsync(p->block, s);
+        cucap_i_give_stream(p->hold, s, caller);
+        return rc;
+    }
     if ((rc = cucap_i_stream_in(p->hold->ctx, &s, caller, NULL)) != CUDA_SUCCESS)
         return rc;
     if ((rc = cucap_i_drv.cuStreamWaitEvent(s, p->last_launch, 0)) == CUDA_SUCCESS)

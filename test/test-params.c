@@ -280,6 +280,47 @@ BACKEND_TEST(params, a_reset_builder_keeps_its_block_and_update_follows_it)
     cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+/* A destroyed builder that cucap_builder_create hands out again does not
+ * hand its block on: the graphs of two builders made one after the other
+ * read blocks of their own, and each launch reads its own values. */
+BACKEND_TEST(params, a_builder_created_again_makes_a_block_of_its_own)
+{
+    cucap_exec *exec[2] = { NULL, NULL };
+    cucap_error *err = NULL;
+    CUdeviceptr block[2] = { 0, 0 }, out = 0;
+    CUstream s = new_stream();
+    struct values v[2] = { { 3, 0, 0 }, { 4, 0, 0 } }, got;
+    int i;
+
+    cr_assert_eq(D.cuMemAlloc(&out, 2 * sizeof got), CUDA_SUCCESS);
+    for (i = 0; i < 2; i++) {
+        cucap_builder *b = NULL;
+        cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_builder_params(b, sizeof v[i], &block[i], &err), CUDA_SUCCESS, "%s",
+                     cucap_error_message(err));
+        cr_assert_eq(D.cuMemcpyDtoDAsync(out + (CUdeviceptr)i * sizeof got, block[i], sizeof got,
+                                         cucap_builder_stream(b)), CUDA_SUCCESS);
+        cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_builder_complete(b, NULL, &exec[i], &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+        cucap_builder_destroy(b);   /* kept for the next create */
+    }
+    cr_assert_neq(block[1], block[0], "the second builder's capture read the first one's block");
+    for (i = 0; i < 2; i++) {
+        v[i].check = check_of(v[i].index);
+        cr_assert_eq(cucap_exec_launch_params(exec[i], &v[i], sizeof v[i], s, &err), CUDA_SUCCESS, "%s",
+                     cucap_error_message(err));
+    }
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    for (i = 0; i < 2; i++) {
+        cr_assert_eq(D.cuMemcpyDtoH(&got, out + (CUdeviceptr)i * sizeof got, sizeof got), CUDA_SUCCESS);
+        cr_assert_eq(memcmp(&got, &v[i], sizeof got), 0, "graph %d", i);
+        cucap_exec_destroy(exec[i]);
+    }
+    D.cuMemFree(out);
+    cr_assert_eq(D.cuStreamDestroy(s), CUDA_SUCCESS);
+}
+
 /* ---------------------------------------------------------------- refusals */
 
 /* Every bad input is refused with a message and changes nothing: the

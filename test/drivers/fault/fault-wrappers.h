@@ -29,6 +29,7 @@ FAULT_WRAP(cuEventCreate, cuEventCreate, PFN_cuEventCreate_v2000, 2000, (CUevent
 FAULT_WRAP(cuEventRecord, cuEventRecord, PFN_cuEventRecord_v2000, 2000, (CUevent hEvent, CUstream hStream), (hEvent, hStream))
 FAULT_WRAP(cuEventDestroy, cuEventDestroy, PFN_cuEventDestroy_v4000, 4000, (CUevent hEvent), (hEvent))
 FAULT_WRAP(cuEventSynchronize, cuEventSynchronize, PFN_cuEventSynchronize_v2000, 2000, (CUevent hEvent), (hEvent))
+FAULT_WRAP(cuEventQuery, cuEventQuery, PFN_cuEventQuery_v2000, 2000, (CUevent hEvent), (hEvent))
 FAULT_WRAP(cuStreamBeginCapture, cuStreamBeginCapture, PFN_cuStreamBeginCapture_v10010, 10010, (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))
 FAULT_WRAP(cuStreamEndCapture, cuStreamEndCapture, PFN_cuStreamEndCapture_v10000, 10000, (CUstream hStream, CUgraph *phGraph), (hStream, phGraph))
 FAULT_WRAP(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo, PFN_cuStreamGetCaptureInfo_v12030, 12030, (CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out), (hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out, numDependencies_out))
