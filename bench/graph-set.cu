@@ -14,19 +14,23 @@
 //     updates, its step's activations in a buffer of the program's (the
 //     driver updates no executable graph with allocation nodes).
 // Every mode's outputs are compared with eager launches' after each round.
-// Then the warm-up of 64 batch sizes from 1 and from 16 threads, by hand
-// (capture + instantiate on each thread's stream, the executables kept) and
-// through one set.
+// Then the warm-up of 64 batch sizes from 1 and from 16 threads (made
+// before the clock starts), by hand (capture + instantiate on each
+// thread's stream, the executables kept; from 16 threads also one
+// thread's list at a time) and through one set.
 // Printed: time per step (median over rounds, p10/p90), paired ratios,
-// misses, the most graph memory + footprint the budgeted set held, and
-// the device's free memory after the sets are destroyed against before.
+// misses, the most graph memory + footprint the budgeted set held, the
+// device's free memory after the sets are destroyed against before, and
+// after the sets' lives again against before them.
 //
 //     graph-set [steps per round] [rounds] [layers]   (default 200 9 16)
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -117,6 +121,26 @@ int bucket_of(int batch)
 }
 
 using clock_type = std::chrono::steady_clock;
+
+// Threads made and set up before the clock starts, then let go at once.
+struct start_line {
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    void wait()
+    {
+        ready++;
+        while (!go.load())
+            std::this_thread::yield();
+    }
+    clock_type::time_point release(int threads)
+    {
+        while (ready.load() < threads)
+            std::this_thread::yield();
+        auto t0 = clock_type::now();
+        go = true;
+        return t0;
+    }
+};
 
 double seconds_since(clock_type::time_point t0)
 {
@@ -213,16 +237,24 @@ int main(int argc, char **argv)
     }
     // warm-up of 64 batch sizes, 1 and 16 threads, by hand (and through a set, below)
     double hand_capture_ms = 0, hand_instantiate_ms = 0, set_capture_ms = 0, set_instantiate_ms = 0;
-    auto warm_by_hand = [&](int threads) {
+    // (one_list_at_a_time: each thread's list under one lock, the work of one thread done at a time)
+    auto warm_by_hand = [&](int threads, bool one_list_at_a_time = false) {
         std::vector<cudaGraphExec_t> made(max_batch);
-        auto t0 = clock_type::now();
+        start_line line;
+        std::mutex one_list;
+        std::vector<cudaStream_t> streams(threads);
+        values *block;
+        CHECK(cudaMalloc(&block, sizeof(values)));
+        for (cudaStream_t &ts : streams)
+            CHECK(cudaStreamCreateWithFlags(&ts, cudaStreamNonBlocking));
         std::vector<std::thread> pool;
         for (int t = 0; t < threads; t++)
             pool.emplace_back([&, t] {
-                cudaStream_t ts;
-                values *block;
-                CHECK(cudaStreamCreateWithFlags(&ts, cudaStreamNonBlocking));
-                CHECK(cudaMalloc(&block, sizeof(values)));
+                cudaStream_t ts = streams[t];
+                line.wait();
+                std::unique_lock<std::mutex> hold(one_list, std::defer_lock);
+                if (one_list_at_a_time)
+                    hold.lock();
                 for (int b = 1 + t; b <= max_batch; b += threads) {
                     cudaGraph_t g;
                     cudaGraphExec_t e;
@@ -239,12 +271,16 @@ int main(int argc, char **argv)
                     CHECK(cudaGraphDestroy(g));
                     made[b - 1] = e;   // kept, as an engine keeps what it warms
                 }
-                CHECK(cudaFree(block));
-                CHECK(cudaStreamDestroy(ts));
+                if (hold.owns_lock())
+                    hold.unlock();
             });
+        auto t0 = line.release(threads);
         for (auto &th : pool)
             th.join();
         double ms = seconds_since(t0) * 1e3;
+        CHECK(cudaFree(block));
+        for (cudaStream_t ts : streams)
+            CHECK(cudaStreamDestroy(ts));
         for (cudaGraphExec_t e : made)
             CHECK(cudaGraphExecDestroy(e));
         return ms;
@@ -376,7 +412,7 @@ int main(int argc, char **argv)
     auto warm_set = [&](int threads) {
         cucap::graph_set ws = cucap::graph_set::create(0, unlimited);
         struct arg { const model *m; int b; };
-        auto t0 = clock_type::now();
+        start_line line;
         std::vector<std::thread> pool;
         for (int t = 0; t < threads; t++)
             pool.emplace_back([&, t] {
@@ -403,8 +439,10 @@ int main(int argc, char **argv)
                         x->m->step(cucap_builder_stream(b), reinterpret_cast<const values *>(block), x->b);
                     return rc;
                 };
+                line.wait();
                 cucap_graph_set_warm(ws.get(), ptrs.data(), sizes.data(), keys.size(), fn, users.data(), nullptr);
             });
+        auto t0 = line.release(threads);
         for (auto &th : pool)
             th.join();
         double ms = seconds_since(t0) * 1e3;
@@ -419,10 +457,12 @@ int main(int argc, char **argv)
     };
     // interleaved rounds: medians, and the median of each round's 16-thread / 1-thread ratio
     constexpr int warm_rounds = 7;
-    std::vector<double> h1, h16, s1, s16, hand_ratio, set_ratio;
+    std::vector<double> h1, h16, h16_one, s1, s16, hand_ratio, hand_one_ratio, set_ratio;
     for (int r = 0; r < warm_rounds; r++) {
         h1.push_back(warm_by_hand(1));
         h16.push_back(warm_by_hand(16));
+        h16_one.push_back(warm_by_hand(16, true));
+        hand_one_ratio.push_back(h16_one.back() / h1.back());
         s1.push_back(warm_set(1));
         s16.push_back(warm_set(16));
         hand_ratio.push_back(h16.back() / h1.back());
@@ -433,6 +473,9 @@ int main(int argc, char **argv)
                 max_batch, warm_rounds, quantile(h1, 0.5), quantile(h16, 0.5), quantile(hand_ratio, 0.5),
                 quantile(hand_ratio, 0.1), quantile(hand_ratio, 0.9), quantile(s1, 0.5), quantile(s16, 0.5),
                 quantile(set_ratio, 0.5), quantile(set_ratio, 0.1), quantile(set_ratio, 0.9));
+    std::printf("warm-up by hand from 16 threads, one thread's list at a time: %.1f ms (%.2fx [%.2f, %.2f] of one "
+                "thread's; the threads are made and set up before the clock in every row)\n", quantile(h16_one, 0.5),
+                quantile(hand_one_ratio, 0.5), quantile(hand_one_ratio, 0.1), quantile(hand_one_ratio, 0.9));
     std::printf("warm-up from 1 thread, ms a round: by hand capture %.1f + instantiate %.1f; through a set capture "
                 "%.1f + instantiate %.1f\n", hand_capture_ms / warm_rounds, hand_instantiate_ms / warm_rounds,
                 set_capture_ms / warm_rounds, set_instantiate_ms / warm_rounds);
@@ -457,24 +500,27 @@ int main(int argc, char **argv)
     std::printf("device memory after the sets are destroyed: %lld KiB %s than before (the driver kept %lld KiB "
                 "after the first graphs by hand, before any set: not counted)\n", (diff < 0 ? -diff : diff) >> 10,
                 diff > 0 ? "less" : "more", ((long long)free_at_start - (long long)free_before) >> 10);
-    // a second set's whole life (every bucket captured, run, retired under a third, destroyed), measured
-    // from where the first left the device: what a set leaves behind, apart from the driver's first-use growth
+    // the sets' whole lives again (each set of the rounds run over a round's steps, a warm-up from 16
+    // threads), measured from where the first left the device: what sets leave behind, apart from the
+    // driver's growth at its first use of as many graphs and threads
     size_t free_second = free_memory();
-    {
-        cucap::graph_set again = cucap::graph_set::create(0, third);
+    for (const cucap_graph_set_options *o : {&unlimited, &third, &two}) {
+        cucap::graph_set again = cucap::graph_set::create(0, *o);
         for (int i = 0; i < steps; i++) {
             int bucket = bucket_of(batches[i]);
-            again.run(bucket, [&](cucap::builder &b) { m.step(b.stream(), b.params<values>(), bucket); },
+            bool allocate = o != &two;
+            again.run(bucket, [&](cucap::builder &b) { m.step(b.stream(), b.params<values>(), bucket, allocate); },
                       values{(unsigned)i, 1.0f}, s);
         }
         CHECK(cudaStreamSynchronize(s));
     }
+    (void)warm_set(16);
     cucap_release_cached();
     CHECK(cudaDeviceSynchronize());
     CHECK(cudaDeviceGraphMemTrim(0));
     CHECK(cudaMemPoolTrimTo(pool, 0));
     long long second = ((long long)free_second - (long long)free_memory()) >> 10;
-    std::printf("device memory after a second set's life, against before it: %lld KiB %s\n", second < 0 ? -second : second,
+    std::printf("device memory after the sets' second lives, against before them: %lld KiB %s\n", second < 0 ? -second : second,
                 second > 0 ? "less" : "more");
     return mismatches ? 1 : 0;
 }

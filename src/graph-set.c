@@ -51,7 +51,6 @@ struct kept_exec {
 struct cucap_graph_set {
     pthread_mutex_t lock;            /* all below, and every launch of the set's executable graphs */
     pthread_mutex_t instantiating;   /* one instantiation or update at a time; taken before lock */
-    pthread_mutex_t warming;         /* one warm-up capture at a time; taken before instantiating */
     struct ctx_hold *hold;
     CUdevice dev;
     cucap_graph_set_options opts;
@@ -452,43 +451,27 @@ static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_
     return 0;
 }
 
-/* The set whose warm-up capture this thread is making, if any: a capture
- * function that warms it again captures under the same hold. */
-static _Thread_local const cucap_graph_set *warming_on_this_thread;
-
 /* Make e's graph (e->capturing is set; the lock is not held): captured
- * side by side with other threads' captures (a warm-up's one at a time,
- * under the warming lock, while another thread's instantiation goes on),
- * then room made, the graph instantiated (or a kept one updated) and
- * counted under the instantiation lock, so that no other graph passes
- * the budget meanwhile.  How it was made in *how; 0, or -1 with the
- * reason on e. */
+ * side by side with other threads' captures, then room made, the graph
+ * instantiated (or a kept one updated) and counted under the
+ * instantiation lock, so that no other graph passes the budget
+ * meanwhile.  How it was made in *how; 0, or -1 with the reason on e. */
 static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn, void *user_data, CUstream s,
-                      int warming, struct first_launch *first, cucap_run_kind *how)
+                      struct first_launch *first, cucap_run_kind *how)
 {
     char why[256] = "";
     double capture_us = 0, t0;
     size_t nodes = 0, bytes = 0, memory_nodes = 0, footprint = 0;
-    cucap_builder *b;
+    cucap_builder *b = capture(set, fn, user_data, &capture_us, why, sizeof why);
     cucap_graph *g = NULL;
     cucap_exec *exec = NULL;
     struct cucap_work_scope w;
     int fits, made;
 
-    warming = warming && warming_on_this_thread != set;
-    if (warming) {
-        pthread_mutex_lock(&set->warming);
-        warming_on_this_thread = set;
-    }
-    b = capture(set, fn, user_data, &capture_us, why, sizeof why);
     if (b && (cucap_builder_graph(b, &g, NULL) != CUDA_SUCCESS ||
               weigh(cucap_graph_handle(g), &nodes, &bytes, &memory_nodes) != CUDA_SUCCESS))
         snprintf(why, sizeof why, "the captured graph could not be read");
     cucap_graph_unref(g);
-    if (warming) {
-        warming_on_this_thread = NULL;
-        pthread_mutex_unlock(&set->warming);
-    }
     if (!b || why[0]) {
         cucap_builder_destroy(b);
         return settle(set, e, NULL, 0, nodes, bytes, 0, *how, why, NULL);
@@ -585,7 +568,6 @@ CUresult cucap_graph_set_create(CUdevice dev, const cucap_graph_set_options *opt
     set->stats.budget_graphs = opts->budget_graphs;
     pthread_mutex_init(&set->lock, NULL);
     pthread_mutex_init(&set->instantiating, NULL);
-    pthread_mutex_init(&set->warming, NULL);
     *out = set;
     return CUDA_SUCCESS;
 }
@@ -655,7 +637,7 @@ CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_s
         struct first_launch first = { values, values_size, s, caller, err, CUDA_SUCCESS };
         e->capturing = 1;
         pthread_mutex_unlock(&set->lock);
-        if (make_graph(set, e, fn, user_data, s, 0, &first, &how) == 0) {
+        if (make_graph(set, e, fn, user_data, s, &first, &how) == 0) {
             if (kind && first.rc == CUDA_SUCCESS)
                 *kind = how;
             return first.rc;
@@ -685,8 +667,7 @@ CUresult cucap_graph_set_warm(cucap_graph_set *set, const void *const *keys, con
     for (i = 0; i < count; i++)
         if ((rc = check_key(set, keys[i], key_sizes[i], caller, err)) != CUDA_SUCCESS)
             return rc;
-    /* captures and instantiations slow each other down on several threads
-     * more than they gain: a warm-up captures one key at a time, beside
+    /* as a run makes a graph: captures side by side with other threads',
      * one instantiation at a time */
     for (i = 0; i < count; i++) {
         pthread_mutex_lock(&set->lock);
@@ -697,7 +678,7 @@ CUresult cucap_graph_set_warm(cucap_graph_set *set, const void *const *keys, con
             e->capturing = 1;
         pthread_mutex_unlock(&set->lock);
         if (e)
-            (void)make_graph(set, e, fn, user_data ? user_data[i] : NULL, NULL, 1, NULL, &how);
+            (void)make_graph(set, e, fn, user_data ? user_data[i] : NULL, NULL, NULL, &how);
     }
     return CUDA_SUCCESS;
 }
@@ -772,7 +753,6 @@ void cucap_graph_set_destroy(cucap_graph_set *set)
     cucap_i_ctx_hold_release(set->hold);
     pthread_mutex_destroy(&set->lock);
     pthread_mutex_destroy(&set->instantiating);
-    pthread_mutex_destroy(&set->warming);
     free(set->buckets);
     free(set);
 }

@@ -5,11 +5,10 @@
  * Locks of the library, and the order in which they are taken (a thread
  * holding one only ever takes those below it):
  *
- *   0. a graph set's warm-up lock, its instantiation lock, then its
- *      lock (graph-set.c): one warm-up capture at a time (held while its
- *      capture function runs); one instantiation or update of the set at
- *      a time; its keys, its list of graphs and every launch of them.
- *      The last two are not held while a capture function runs.
+ *   0. a graph set's instantiation lock, then its lock (graph-set.c):
+ *      one instantiation or update of the set at a time; its keys, its
+ *      list of graphs and every launch of them.  Neither is held while a
+ *      capture function runs.
  *   1. a hierarchy's graph lock (cucap_i_hier_lock): every driver call on
  *      a graph of the capture, and its deferred streams and events
  *      (stream-cache.c) and the lists of its builders' open forks

@@ -177,10 +177,9 @@ CUCAP_API CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, si
  *
  * Each key without an executable graph is captured with fn (user_data[i]
  * for key i, or NULL) and instantiated, within the budget, without a
- * launch.  Several threads may warm one set at once: one key of theirs
- * is captured at a time while the key captured before it is
- * instantiated (captures and instantiations on several threads at once
- * slow each other down more than they gain).  A key that cannot be
+ * launch.  Several threads may warm one set at once: as in runs, their
+ * captures go on side by side and the set instantiates one graph at a
+ * time; a key another thread is making is left to it.  A key that cannot be
  * captured keeps the reason, as a run would, and is not an error.
  *
  * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE as for
