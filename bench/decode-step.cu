@@ -31,25 +31,6 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-// A capture's forks: forks of the builder (split), joined back.
-struct builder_forker : decode::forker {
-    cucap::builder &b;
-    std::vector<cucap::builder> forks;
-
-    explicit builder_forker(cucap::builder &builder) : b(builder) {}
-    void fork(int n, cudaStream_t *streams) override
-    {
-        forks = b.split(n);
-        streams[0] = b.stream();
-        for (int i = 1; i < n; i++)
-            streams[i] = forks[i - 1].stream();
-    }
-    void join() override
-    {
-        b.join_forks();
-        forks.clear();
-    }
-};
 
 // "N nodes (K kernel, ...), E edges"
 std::string describe(cudaGraph_t g)
@@ -111,7 +92,7 @@ struct runner {
         graphs = "hand-written " + describe(g);
         DECODE_CHECK(cudaGraphDestroy(g));
         replay_builder = cucap::builder::on_stream(s);
-        builder_forker forks(replay_builder);
+        decode::builder_forker forks(replay_builder);
         replay_builder.capture([&](cucap::builder &self) {
             m.step(self.stream(), self.params<int>(), forked ? &forks : nullptr);
         });
@@ -149,7 +130,7 @@ struct runner {
     }
     void token_lib_recapture(int t)
     {
-        builder_forker forks(b);
+        decode::builder_forker forks(b);
         b.reset();
         b.begin(CU_STREAM_CAPTURE_MODE_GLOBAL);
         m.step(b.stream(), pos, forked ? &forks : nullptr);

@@ -34,21 +34,8 @@ struct step_values {
 // one block per row: the row's RMS norm
 __global__ void rms_norm_rows(const float *x, const float *weight, float *out, int hidden)
 {
-    __shared__ float partial[256];
-    const float *in = x + (size_t)blockIdx.x * hidden;
-    float sum = 0.0f;
-    for (int i = threadIdx.x; i < hidden; i += blockDim.x)
-        sum += in[i] * in[i];
-    partial[threadIdx.x] = sum;
-    __syncthreads();
-    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-        if (threadIdx.x < stride)
-            partial[threadIdx.x] += partial[threadIdx.x + stride];
-        __syncthreads();
-    }
-    float inv = rsqrtf(partial[0] / hidden + 1e-5f);
-    for (int i = threadIdx.x; i < hidden; i += blockDim.x)
-        out[(size_t)blockIdx.x * hidden + i] = in[i] * inv * weight[i];
+    size_t row = (size_t)blockIdx.x * hidden;
+    decode::rms_norm_row(x + row, weight, out + row, hidden);
 }
 
 // the rows' states gathered from their slots (padding rows zero), and back
@@ -76,22 +63,10 @@ __global__ void rotary_and_cache_rows(float *q, const float *k, const float *v, 
     if (row >= sv->n)
         return;
     int pos = sv->pos[row], p = pos % decode::max_positions;
-    float *qr = q + (size_t)row * hidden;
-    const float *kr = k + (size_t)row * hidden, *vr = v + (size_t)row * hidden;
+    size_t at = (size_t)row * hidden;
     float *kc = k_cache + ((size_t)sv->slot[row] * decode::max_positions + p) * hidden;
     float *vc = v_cache + ((size_t)sv->slot[row] * decode::max_positions + p) * hidden;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < hidden / 2; i += gridDim.x * blockDim.x) {
-        int pair = i % (decode::head_dim / 2);
-        float angle = (float)pos * powf(10000.0f, -2.0f * pair / decode::head_dim);
-        float c = cosf(angle), s = sinf(angle);
-        float q0 = qr[2 * i], q1 = qr[2 * i + 1], k0 = kr[2 * i], k1 = kr[2 * i + 1];
-        qr[2 * i] = q0 * c - q1 * s;
-        qr[2 * i + 1] = q0 * s + q1 * c;
-        kc[2 * i] = k0 * c - k1 * s;
-        kc[2 * i + 1] = k0 * s + k1 * c;
-        vc[2 * i] = vr[2 * i];
-        vc[2 * i + 1] = vr[2 * i + 1];
-    }
+    decode::rotate_and_store(q + at, k + at, v + at, kc, vc, pos, hidden);
 }
 
 // one block of head_dim threads per head (x) and row (y): attention over
@@ -99,42 +74,16 @@ __global__ void rotary_and_cache_rows(float *q, const float *k, const float *v, 
 __global__ void attention_rows(const float *q, const float *k_cache, const float *v_cache, float *out,
                                const step_values *sv, int hidden)
 {
-    __shared__ float score[decode::max_positions];
-    __shared__ float qh[decode::head_dim];
-    __shared__ float total;
-    int head = blockIdx.x, row = blockIdx.y, d = threadIdx.x;
+    int head = blockIdx.x, row = blockIdx.y;
+    float *ohead = out + (size_t)row * hidden + head * decode::head_dim;
     if (row >= sv->n) {
-        out[(size_t)row * hidden + head * decode::head_dim + d] = 0.0f;
+        ohead[threadIdx.x] = 0.0f;
         return;
     }
-    int pos = sv->pos[row], n = (pos < decode::max_positions ? pos : decode::max_positions - 1) + 1;
-    const float *kc = k_cache + (size_t)sv->slot[row] * decode::max_positions * hidden;
-    const float *vc = v_cache + (size_t)sv->slot[row] * decode::max_positions * hidden;
-    qh[d] = q[(size_t)row * hidden + head * decode::head_dim + d];
-    __syncthreads();
-    for (int t = d; t < n; t += blockDim.x) {
-        const float *key = kc + (size_t)t * hidden + head * decode::head_dim;
-        float s = 0.0f;
-        for (int j = 0; j < decode::head_dim; j++)
-            s += qh[j] * key[j];
-        score[t] = s * rsqrtf((float)decode::head_dim);
-    }
-    __syncthreads();
-    if (d == 0) {
-        float top = score[0], sum = 0.0f;
-        for (int t = 1; t < n; t++)
-            top = fmaxf(top, score[t]);
-        for (int t = 0; t < n; t++) {
-            score[t] = expf(score[t] - top);
-            sum += score[t];
-        }
-        total = sum;
-    }
-    __syncthreads();
-    float acc = 0.0f;
-    for (int t = 0; t < n; t++)
-        acc += score[t] * vc[(size_t)t * hidden + head * decode::head_dim + d];
-    out[(size_t)row * hidden + head * decode::head_dim + d] = acc / total;
+    int pos = sv->pos[row];
+    size_t cache = (size_t)sv->slot[row] * decode::max_positions * hidden;
+    decode::attend(q + (size_t)row * hidden + head * decode::head_dim, k_cache + cache, v_cache + cache,
+                   (pos < decode::max_positions ? pos : decode::max_positions - 1) + 1, hidden, head, ohead);
 }
 
 struct batch_model {
@@ -148,23 +97,12 @@ struct batch_model {
 
     batch_model(int hidden_, int layers_) : hidden(hidden_), layers(layers_), ffn(4 * hidden_)
     {
-        size_t h = (size_t)hidden, f = (size_t)ffn, cache = (size_t)slots * decode::max_positions * h;
+        size_t h = (size_t)hidden;
         weights.resize((size_t)layers);
         unsigned seed = 1;
-        for (decode::layer &l : weights) {
-            l.norm1 = make(h, seed++, 0.0f);
-            l.norm2 = make(h, seed++, 0.0f);
-            l.wq = make(h * h, seed++, 1.0f / (float)hidden);
-            l.wk = make(h * h, seed++, 1.0f / (float)hidden);
-            l.wv = make(h * h, seed++, 1.0f / (float)hidden);
-            l.wo = make(h * h, seed++, 1.0f / (float)hidden);
-            l.wgate = make(f * h, seed++, 1.0f / (float)hidden);
-            l.wup = make(f * h, seed++, 1.0f / (float)hidden);
-            l.wdown = make(h * f, seed++, 1.0f / (float)ffn);
-            l.k_cache = make(cache, 0, -1.0f);
-            l.v_cache = make(cache, 0, -1.0f);
-        }
-        state = make(slots * h, 0, -1.0f);
+        for (decode::layer &l : weights)
+            l = decode::make_layer(hidden, ffn, (size_t)slots * decode::max_positions, seed);
+        state = decode::make(slots * h, 0, -1.0f);
         // workspaces set before any capture: cuBLAS allocates nothing while capturing
         for (int i = 0; i < 3; i++) {
             DECODE_BLAS(cublasCreate(&blas[i]));
@@ -259,40 +197,8 @@ struct batch_model {
     }
 
 private:
-    static float *make(size_t n, unsigned seed, float scale)
-    {
-        float *p = nullptr;
-        DECODE_CHECK(cudaMalloc(&p, n * sizeof(float)));
-        if (scale < 0.0f)
-            DECODE_CHECK(cudaMemset(p, 0, n * sizeof(float)));
-        else if (scale == 0.0f)
-            decode::fill_ones<<<64, 256>>>(p, n);
-        else
-            decode::fill_weights<<<256, 256>>>(p, n, seed, scale);
-        return p;
-    }
 };
 
-// The step's forks during a capture (or the set's eager run): forks of
-// the builder it is handed, joined back.
-struct builder_forker : decode::forker {
-    cucap::builder &b;
-    std::vector<cucap::builder> forks;
-
-    explicit builder_forker(cucap::builder &builder) : b(builder) {}
-    void fork(int n, cudaStream_t *streams) override
-    {
-        forks = b.split(n);
-        streams[0] = b.stream();
-        for (int i = 1; i < n; i++)
-            streams[i] = forks[i - 1].stream();
-    }
-    void join() override
-    {
-        b.join_forks();
-        forks.clear();
-    }
-};
 
 int bucket_of(int batch)
 {
@@ -368,7 +274,7 @@ int main(int argc, char **argv)
             int bucket = bucket_of(v.n);
             set.run(bucket,
                                           [&](cucap::builder &b) {
-                                              builder_forker forks(b);
+                                              decode::builder_forker forks(b);
                                               m.step(b.stream(), b.params<step_values>(), bucket, &forks);
                                           },
                                           v, s);

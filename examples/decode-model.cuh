@@ -7,7 +7,8 @@
 // The kernels that depend on the token read its position from device
 // memory (*pos), so one captured graph serves every token.
 //
-// Shared by examples/decode-step.cu and bench/decode-step.cu.
+// Shared by examples/decode-step.cu, examples/batch-decode.cu and
+// bench/decode-step.cu.
 #ifndef CUCAPTURE_DECODE_MODEL_CUH
 #define CUCAPTURE_DECODE_MODEL_CUH
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include <cublas_v2.h>
+#include <cucapture.hpp>
 #include <cuda_runtime.h>
 
 #define DECODE_CHECK(call)                                                                          \
@@ -53,7 +55,8 @@ __global__ void fill_weights(float *w, size_t n, unsigned seed, float scale)
     }
 }
 
-__global__ void rms_norm(const float *x, const float *weight, float *out, int n)
+// RMS norm of one row of n values, by one block of 256 threads
+__device__ void rms_norm_row(const float *x, const float *weight, float *out, int n)
 {
     __shared__ float partial[256];
     float sum = 0.0f;
@@ -71,39 +74,51 @@ __global__ void rms_norm(const float *x, const float *weight, float *out, int n)
         out[i] = x[i] * inv * weight[i];
 }
 
-// rotate q and k by the position's angles; store k and v at the position
-__global__ void rotary_and_cache(float *q, const float *k, const float *v, float *k_cache, float *v_cache,
-                                 const int *pos, int hidden)
+__global__ void rms_norm(const float *x, const float *weight, float *out, int n)
 {
-    int p = *pos % max_positions;
+    rms_norm_row(x, weight, out, n);
+}
+
+// q and k rotated by the angles of position pos; k and v stored in the
+// caches' rows kc and vc of that position
+__device__ void rotate_and_store(float *q, const float *k, const float *v, float *kc, float *vc, int pos, int hidden)
+{
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < hidden / 2; i += gridDim.x * blockDim.x) {
         int pair = i % (head_dim / 2);
-        float angle = (float)*pos * powf(10000.0f, -2.0f * pair / head_dim);
+        float angle = (float)pos * powf(10000.0f, -2.0f * pair / head_dim);
         float c = cosf(angle), s = sinf(angle);
         float q0 = q[2 * i], q1 = q[2 * i + 1], k0 = k[2 * i], k1 = k[2 * i + 1];
         q[2 * i] = q0 * c - q1 * s;
         q[2 * i + 1] = q0 * s + q1 * c;
-        k_cache[(size_t)p * hidden + 2 * i] = k0 * c - k1 * s;
-        k_cache[(size_t)p * hidden + 2 * i + 1] = k0 * s + k1 * c;
-        v_cache[(size_t)p * hidden + 2 * i] = v[2 * i];
-        v_cache[(size_t)p * hidden + 2 * i + 1] = v[2 * i + 1];
+        kc[2 * i] = k0 * c - k1 * s;
+        kc[2 * i + 1] = k0 * s + k1 * c;
+        vc[2 * i] = v[2 * i];
+        vc[2 * i + 1] = v[2 * i + 1];
     }
 }
 
-// one block of head_dim threads per head: softmax(q . K / sqrt(d)) V over
-// the cached positions up to this one
-__global__ void attention(const float *q, const float *k_cache, const float *v_cache, float *out, const int *pos,
-                          int hidden)
+// rotate q and k by the position's angles; store k and v at the position
+__global__ void rotary_and_cache(float *q, const float *k, const float *v, float *k_cache, float *v_cache,
+                                 const int *pos, int hidden)
+{
+    size_t p = (size_t)(*pos % max_positions);
+    rotate_and_store(q, k, v, k_cache + p * hidden, v_cache + p * hidden, *pos, hidden);
+}
+
+// softmax(q . K / sqrt(d)) V of one head over the first n positions of
+// its sequence's caches (kc, vc), by a block of head_dim threads; qhead
+// and ohead are the head's slices of q and of the output
+__device__ void attend(const float *qhead, const float *kc, const float *vc, int n, int hidden, int head,
+                       float *ohead)
 {
     __shared__ float score[max_positions];
     __shared__ float qh[head_dim];
     __shared__ float total;
-    int head = blockIdx.x, d = threadIdx.x;
-    int n = (*pos < max_positions ? *pos : max_positions - 1) + 1;
-    qh[d] = q[head * head_dim + d];
+    int d = threadIdx.x;
+    qh[d] = qhead[d];
     __syncthreads();
     for (int t = d; t < n; t += blockDim.x) {
-        const float *key = k_cache + (size_t)t * hidden + head * head_dim;
+        const float *key = kc + (size_t)t * hidden + head * head_dim;
         float s = 0.0f;
         for (int j = 0; j < head_dim; j++)
             s += qh[j] * key[j];
@@ -123,8 +138,18 @@ __global__ void attention(const float *q, const float *k_cache, const float *v_c
     __syncthreads();
     float acc = 0.0f;
     for (int t = 0; t < n; t++)
-        acc += score[t] * v_cache[(size_t)t * hidden + head * head_dim + d];
-    out[head * head_dim + d] = acc / total;
+        acc += score[t] * vc[(size_t)t * hidden + head * head_dim + d];
+    ohead[d] = acc / total;
+}
+
+// one block of head_dim threads per head, over the cached positions up to
+// this one
+__global__ void attention(const float *q, const float *k_cache, const float *v_cache, float *out, const int *pos,
+                          int hidden)
+{
+    int head = blockIdx.x;
+    attend(q + head * head_dim, k_cache, v_cache, (*pos < max_positions ? *pos : max_positions - 1) + 1, hidden, head,
+           out + head * head_dim);
 }
 
 __global__ void add_into(float *x, const float *y, int n)
@@ -150,6 +175,41 @@ struct layer {
     float *k_cache, *v_cache;
 };
 
+// n floats of device memory: zero (scale < 0), ones (a norm's weights,
+// scale 0) or weights from seed, scaled
+inline float *make(size_t n, unsigned seed, float scale)
+{
+    float *p = nullptr;
+    DECODE_CHECK(cudaMalloc(&p, n * sizeof(float)));
+    if (scale < 0.0f)
+        DECODE_CHECK(cudaMemset(p, 0, n * sizeof(float)));
+    else if (scale == 0.0f)
+        fill_ones<<<64, 256>>>(p, n);
+    else
+        fill_weights<<<256, 256>>>(p, n, seed, scale);
+    return p;
+}
+
+// a layer's weights from seed on (nine seeds), and caches of cache_rows
+// positions, zero
+inline layer make_layer(int hidden, int ffn, size_t cache_rows, unsigned &seed)
+{
+    size_t h = (size_t)hidden, f = (size_t)ffn;
+    layer l;
+    l.norm1 = make(h, seed++, 0.0f);
+    l.norm2 = make(h, seed++, 0.0f);
+    l.wq = make(h * h, seed++, 1.0f / (float)hidden);
+    l.wk = make(h * h, seed++, 1.0f / (float)hidden);
+    l.wv = make(h * h, seed++, 1.0f / (float)hidden);
+    l.wo = make(h * h, seed++, 1.0f / (float)hidden);
+    l.wgate = make(f * h, seed++, 1.0f / (float)hidden);
+    l.wup = make(f * h, seed++, 1.0f / (float)hidden);
+    l.wdown = make(h * f, seed++, 1.0f / (float)ffn);
+    l.k_cache = make(cache_rows * h, 0, -1.0f);
+    l.v_cache = make(cache_rows * h, 0, -1.0f);
+    return l;
+}
+
 // Where a step forks its parallel GEMVs (Q/K/V, then gate/up) and joins
 // them back: eager launches use events, captures the builder's forks or
 // the hand-written events.  fork(n, streams) fills streams[0..n-1], the
@@ -158,6 +218,27 @@ struct forker {
     virtual void fork(int n, cudaStream_t *streams) = 0;
     virtual void join() = 0;
     virtual ~forker() = default;
+};
+
+// The step's forks during a capture (or a graph set's eager run): forks
+// of the builder it is handed, joined back.
+struct builder_forker : forker {
+    cucap::builder &b;
+    std::vector<cucap::builder> forks;
+
+    explicit builder_forker(cucap::builder &builder) : b(builder) {}
+    void fork(int n, cudaStream_t *streams) override
+    {
+        forks = b.split(n);
+        streams[0] = b.stream();
+        for (int i = 1; i < n; i++)
+            streams[i] = forks[i - 1].stream();
+    }
+    void join() override
+    {
+        b.join_forks();
+        forks.clear();
+    }
 };
 
 struct model {
@@ -172,19 +253,8 @@ struct model {
         size_t h = (size_t)hidden, f = (size_t)ffn;
         weights.resize((size_t)layers);
         unsigned seed = 1;
-        for (layer &l : weights) {
-            l.norm1 = make(h, seed++, 0.0f);
-            l.norm2 = make(h, seed++, 0.0f);
-            l.wq = make(h * h, seed++, 1.0f / (float)hidden);
-            l.wk = make(h * h, seed++, 1.0f / (float)hidden);
-            l.wv = make(h * h, seed++, 1.0f / (float)hidden);
-            l.wo = make(h * h, seed++, 1.0f / (float)hidden);
-            l.wgate = make(f * h, seed++, 1.0f / (float)hidden);
-            l.wup = make(f * h, seed++, 1.0f / (float)hidden);
-            l.wdown = make(h * f, seed++, 1.0f / (float)ffn);
-            l.k_cache = make(h * max_positions, 0, -1.0f);
-            l.v_cache = make(h * max_positions, 0, -1.0f);
-        }
+        for (layer &l : weights)
+            l = make_layer(hidden, ffn, max_positions, seed);
         x = make(h, 7777, 1.0f);
         xn = make(h, 0, -1.0f);
         q = make(h, 0, -1.0f);
@@ -266,18 +336,6 @@ struct model {
     }
 
 private:
-    static float *make(size_t n, unsigned seed, float scale)
-    {
-        float *p = nullptr;
-        DECODE_CHECK(cudaMalloc(&p, n * sizeof(float)));
-        if (scale < 0.0f)
-            DECODE_CHECK(cudaMemset(p, 0, n * sizeof(float)));
-        else if (scale == 0.0f)
-            fill_ones<<<64, 256>>>(p, n);   // a norm's weights
-        else
-            fill_weights<<<256, 256>>>(p, n, seed, scale);
-        return p;
-    }
 };
 
 // Eager launches' forks: an event recorded on the step's stream, waited

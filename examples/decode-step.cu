@@ -15,25 +15,6 @@
 
 namespace {
 
-// The step's forks during a capture: forks of the builder, joined back.
-struct builder_forker : decode::forker {
-    cucap::builder &b;
-    std::vector<cucap::builder> forks;
-
-    explicit builder_forker(cucap::builder &builder) : b(builder) {}
-    void fork(int n, cudaStream_t *streams) override
-    {
-        forks = b.split(n);
-        streams[0] = b.stream();
-        for (int i = 1; i < n; i++)
-            streams[i] = forks[i - 1].stream();
-    }
-    void join() override
-    {
-        b.join_forks();
-        forks.clear();
-    }
-};
 
 std::vector<float> result(const decode::model &m)
 {
@@ -77,7 +58,7 @@ int main(int argc, char **argv)
 
         // captured once, the position a per-launch parameter
         cucap::builder b = cucap::builder::create(0);
-        builder_forker forks(b);
+        decode::builder_forker forks(b);
         b.capture([&](cucap::builder &self) {
             int *position = self.params<int>();
             m.step(self.stream(), position, &forks);
