@@ -50,14 +50,15 @@ struct kept_exec {
 
 struct cucap_graph_set {
     pthread_mutex_t lock;            /* all below, and every launch of the set's executable graphs */
-    pthread_mutex_t instantiating;   /* one instantiation or update at a time; taken before lock */
+    pthread_cond_t settled;          /* a graph being made was counted, or given up */
     struct ctx_hold *hold;
     CUdevice dev;
     cucap_graph_set_options opts;
     struct entry **buckets;
     size_t bucket_count, entry_count;
     struct entry *newest, *oldest;
-    struct kept_exec *kept;
+    struct kept_exec *kept;          /* not while a thread tries them for an update */
+    size_t making, making_bytes;     /* graphs being instantiated or updated, and the room set aside for them */
     cucap_graph_set_stats stats;
 };
 
@@ -236,8 +237,8 @@ static size_t may_take(size_t bytes, size_t nodes)
 
 static int fits(const cucap_graph_set *set, size_t bytes, size_t nodes)
 {
-    return !(set->opts.budget_graphs && set->stats.graphs >= set->opts.budget_graphs) &&
-           taken(set) + may_take(bytes, nodes) <= set->opts.budget_bytes;
+    return !(set->opts.budget_graphs && set->stats.graphs + set->making >= set->opts.budget_graphs) &&
+           taken(set) + set->making_bytes + may_take(bytes, nodes) <= set->opts.budget_bytes;
 }
 
 static void trim(cucap_graph_set *set)
@@ -247,12 +248,14 @@ static void trim(cucap_graph_set *set)
     measure_graph_memory(set);
 }
 
-/* Room for a graph whose allocations ask for bytes: kept executable
- * graphs dropped, then graphs retired, least recently used first, until
- * the budget would hold it were their allocations given back, and graph
+/* Room for a graph whose allocations ask for bytes, beside the room set
+ * aside for the graphs other threads are making: kept executable graphs
+ * dropped, then graphs retired, least recently used first, until the
+ * budget would hold it were their allocations given back, and graph
  * memory trimmed (a trim costs every live graph a remap at its next
- * launch: one per round of retirements).  0, or -1 with the reason in
- * why. */
+ * launch: one per round of retirements); when only graphs being made
+ * stand in the way, their settling is waited for.  0, or -1 with the
+ * reason in why. */
 static int make_room(cucap_graph_set *set, size_t bytes, size_t nodes, char *why, size_t why_size)
 {
     size_t freed;
@@ -263,7 +266,12 @@ static int make_room(cucap_graph_set *set, size_t bytes, size_t nodes, char *why
         return -1;
     }
     measure_graph_memory(set);
-    while (!fits(set, bytes, nodes) && (set->kept || set->oldest)) {
+    while (!fits(set, bytes, nodes) && (set->kept || set->oldest || set->making)) {
+        if (!set->kept && !set->oldest) {
+            pthread_cond_wait(&set->settled, &set->lock);
+            measure_graph_memory(set);
+            continue;
+        }
         for (freed = 0; !fits(set, bytes, nodes) && (set->kept || set->oldest);) {
             size_t memory = set->stats.graph_memory;
             if (set->kept) {
@@ -278,9 +286,9 @@ static int make_room(cucap_graph_set *set, size_t bytes, size_t nodes, char *why
     }
     if (fits(set, bytes, nodes))
         return 0;
-    snprintf(why, why_size, "over the budget: %zu bytes taken (graph memory %zu, footprint %zu) and up to %zu more, "
-             "against %zu", taken(set), set->stats.graph_memory, set->stats.footprint, may_take(bytes, nodes),
-             set->opts.budget_bytes);
+    snprintf(why, why_size, "over the budget: %zu bytes taken (graph memory %zu, footprint %zu), %zu set aside for "
+             "graphs being made and up to %zu more, against %zu", taken(set), set->stats.graph_memory,
+             set->stats.footprint, set->making_bytes, may_take(bytes, nodes), set->opts.budget_bytes);
     return -1;
 }
 
@@ -360,26 +368,18 @@ static cucap_builder *capture(cucap_graph_set *set, cucap_capture_fn fn, void *u
     return NULL;
 }
 
-/* A kept executable graph updated from b: it, or NULL (each refusal
- * keeps it for another topology).  The kept list changes only under the
- * instantiation lock, which the caller holds. */
-static cucap_exec *update_kept(cucap_graph_set *set, cucap_builder *b, size_t *footprint)
+/* A kept executable graph of the list (taken from the set) updated from
+ * b: it, unlinked from the list, or NULL (each refusal keeps it for
+ * another topology). */
+static struct kept_exec *update_kept(struct kept_exec **list, cucap_builder *b)
 {
     struct kept_exec **at, *k;
-    cucap_exec *exec;
 
-    for (at = &set->kept; *at; at = &(*at)->next)
+    for (at = list; *at; at = &(*at)->next)
         if (cucap_exec_update((*at)->exec, b, NULL) == CUDA_SUCCESS) {
-            pthread_mutex_lock(&set->lock);
             k = *at;
             *at = k->next;
-            set->stats.kept--;
-            set->stats.footprint -= k->footprint;   /* counted again with its key's graph */
-            pthread_mutex_unlock(&set->lock);
-            exec = k->exec;
-            *footprint = k->footprint;
-            free(k);
-            return exec;
+            return k;
         }
     return NULL;
 }
@@ -415,12 +415,38 @@ struct first_launch {
 static CUresult launch(struct entry *e, const void *values, size_t values_size, CUstream s, const char *caller,
                        cucap_error **err);
 
-/* e's graph made, or the reason it was not, recorded (under the lock);
- * a graph made is launched first when `first` says so. */
-static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_t footprint, size_t nodes,
-                  size_t bytes, double capture_us, cucap_run_kind how, const char *why, struct first_launch *first)
+/* What a thread making a graph holds between the set's lock and its
+ * settling: the room set aside, and the kept executable graphs it took
+ * to try for an update (the one it updated in used). */
+struct making {
+    size_t room;
+    int counted;                     /* among the set's graphs being made */
+    struct kept_exec *kept, *used;
+};
+
+/* e's graph made, or the reason it was not, recorded (under the lock),
+ * what m held given back, and the threads waiting for room told; a graph
+ * made is launched first when `first` says so. */
+static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_t nodes, size_t bytes,
+                  double capture_us, cucap_run_kind how, const char *why, struct making *m, struct first_launch *first)
 {
+    size_t footprint = m->used ? m->used->footprint : footprint_of(nodes);
+    struct kept_exec **end;
+    int made = exec ? 0 : -1;
+
     pthread_mutex_lock(&set->lock);
+    if (m->counted) {
+        set->making--;
+        set->making_bytes -= m->room;
+    }
+    for (end = &set->kept; *end; end = &(*end)->next)
+        ;
+    *end = m->kept;   /* the kept graphs it did not update, back */
+    if (m->used) {
+        set->stats.kept--;
+        set->stats.footprint -= m->used->footprint;   /* counted again with its key's graph */
+        free(m->used);
+    }
     e->capturing = 0;
     e->nodes = nodes;
     e->allocation_bytes = bytes;
@@ -429,44 +455,45 @@ static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_
         e->retry_at = e->runs + (e->failures > 6 ? RETRY_CAP : 1u << (e->failures - 1));
         snprintf(e->reason, sizeof e->reason, "%s", why);
         set->stats.capture_failures++;
-        pthread_mutex_unlock(&set->lock);
-        return -1;
+    } else {
+        e->exec = exec;
+        e->footprint = footprint;
+        e->capture_us = capture_us;
+        e->failures = 0;
+        e->reason[0] = '\0';
+        link_newest(set, e);
+        set->stats.graphs++;
+        set->stats.footprint += footprint;
+        measure_graph_memory(set);
+        if (how == CUCAP_RUN_UPDATED)
+            set->stats.updates++;
+        else
+            set->stats.instantiations++;
+        if (first)
+            first->rc = launch(e, first->values, first->values_size, first->s, first->caller, first->err);
     }
-    e->exec = exec;
-    e->footprint = footprint;
-    e->capture_us = capture_us;
-    e->failures = 0;
-    e->reason[0] = '\0';
-    link_newest(set, e);
-    set->stats.graphs++;
-    set->stats.footprint += footprint;
-    measure_graph_memory(set);
-    if (how == CUCAP_RUN_UPDATED)
-        set->stats.updates++;
-    else
-        set->stats.instantiations++;
-    if (first)
-        first->rc = launch(e, first->values, first->values_size, first->s, first->caller, first->err);
+    pthread_cond_broadcast(&set->settled);
     pthread_mutex_unlock(&set->lock);
-    return 0;
+    return made;
 }
 
 /* Make e's graph (e->capturing is set; the lock is not held): captured
- * side by side with other threads' captures, then room made, the graph
- * instantiated (or a kept one updated) and counted under the
- * instantiation lock, so that no other graph passes the budget
- * meanwhile.  How it was made in *how; 0, or -1 with the reason on e. */
+ * and instantiated (or a kept one updated) side by side with other
+ * threads' graphs, the room it may take set aside under the lock first,
+ * so that the graphs being made never pass the budget together.  How it
+ * was made in *how; 0, or -1 with the reason on e. */
 static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn, void *user_data, CUstream s,
                       struct first_launch *first, cucap_run_kind *how)
 {
     char why[256] = "";
     double capture_us = 0, t0;
-    size_t nodes = 0, bytes = 0, memory_nodes = 0, footprint = 0;
+    size_t nodes = 0, bytes = 0, memory_nodes = 0;
     cucap_builder *b = capture(set, fn, user_data, &capture_us, why, sizeof why);
     cucap_graph *g = NULL;
     cucap_exec *exec = NULL;
     struct cucap_work_scope w;
-    int fits, made;
+    struct making m = { 0, 0, NULL, NULL };
+    int made;
 
     if (b && (cucap_builder_graph(b, &g, NULL) != CUDA_SUCCESS ||
               weigh(cucap_graph_handle(g), &nodes, &bytes, &memory_nodes) != CUDA_SUCCESS))
@@ -474,27 +501,33 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
     cucap_graph_unref(g);
     if (!b || why[0]) {
         cucap_builder_destroy(b);
-        return settle(set, e, NULL, 0, nodes, bytes, 0, *how, why, NULL);
+        return settle(set, e, NULL, nodes, bytes, 0, *how, why, &m, NULL);
     }
-    pthread_mutex_lock(&set->instantiating);
     /* the graph memory calls in the set's context and relaxed mode (a
      * trim is no call for another thread's global capture to refuse) */
     cucap_i_work_enter_quietly(&w, set->hold->ctx, "cucap_graph_set_run");
     pthread_mutex_lock(&set->lock);
-    fits = make_room(set, bytes, nodes, why, sizeof why) == 0;
+    if (make_room(set, bytes, nodes, why, sizeof why) == 0) {
+        m.counted = 1;
+        m.room = may_take(bytes, nodes);
+        set->making++;
+        set->making_bytes += m.room;
+        if (!memory_nodes) {   /* the driver updates no executable graph with memory nodes (measured) */
+            m.kept = set->kept;
+            set->kept = NULL;
+        }
+    }
     pthread_mutex_unlock(&set->lock);
     t0 = now_us();
-    /* the driver updates no executable graph with memory nodes (measured) */
-    if (fits && !memory_nodes && (exec = update_kept(set, b, &footprint)))
+    if (m.counted && (m.used = update_kept(&m.kept, b))) {
+        exec = m.used->exec;
         *how = CUCAP_RUN_UPDATED;
-    else if (fits && (exec = instantiate(b, s, why, sizeof why)))
+    } else if (m.counted && (exec = instantiate(b, s, why, sizeof why))) {
         *how = CUCAP_RUN_INSTANTIATED;
-    if (*how == CUCAP_RUN_INSTANTIATED)
-        footprint = footprint_of(nodes);
+    }
     e->instantiate_us = now_us() - t0;
-    made = settle(set, e, exec, footprint, nodes, bytes, capture_us, *how, why, first);
+    made = settle(set, e, exec, nodes, bytes, capture_us, *how, why, &m, first);
     cucap_i_work_leave_quietly(&w, "cucap_graph_set_run");
-    pthread_mutex_unlock(&set->instantiating);
     cucap_builder_destroy(b);
     return made;
 }
@@ -567,7 +600,7 @@ CUresult cucap_graph_set_create(CUdevice dev, const cucap_graph_set_options *opt
     set->stats.budget_bytes = opts->budget_bytes;
     set->stats.budget_graphs = opts->budget_graphs;
     pthread_mutex_init(&set->lock, NULL);
-    pthread_mutex_init(&set->instantiating, NULL);
+    pthread_cond_init(&set->settled, NULL);
     *out = set;
     return CUDA_SUCCESS;
 }
@@ -656,7 +689,7 @@ CUresult cucap_graph_set_warm(cucap_graph_set *set, const void *const *keys, con
                               cucap_capture_fn fn, void *const *user_data, cucap_error **err)
 {
     static const char caller[] = "cucap_graph_set_warm";
-    cucap_run_kind how;
+    cucap_run_kind how = CUCAP_RUN_INSTANTIATED;
     struct entry *e;
     CUresult rc;
     size_t i;
@@ -752,7 +785,7 @@ void cucap_graph_set_destroy(cucap_graph_set *set)
     cucap_i_work_leave_quietly(&w, "cucap_graph_set_destroy");
     cucap_i_ctx_hold_release(set->hold);
     pthread_mutex_destroy(&set->lock);
-    pthread_mutex_destroy(&set->instantiating);
+    pthread_cond_destroy(&set->settled);
     free(set->buckets);
     free(set);
 }

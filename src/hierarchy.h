@@ -5,10 +5,10 @@
  * Locks of the library, and the order in which they are taken (a thread
  * holding one only ever takes those below it):
  *
- *   0. a graph set's instantiation lock, then its lock (graph-set.c):
- *      one instantiation or update of the set at a time; its keys, its
- *      list of graphs and every launch of them.  Neither is held while a
- *      capture function runs.
+ *   0. a graph set's lock (graph-set.c): its keys, its lists of graphs,
+ *      the room set aside for the graphs being made, and every launch of
+ *      them.  Not held while a capture function runs or a graph is
+ *      instantiated or updated.
  *   1. a hierarchy's graph lock (cucap_i_hier_lock): every driver call on
  *      a graph of the capture, and its deferred streams and events
  *      (stream-cache.c) and the lists of its builders' open forks

@@ -565,9 +565,16 @@ static void *work_shared_keys(void *p)
         step = (uint64_t)w->index * 1000 + (uint64_t)i;
         key = 1 + (uint64_t)(i % 3);   /* shared by every thread */
         CUresult rc = run_step(w->set, w->st, step, key, s, NULL, &err), synced = D.cuStreamSynchronize(s);
+        cucap_graph_set_stats stats;
         if (rc != CUDA_SUCCESS || synced != CUDA_SUCCESS) {
             snprintf(w->failure, sizeof w->failure, "step %llu: %s, %s: %s", (unsigned long long)step,
                      cucap_result_name(rc), cucap_result_name(synced), cucap_error_message(err));
+            w->bad = 1;
+        }
+        cucap_graph_set_get_stats(w->set, &stats);
+        if (stats.graphs > stats.budget_graphs) {
+            snprintf(w->failure, sizeof w->failure, "step %llu: %zu graphs, over the budget of %zu",
+                     (unsigned long long)step, stats.graphs, stats.budget_graphs);
             w->bad = 1;
         }
     }
@@ -757,8 +764,9 @@ BACKEND_TEST(graph_set, eager_fallback_from_fresh_threads_beside_eight_global_ca
     D.cuMemFree(scratch);
 }
 
-/* 8 fresh threads on shared keys, each on its own stream: every run
- * succeeds, each key's graph is made once at a time, and what the keys'
+/* 8 fresh threads on shared keys, each on its own stream, under a budget
+ * of 2 graphs for 3 keys: every run succeeds, the set never holds more
+ * than 2 graphs, each key's graph is made once at a time, and what the keys'
  * slots hold at the end is a whole value of one of the threads' runs of
  * that key.  Thread-local captures: in global mode a capture makes every
  * other thread's stream synchronization fail (the driver's rule). */

@@ -147,7 +147,9 @@ CUCAP_API CUresult cucap_graph_set_create(CUdevice dev, const cucap_graph_set_op
  * One set may be run from several threads at once, with equal or
  * different keys and any streams.  While one thread captures a key,
  * another thread's run of the same key runs eagerly (it never waits for
- * the capture).  Instantiations of one set are made one at a time.
+ * the capture).  Captures and instantiations go on side by side, the
+ * room each graph may take set aside first, so that the graphs being
+ * made never pass the budget together.
  *
  * \param       key, key_size   1 to CUCAP_GRAPH_SET_KEY_MAX bytes,
  *                      compared whole (copied).
@@ -178,8 +180,8 @@ CUCAP_API CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, si
  * Each key without an executable graph is captured with fn (user_data[i]
  * for key i, or NULL) and instantiated, within the budget, without a
  * launch.  Several threads may warm one set at once: as in runs, their
- * captures go on side by side and the set instantiates one graph at a
- * time; a key another thread is making is left to it.  A key that cannot be
+ * captures and instantiations go on side by side within the budget; a
+ * key another thread is making is left to it.  A key that cannot be
  * captured keeps the reason, as a run would, and is not an error.
  *
  * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE as for
