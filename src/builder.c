@@ -1,11 +1,12 @@
 /* Graph builders: creation, the capture state machine (begin, end, reset,
  * close, destroy), queries, what an ended builder hands out (complete,
- * complete_into, graph, dot print, the parameter block), the capture lock
+ * complete_into, graph, dot print), the capture lock
  * as builders take it, and enqueue under it.  The struct and its checks:
  * builder-object.c; memory: builder-memory.c; embed: embed.c; split and
  * join: split.c, join.c, fork-links.c, kept-forks.c; conditional nodes:
  * conditional.c, and body.c for attaching a body; the capture:
- * hierarchy.c; streams and events: stream-cache.c. */
+ * hierarchy.c; streams and events: stream-cache.c; the parameter block
+ * and named kernels: builder-params.c. */
 #include "config.h"
 
 #include <stdint.h>
@@ -15,7 +16,6 @@
 #include "builder-internal.h"
 #include "capture-registry.h"
 #include "driver.h"
-#include "kernel-names.h"
 #include "hierarchy.h"
 #include "error.h"
 #include "body.h"
@@ -666,132 +666,6 @@ CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned in
         return cucap_i_fail(err, rc, "%s: cuGraphDebugDotPrint could not write '%s': " CUCAP_I_RESULT_FMT, caller,
                             path, CUCAP_I_RESULT_ARGS(rc));
     return CUDA_SUCCESS;
-}
-
-/* ---------------------------------------------------------------- the parameter block */
-
-/* An eager run's block: memory of the run, from the device's pool in
- * stream order on b's stream, holding the run's values once the copy
- * queued behind it ran; the run's owner frees it behind the run's work. */
-static CUresult eager_params(cucap_builder *b, struct cucap_eager_run *run, size_t size, CUdeviceptr *block,
-                             const char *caller, cucap_error **err)
-{
-    struct cucap_work_scope w;
-    CUmemoryPool pool = NULL;
-    CUresult rc;
-
-    if (run->block)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture has its parameter block already: one "
-                            "per capture, so put every value its work reads in one struct", caller);
-    if (run->values && size != run->size)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a block of %zu bytes, for values of %zu bytes",
-                            caller, size, run->size);
-    if ((rc = cucap_i_work_enter(&w, b->ctx->ctx, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = cucap_i_drv.cuDeviceGetMemPool(&pool, b->ctx->dev)) != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuDeviceGetMemPool");
-    else if ((rc = cucap_i_drv.cuMemAllocFromPoolAsync(&run->block, size, pool, b->stream)) != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuMemAllocFromPoolAsync");
-    else if (run->values && (rc = cucap_i_drv.cuMemcpyHtoDAsync(run->block, run->values, size, b->stream)) !=
-                                CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuMemcpyHtoDAsync");
-    if (rc == CUDA_SUCCESS) {
-        run->block_stream = b->stream;
-        *block = run->block;
-    }
-    return cucap_i_work_leave(&w, rc, caller, err);
-}
-
-static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUdeviceptr *block, const char *caller,
-                            cucap_error **err)
-{
-    struct cucap_params *p;
-    CUresult rc = CUDA_SUCCESS;
-
-    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if (!block)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: block is NULL", caller);
-    *block = 0;
-    if (size == 0 || size > CUCAP_PARAMS_MAX)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a parameter block holds 1 to %d bytes, not %zu",
-                            caller, CUCAP_PARAMS_MAX, size);
-    if (b->kind == CUCAP_BUILDER_BODY)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                            "%s: a conditional body captures on its own, and its graph is launched with its "
-                            "parent's: make the block in the parent's capture (the body's work may read it)", caller);
-    if (b->state != CUCAP_BUILDER_CAPTURING)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is not capturing (it is %s)", caller,
-                            cucap_i_state_names[b->state]);
-    if (!cucap_i_capture_lock(b)) {
-        cucap_i_capture_unlock(b);
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's capture ended (its primary's end came "
-                            "first)", caller);
-    }
-    if (cucap_i_hier_eager(b->h))
-        rc = eager_params(b, cucap_i_hier_eager(b->h), size, block, caller, err);
-    else if ((p = cucap_i_hier_params(b->h)) != NULL)
-        rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                          "%s: the capture has its parameter block already (%zu bytes at 0x%llx): one per capture, "
-                          "so put every value its work reads in one struct", caller, cucap_i_params_size(p),
-                          (unsigned long long)cucap_i_params_block(p));
-    else {
-        /* a primary builder's last block of this size again; one of another size stays with the
-         * executable graphs that read it */
-        cucap_builder *keeper = b->kind == CUCAP_BUILDER_PRIMARY ? b : NULL;
-        if (keeper && keeper->params && cucap_i_params_size(keeper->params) == size) {
-            p = keeper->params;
-            cucap_i_params_ref(p);
-        } else if ((rc = cucap_i_params_new(b->ctx, size, &p, caller, err)) == CUDA_SUCCESS && keeper) {
-            cucap_i_params_unref(keeper->params, caller);
-            keeper->params = p;
-            cucap_i_params_ref(p);
-        }
-        if (rc == CUDA_SUCCESS) {
-            cucap_i_params_set_type(p, type);
-            cucap_i_hier_set_params(b->h, p, caller);
-            *block = cucap_i_params_block(p);
-        }
-    }
-    cucap_i_capture_unlock(b);
-    return rc;
-}
-
-CUresult cucap_builder_params(cucap_builder *b, size_t size, CUdeviceptr *block, cucap_error **err)
-{
-    return make_params(b, size, NULL, block, "cucap_builder_params", err);
-}
-
-CUresult cucap_builder_params_typed(cucap_builder *b, size_t size, const void *type, CUdeviceptr *block,
-                                    cucap_error **err)
-{
-    return make_params(b, size, type, block, "cucap_builder_params_typed", err);
-}
-
-CUresult cucap_builder_name_kernel(cucap_builder *b, const char *name, cucap_error **err)
-{
-    static const char caller[] = "cucap_builder_name_kernel";
-    cucap_builder_state state;
-    CUresult rc;
-
-    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if (b->kind == CUCAP_BUILDER_BODY)
-        return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: the kernels of a conditional body cannot be named "
-                            "(an executable graph changes only its top-level kernels)", caller);
-    if ((state = cucap_builder_get_state(b)) != CUCAP_BUILDER_CAPTURING)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is not capturing (it is %s)", caller,
-                            cucap_i_state_names[state]);
-    if (!cucap_i_capture_lock(b))
-        rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture ended while the call ran (its end came "
-                          "from another thread)", caller);
-    else if (!cucap_i_hier_eager(b->h))
-        rc = cucap_i_kernels_name(cucap_i_hier_kernels(b->h), b->stream, name, caller, err);
-    else
-        rc = name && *name ? CUDA_SUCCESS : cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the name is %s", caller,
-                                                         name ? "empty" : "NULL");   /* an eager run: no graph */
-    cucap_i_capture_unlock(b);
-    return rc;
 }
 
 /* ---------------------------------------------------------------- the capture lock, and enqueue under it */

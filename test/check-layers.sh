@@ -15,6 +15,7 @@ conditional 9
 embed 9
 teardown 9
 builder 8
+builder-params 9
 graph 7
 pool 7
 body 7
