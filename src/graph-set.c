@@ -700,8 +700,7 @@ CUresult cucap_graph_set_warm(cucap_graph_set *set, const void *const *keys, con
     for (i = 0; i < count; i++)
         if ((rc = check_key(set, keys[i], key_sizes[i], caller, err)) != CUDA_SUCCESS)
             return rc;
-    /* as a run makes a graph: captures side by side with other threads',
-     * one instantiation at a time */
+    /* as a run makes a graph, side by side with other threads' */
     for (i = 0; i < count; i++) {
         pthread_mutex_lock(&set->lock);
         e = find_or_add(set, keys[i], key_sizes[i]);

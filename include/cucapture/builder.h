@@ -345,13 +345,15 @@ CUCAP_API void cucap_builder_abandon(cucap_builder *b);
  * that reads it is destroyed and its last launch is done.
  *
  * One block per capture: put every value in one struct.  A primary
- * builder keeps its last capture's block: reset and begun again (or
- * handed out again by cucap_builder_create() after a destroy), it gets
- * the same block back when it asks for the same size, whatever else holds
- * the last capture's graph (so an executable graph updated from the new
- * capture reads the same address); a block asked for on a fork is new in
- * each capture.  Made with cuMemAlloc in relaxed thread mode, which no capture
- * refuses; its contents are undefined until the first launch with values.
+ * builder keeps its last capture's block while it lives: reset and begun
+ * again, it gets the same block back when it asks for the same size,
+ * whatever else holds the last capture's graph (so an executable graph
+ * updated from the new capture reads the same address); a destroyed
+ * builder that cucap_builder_create() hands out again makes a new one,
+ * and a block asked for on a fork is new in each capture.  Allocated
+ * stream-ordered from a memory pool of the library's, in relaxed thread
+ * mode, which no capture refuses; its contents are undefined until the
+ * first launch with values.
  * Executable graphs made from the capture (cucap_builder_complete(),
  * cucap_graph_instantiate(), cucap_builder_complete_into()), or updated
  * from it (cucap_exec_update()), read the block; a graph that embeds this
