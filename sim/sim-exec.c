@@ -281,7 +281,9 @@ static CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream s)
         for (i = 0; i < handle_count; i++)
             if (handles[i].flags & CU_GRAPH_COND_ASSIGN_DEFAULT)
                 e->values[i + 1] = handles[i].default_value;
+        sim_launch_stream(s);
         run_graph(e, e->snapshot);
+        sim_launch_stream(NULL);
     }
     sim_unlock();
     return rc;

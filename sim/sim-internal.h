@@ -157,6 +157,14 @@ CUresult sim_stream_create_in(struct sim_ctx *ctx, CUstream *out, unsigned int f
 void sim_stream_invalidate_capture(CUstream s);
 int sim_stream_in_capture(CUstream s);   /* ACTIVE or INVALIDATED */
 
+/* Work held in flight (cudasim_gate): the stream a launch runs on, while
+ * it runs (the launch's host nodes hold it); a call that would wait on
+ * the host for held work of the device (all = 1), of blocking streams
+ * only (all = 0), counted under its name. */
+void sim_launch_stream(CUstream s);
+void sim_hold_stream(CUstream s);
+void sim_wait_for_held(const char *call, int all);
+
 /* ---------------------------------------------------------------- sim-memory.c */
 
 void *sim_memory(CUdeviceptr p, size_t bytes);   /* NULL unless inside a live allocation */

@@ -14,7 +14,17 @@ struct sim_pool {
     cuuint64_t release_threshold;
     int reuse_follow_event, reuse_opportunistic, reuse_internal;
     cuuint64_t used, used_high;
+    cuuint64_t kept;                 /* freed, and kept for reuse under the release threshold */
 };
+
+/* What every pool keeps beyond its allocations: device memory taken. */
+static cuuint64_t pools_kept;
+
+static void set_kept(struct sim_pool *pool, cuuint64_t kept)
+{
+    pools_kept = pools_kept - pool->kept + kept;
+    pool->kept = kept;
+}
 
 struct allocation {
     unsigned char *base;
@@ -116,6 +126,8 @@ CUdeviceptr sim_memory_allocate(size_t bytes, CUmemoryPool pool, struct sim_grap
     a->pool = pool_of(pool);
     a->owner = owner;
     a->materialized = owner == NULL;
+    if (a->pool && !owner)   /* from what the pool keeps first */
+        set_kept(a->pool, a->pool->kept > bytes ? a->pool->kept - bytes : 0);
     if (a->pool) {
         a->pool->used += bytes;
         if (a->pool->used > a->pool->used_high)
@@ -138,6 +150,11 @@ static void unlink_allocation(struct allocation *a)
         }
     if (a->pool)
         a->pool->used -= a->size;
+    if (a->pool && !a->owner) {   /* kept up to the release threshold */
+        cuuint64_t kept = a->pool->kept + a->size, room = a->pool->release_threshold > a->pool->used ?
+                                                          a->pool->release_threshold - a->pool->used : 0;
+        set_kept(a->pool, kept < room ? kept : room);
+    }
     if (spare_count < SPARE_BLOCKS && a->size <= 65536)
         spare[spare_count++] = a;   /* a->size stays: the key for reuse */
     else
@@ -341,6 +358,7 @@ static CUresult sim_cuMemPoolDestroy(CUmemoryPool p)
     for (a = allocations; a; a = a->next)
         if (a->pool == pool)
             a->pool = NULL;          /* outstanding allocations outlive the pool */
+    set_kept(pool, 0);
     pool->magic = 0;
     sim_untrack(pool);
     free(pool);
@@ -381,7 +399,7 @@ static CUresult pool_attribute(CUmemoryPool p, CUmemPool_attribute attr, void *v
         if (set)
             rc = CUDA_ERROR_INVALID_VALUE;
         else
-            *u64 = pool->used;
+            *u64 = pool->used + (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT ? pool->kept : 0);
         break;
     case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
     case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
@@ -415,6 +433,18 @@ static CUresult sim_cuMemPoolGetAttribute(CUmemoryPool p, CUmemPool_attribute at
 static CUresult sim_cuMemPoolSetAttribute(CUmemoryPool p, CUmemPool_attribute attr, void *value)
 {
     return pool_attribute(p, attr, value, 1);
+}
+
+/* What the pool keeps beyond its allocations given back, down to keep bytes in all. */
+static CUresult sim_cuMemPoolTrimTo(CUmemoryPool p, size_t keep)
+{
+    struct sim_pool *pool;
+
+    sim_lock();
+    if ((pool = pool_of(p)) && pool->used + pool->kept > keep)
+        set_kept(pool, keep > pool->used ? keep - pool->used : 0);
+    sim_unlock();
+    return pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* ---------------------------------------------------------------- stream-ordered allocation */
@@ -534,6 +564,7 @@ static CUresult sim_cuMemGetInfo(size_t *free_bytes, size_t *total)
     for (a = allocations; a; a = a->next)
         if (!a->owner)
             used += a->size;
+    used += (size_t)pools_kept;
     sim_unlock();
     used += (size_t)graph_reserved;
     *total = SIM_DEVICE_MEMORY;
@@ -568,6 +599,8 @@ static CUresult sim_cuMemFree(CUdeviceptr ptr)
     sim_lock();
     rc = sim_memory_release(ptr) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     sim_unlock();
+    if (rc == CUDA_SUCCESS)
+        sim_wait_for_held("cuMemFree", 1);   /* measured: it waits for all the device's work */
     return rc;
 }
 
@@ -580,6 +613,7 @@ static CUresult sim_cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes)
         return rc;
     if (!(from = sim_memory(src, bytes)) || (!dst && bytes))
         return CUDA_ERROR_INVALID_VALUE;
+    sim_wait_for_held("cuMemcpyDtoH", 0);   /* on the legacy stream */
     memmove(dst, from, bytes);
     return CUDA_SUCCESS;
 }
@@ -593,6 +627,7 @@ static CUresult sim_cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes)
         return rc;
     if (!(to = sim_memory(dst, bytes)) || (!src && bytes))
         return CUDA_ERROR_INVALID_VALUE;
+    sim_wait_for_held("cuMemcpyHtoD", 0);
     memmove(to, src, bytes);
     return CUDA_SUCCESS;
 }
@@ -606,6 +641,7 @@ static CUresult sim_cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t n)
         return rc;
     if (!(to = sim_memory(dst, n)))
         return CUDA_ERROR_INVALID_VALUE;
+    sim_wait_for_held("cuMemsetD8", 0);
     memset(to, value, n);
     return CUDA_SUCCESS;
 }
@@ -730,7 +766,9 @@ static CUresult sim_cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data)
                 node->u.host.data = data;
             }
         } else {
+            sim_launch_stream(s);
             fn(data);
+            sim_launch_stream(NULL);
         }
     }
     sim_unlock();
@@ -744,6 +782,7 @@ const struct sim_entry sim_memory_entries[] = {
     SIM_ENTRY(cuMemPoolDestroy, 11020),
     SIM_ENTRY(cuMemPoolGetAttribute, 11020),
     SIM_ENTRY(cuMemPoolSetAttribute, 11020),
+    SIM_ENTRY(cuMemPoolTrimTo, 11020),
     SIM_ENTRY(cuMemAllocFromPoolAsync, 11020),
     SIM_ENTRY(cuMemFreeAsync, 11020),
     SIM_ENTRY(cuDeviceGetGraphMemAttribute, 11040),

@@ -1,6 +1,7 @@
 /* Streams, events and stream capture, with the rules of doc/driver-facts.md:
  * per-thread capture modes, the unsafe-call rules, forks joining through
  * events, and every way a capture can end. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,7 @@ struct sim_stream {
     size_t member;                   /* index in cap->members */
     CUgraphEdgeData *edge_data;      /* zeroed, handed out by cuStreamGetCaptureInfo */
     size_t edge_cap;
+    unsigned long long held;         /* its work is in flight until hold `held` is released */
 };
 
 struct sim_event {
@@ -49,6 +51,7 @@ struct sim_event {
     int recorded_outside;            /* last recorded on a stream that was not capturing */
     struct sim_node **deps;
     size_t dep_count;
+    unsigned long long held;         /* reached only once hold `held` is released */
 };
 
 static struct sim_capture *captures;     /* ongoing ones, ACTIVE or INVALIDATED */
@@ -58,6 +61,94 @@ static _Thread_local CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GL
 static int is_legacy(CUstream s)
 {
     return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+/* ---------------------------------------------------------------- work held in flight */
+
+static struct sim_stream *stream_of(CUstream s);
+
+/* A stream whose work reached cudasim_gate (a host function, or a host
+ * node of a launch) holds it, and everything queued after it, in flight
+ * until cudasim_release: the work itself ran when it was queued, as all
+ * work does here, but queries say NOT_READY, events recorded behind it
+ * are not reached, streams that wait for them are held too, and a call
+ * that would wait on the host for it is counted ("held wait"): on a GPU
+ * it would block until the program opens its gate. */
+static unsigned long long hold_next = 1, hold_released;
+static unsigned long long newest_hold, newest_blocking_hold;   /* of any stream, destroyed ones too */
+static _Thread_local CUstream launch_stream;
+static long held_waits;
+static char held_wait_call[64];
+
+static int is_held(unsigned long long hold)
+{
+    return hold > hold_released;
+}
+
+static void hold(struct sim_stream *st, unsigned long long h)
+{
+    if (h > st->held)
+        st->held = h;
+    if (h > newest_hold)
+        newest_hold = h;
+    if (!(st->flags & CU_STREAM_NON_BLOCKING) && h > newest_blocking_hold)
+        newest_blocking_hold = h;
+}
+
+void sim_launch_stream(CUstream s)
+{
+    launch_stream = s;
+}
+
+void sim_hold_stream(CUstream s)
+{
+    struct sim_stream *st;
+
+    sim_lock();
+    if (!s)
+        s = launch_stream;
+    if (!is_legacy(s) && (st = stream_of(s)))
+        hold(st, hold_next++);
+    sim_unlock();
+}
+
+void sim_wait_for_held(const char *call, int all)
+{
+    sim_lock();
+    if (is_held(all ? newest_hold : newest_blocking_hold)) {
+        held_waits++;
+        snprintf(held_wait_call, sizeof held_wait_call, "%s", call);
+    }
+    sim_unlock();
+}
+
+CUDASIM_EXPORT void CUDA_CB cudasim_gate(void *unused);
+CUDASIM_EXPORT void cudasim_release(void);
+CUDASIM_EXPORT long cudasim_held_waits(const char **last_call);
+
+CUDASIM_EXPORT void CUDA_CB cudasim_gate(void *unused)
+{
+    (void)unused;
+    sim_hold_stream(NULL);
+}
+
+CUDASIM_EXPORT void cudasim_release(void)
+{
+    sim_lock();
+    hold_released = hold_next - 1;
+    sim_unlock();
+}
+
+CUDASIM_EXPORT long cudasim_held_waits(const char **last_call)
+{
+    long n;
+
+    sim_lock();
+    n = held_waits;
+    if (last_call)
+        *last_call = held_waits ? held_wait_call : NULL;
+    sim_unlock();
+    return n;
 }
 
 /* Destroyed streams and events are kept, marked dead, for the last
@@ -622,7 +713,7 @@ static CUresult sim_cuStreamGetId(CUstream s, unsigned long long *id)
 
 /* A synchronizing call on a stream that is part of a capture invalidates
  * that capture in every mode. */
-static CUresult synchronize(CUstream s)
+static CUresult synchronize(CUstream s, int query)
 {
     struct sim_stream *st;
     CUresult rc = CUDA_SUCCESS;
@@ -634,20 +725,26 @@ static CUresult synchronize(CUstream s)
     else if (st && st->cap) {
         invalidate(st->cap);
         rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    } else
-        rc = sim_capture_check_unsafe();
+    } else if ((rc = sim_capture_check_unsafe()) == CUDA_SUCCESS) {
+        /* the legacy stream waits for every blocking stream */
+        int held = st ? is_held(st->held) : is_held(newest_blocking_hold);
+        if (held && query)
+            rc = CUDA_ERROR_NOT_READY;
+        else if (held)
+            sim_wait_for_held("cuStreamSynchronize", 0);
+    }
     sim_unlock();
     return rc;
 }
 
 static CUresult sim_cuStreamSynchronize(CUstream s)
 {
-    return synchronize(s);
+    return synchronize(s, 0);
 }
 
 static CUresult sim_cuStreamQuery(CUstream s)
 {
-    return synchronize(s);
+    return synchronize(s, 1);
 }
 
 static CUresult stream_ctx(CUstream s, CUcontext *ctx)
@@ -755,12 +852,14 @@ static CUresult sim_cuEventRecord(CUevent e, CUstream s)
         ev->capture_id = 0;
         ev->recorded_outside = 1;
         set_deps(&ev->deps, &ev->dep_count, NULL, 0);
+        st = stream_of(s);
+        ev->held = st && is_held(st->held) ? st->held : is_legacy(s) && is_held(newest_blocking_hold) ? newest_blocking_hold : 0;
     }
     sim_unlock();
     return rc;
 }
 
-static CUresult sim_cuEventSynchronize(CUevent e)
+static CUresult event_reached(CUevent e, int query)
 {
     CUresult rc;
 
@@ -769,17 +868,28 @@ static CUresult sim_cuEventSynchronize(CUevent e)
         rc = CUDA_ERROR_INVALID_HANDLE;
     else if (capture_by_id(event_of(e)->capture_id))
         rc = CUDA_ERROR_CAPTURED_EVENT;
-    else
-        rc = sim_capture_check_unsafe();
+    else if ((rc = sim_capture_check_unsafe()) == CUDA_SUCCESS && is_held(event_of(e)->held)) {
+        if (query)
+            rc = CUDA_ERROR_NOT_READY;
+        else {
+            held_waits++;
+            snprintf(held_wait_call, sizeof held_wait_call, "cuEventSynchronize");
+        }
+    }
     sim_unlock();
     return rc;
 }
 
+static CUresult sim_cuEventSynchronize(CUevent e)
+{
+    return event_reached(e, 0);
+}
+
 /* The simulator's work is done when it is queued: a recorded event has
- * always been reached. */
+ * been reached unless held work was before it. */
 static CUresult sim_cuEventQuery(CUevent e)
 {
-    return sim_cuEventSynchronize(e);
+    return event_reached(e, 1);
 }
 
 static CUresult sim_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
@@ -804,6 +914,12 @@ static CUresult sim_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
         goto done;
     }
     from = capture_by_id(ev->capture_id);
+    if (!from && !(st && st->cap) && is_held(ev->held)) {
+        if (st)
+            hold(st, ev->held);
+        else
+            newest_blocking_hold = ev->held > newest_blocking_hold ? ev->held : newest_blocking_hold;
+    }
     if (!from && st && st->cap && ev->recorded_outside) {
         /* measured on the H200: a capture may not wait on work outside it */
         invalidate(st->cap);

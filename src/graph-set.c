@@ -32,7 +32,7 @@ struct entry {
     struct entry *newer, *older;     /* the list of entries with a graph, most recently run first */
     cucap_exec *exec;                /* NULL: none (never made, retired, or its capture failed) */
     int capturing;                   /* a thread is making its graph */
-    size_t nodes, allocation_bytes, footprint;
+    size_t nodes, allocation_bytes, memory_nodes, footprint;
     double capture_us, instantiate_us;
     unsigned long long runs, last_run, retry_at;
     unsigned int failures;
@@ -180,18 +180,22 @@ static size_t taken(const cucap_graph_set *set)
     return set->stats.graph_memory + set->stats.footprint;
 }
 
-/* The oldest graph out: kept aside for an update when there is room for
- * it, destroyed otherwise (launches in flight finish first; the driver
- * frees it then). */
+/* The oldest graph out: kept aside for an update when an update could
+ * use it (no memory nodes: the driver updates no such graph) and the
+ * count of executable graphs leaves room for it beside the one room is
+ * made for; destroyed otherwise (launches in flight finish first; the
+ * driver frees it then). */
 static void retire_oldest(cucap_graph_set *set)
 {
     struct entry *e = set->oldest;
     struct kept_exec *k;
+    int room = !set->opts.budget_graphs ||
+               set->stats.graphs + set->stats.kept + set->making + 1 <= set->opts.budget_graphs;
 
     unlink_lru(set, e);
     set->stats.graphs--;
     set->stats.retirements++;
-    if (set->stats.kept < set->opts.kept_for_update && (k = malloc(sizeof *k))) {
+    if (room && !e->memory_nodes && set->stats.kept < set->opts.kept_for_update && (k = malloc(sizeof *k))) {
         k->exec = e->exec;
         k->footprint = e->footprint;
         k->next = set->kept;
@@ -235,9 +239,12 @@ static size_t may_take(size_t bytes, size_t nodes)
     return (bytes + GRAPH_MEMORY_GRANULE - 1) / GRAPH_MEMORY_GRANULE * GRAPH_MEMORY_GRANULE + footprint_of(nodes);
 }
 
+/* Kept executable graphs count among budget_graphs: it bounds every
+ * executable graph the set holds. */
 static int fits(const cucap_graph_set *set, size_t bytes, size_t nodes)
 {
-    return !(set->opts.budget_graphs && set->stats.graphs + set->making >= set->opts.budget_graphs) &&
+    return !(set->opts.budget_graphs &&
+             set->stats.graphs + set->stats.kept + set->making >= set->opts.budget_graphs) &&
            taken(set) + set->making_bytes + may_take(bytes, nodes) <= set->opts.budget_bytes;
 }
 
@@ -252,13 +259,14 @@ static void trim(cucap_graph_set *set)
  * aside for the graphs other threads are making: kept executable graphs
  * dropped, then graphs retired, least recently used first, until the
  * budget would hold it were their allocations given back, and graph
- * memory trimmed (a trim costs every live graph a remap at its next
- * launch: one per round of retirements); when only graphs being made
- * stand in the way, their settling is waited for.  0, or -1 with the
- * reason in why. */
+ * memory trimmed when a retired graph held some (a trim costs every live
+ * graph a remap at its next launch: at most one per round of
+ * retirements); when only graphs being made stand in the way, their
+ * settling is waited for (host work of other threads, never the GPU).
+ * 0, or -1 with the reason in why. */
 static int make_room(cucap_graph_set *set, size_t bytes, size_t nodes, char *why, size_t why_size)
 {
-    size_t freed;
+    size_t measured, freed;
 
     if (may_take(bytes, nodes) > set->opts.budget_bytes) {
         snprintf(why, why_size, "its allocations (%zu bytes, %zu with the driver's granule and its footprint) "
@@ -272,17 +280,20 @@ static int make_room(cucap_graph_set *set, size_t bytes, size_t nodes, char *why
             measure_graph_memory(set);
             continue;
         }
+        measured = set->stats.graph_memory;
         for (freed = 0; !fits(set, bytes, nodes) && (set->kept || set->oldest);) {
-            size_t memory = set->stats.graph_memory;
             if (set->kept) {
-                drop_kept(set);
+                drop_kept(set);   /* kept graphs have no memory nodes */
             } else {
                 freed += may_take(set->oldest->allocation_bytes, 0);
                 retire_oldest(set);
             }
-            set->stats.graph_memory = memory > freed ? memory - freed : 0;   /* until the trim measures it */
+            set->stats.graph_memory = measured > freed ? measured - freed : 0;   /* until the trim measures it */
         }
-        trim(set);
+        if (freed || (!set->kept && !set->oldest && measured))
+            trim(set);
+        else
+            set->stats.graph_memory = measured;
     }
     if (fits(set, bytes, nodes))
         return 0;
@@ -419,7 +430,7 @@ static CUresult launch(struct entry *e, const void *values, size_t values_size, 
  * settling: the room set aside, and the kept executable graphs it took
  * to try for an update (the one it updated in used). */
 struct making {
-    size_t room;
+    size_t room, memory_nodes;
     int counted;                     /* among the set's graphs being made */
     struct kept_exec *kept, *used;
 };
@@ -450,6 +461,7 @@ static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_
     e->capturing = 0;
     e->nodes = nodes;
     e->allocation_bytes = bytes;
+    e->memory_nodes = m->memory_nodes;
     if (!exec) {
         e->failures++;
         e->retry_at = e->runs + (e->failures > 6 ? RETRY_CAP : 1u << (e->failures - 1));
@@ -492,13 +504,14 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
     cucap_graph *g = NULL;
     cucap_exec *exec = NULL;
     struct cucap_work_scope w;
-    struct making m = { 0, 0, NULL, NULL };
+    struct making m = { 0, 0, 0, NULL, NULL };
     int made;
 
     if (b && (cucap_builder_graph(b, &g, NULL) != CUDA_SUCCESS ||
               weigh(cucap_graph_handle(g), &nodes, &bytes, &memory_nodes) != CUDA_SUCCESS))
         snprintf(why, sizeof why, "the captured graph could not be read");
     cucap_graph_unref(g);
+    m.memory_nodes = memory_nodes;
     if (!b || why[0]) {
         cucap_builder_destroy(b);
         return settle(set, e, NULL, nodes, bytes, 0, *how, why, &m, NULL);

@@ -137,6 +137,28 @@ static void release_hold(struct ctx_hold *hold, const char *caller)
     cucap_i_relaxed_leave(&scope, CUDA_SUCCESS, caller, NULL);
 }
 
+/* What a device pool keeps under the release threshold the library
+ * raised (memory freed back to it, eager runs' of graph sets included)
+ * given back to the device, in relaxed mode. */
+static void give_back_kept_memory(cucap_pool *p)
+{
+    struct cucap_relaxed_scope scope;
+    cucap_error *err = NULL;
+    CUresult rc;
+
+    if (cucap_i_relaxed_enter(&scope, "cucap_release_cached", &err) != CUDA_SUCCESS) {
+        cucap_i_warn_error(err);
+        return;
+    }
+    if ((rc = cucap_i_drv.cuMemPoolTrimTo(p->handle, 0)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "cucap_release_cached: cuMemPoolTrimTo failed on device %d's pool: " CUCAP_I_RESULT_FMT,
+                     (int)p->device, CUCAP_I_RESULT_ARGS(rc));
+    if (cucap_i_relaxed_leave(&scope, CUDA_SUCCESS, "cucap_release_cached", &err) != CUDA_SUCCESS)
+        cucap_i_warn_error(err);
+    else
+        cucap_error_free(err);
+}
+
 void cucap_i_pool_device_pools_drain(void)
 {
     cucap_pool *p;
@@ -147,6 +169,7 @@ void cucap_i_pool_device_pools_drain(void)
         p = atomic_exchange_explicit(&device_pools[dev], NULL, memory_order_acq_rel);
         pthread_mutex_unlock(&device_pools_lock);
         if (p) {
+            give_back_kept_memory(p);
             release_hold(p->hold, "cucap_release_cached");
             pool_free_object(p);
         }

@@ -382,6 +382,214 @@ BACKEND_TEST(graph_set, a_retirement_with_launches_in_flight)
     D.cuStreamDestroy(other);
 }
 
+/* ---------------------------------------------------------------- launches held in flight */
+
+/* A gate at the end of every step: on the GPU a host node that waits
+ * until the test opens it (or 10 s pass); on the simulator its held-work
+ * model's gate (cudasim_gate), which holds the launch's stream, and
+ * everything behind it, in flight until cudasim_release, and counts every
+ * call that would wait for it on the host. */
+typedef void (*sim_release_fn)(void);
+typedef long (*sim_held_waits_fn)(const char **last_call);
+
+struct held {
+    struct gate gpu;
+    CUhostFn fn;
+    void *data;
+};
+
+static void held_init(struct held *h)
+{
+    memset(h, 0, sizeof *h);
+    pthread_mutex_init(&h->gpu.lock, NULL);
+    pthread_cond_init(&h->gpu.cond, NULL);
+    h->fn = on_simulator() ? (CUhostFn)sim_hook("cudasim_gate") : hold_the_stream;
+    h->data = &h->gpu;
+}
+
+static void held_release(struct held *h)
+{
+    if (on_simulator())
+        ((sim_release_fn)sim_hook("cudasim_release"))();
+    else
+        open_gate(&h->gpu);
+}
+
+/* Calls that waited for held work, by the simulator's count (the last
+ * one's name in *call); on the GPU the gate's timeout tells instead. */
+static long held_waits(const char **call)
+{
+    *call = NULL;
+    return on_simulator() ? ((sim_held_waits_fn)sim_hook("cudasim_held_waits"))(call) : 0;
+}
+
+enum held_step { HELD_PLAIN, HELD_FORK, HELD_HOST, HELD_ALLOC, HELD_PARAMS, HELD_COND };
+
+struct held_call {
+    enum held_step kind;
+    struct held *gate;
+    CUdeviceptr out;                 /* 8 bytes for this key */
+    unsigned char value;
+    int host_calls;                  /* (atomic) HELD_HOST's own host node ran */
+};
+
+static void CUDA_CB count_call(void *p)
+{
+    __atomic_add_fetch((int *)p, 1, __ATOMIC_RELAXED);
+}
+
+/* The step of a kind: it writes value to the key's 8 bytes (the block's
+ * values for HELD_PARAMS), then reaches the gate. */
+static CUresult held_step(cucap_builder *b, void *user_data, cucap_error **err)
+{
+    struct held_call *c = user_data;
+    CUstream s = cucap_builder_stream(b);
+    cucap_builder *other = NULL;
+    CUgraphConditionalHandle cond;
+    CUdeviceptr block, tmp;
+    cucap_pool *pool;
+    CUresult rc;
+
+    switch (c->kind) {
+    case HELD_FORK:
+        if ((rc = cucap_builder_split(b, 2, &other, err)) != CUDA_SUCCESS)
+            return rc;
+        if ((rc = D.cuMemsetD8Async(c->out, c->value, 8, cucap_builder_stream(other))) == CUDA_SUCCESS)
+            rc = cucap_builder_join_forks(b, err);
+        cucap_builder_destroy(other);
+        break;
+    case HELD_HOST:   /* a host node of its own before the gate */
+        if ((rc = D.cuLaunchHostFunc(s, count_call, &c->host_calls)) == CUDA_SUCCESS)
+            rc = D.cuMemsetD8Async(c->out, c->value, 8, s);
+        break;
+    case HELD_ALLOC:
+        if ((rc = cucap_device_pool(0, &pool, err)) != CUDA_SUCCESS ||
+            (rc = cucap_pool_alloc(pool, 8u << 20, s, &tmp, err)) != CUDA_SUCCESS)
+            return rc;
+        if ((rc = D.cuMemsetD8Async(tmp, c->value, 8, s)) == CUDA_SUCCESS &&
+            (rc = D.cuMemcpyDtoDAsync(c->out, tmp, 8, s)) == CUDA_SUCCESS)
+            rc = cucap_pool_free(pool, tmp, s, err);
+        break;
+    case HELD_PARAMS:
+        if ((rc = cucap_builder_params(b, 8, &block, err)) == CUDA_SUCCESS)
+            rc = D.cuMemcpyDtoDAsync(c->out, block, 8, s);
+        break;
+    case HELD_COND:
+        if ((rc = cucap_builder_create_condition(b, 1, 1, &cond, err)) != CUDA_SUCCESS ||
+            (rc = cucap_builder_if(b, cond, &other, err)) != CUDA_SUCCESS)
+            return rc;
+        if ((rc = cucap_builder_begin(other, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, err)) == CUDA_SUCCESS &&
+            (rc = D.cuMemsetD8Async(c->out, c->value, 8, cucap_builder_stream(other))) == CUDA_SUCCESS)
+            rc = cucap_builder_end(other, err);
+        cucap_builder_destroy(other);
+        break;
+    default:
+        rc = D.cuMemsetD8Async(c->out, c->value, 8, s);
+        break;
+    }
+    if (rc == CUDA_SUCCESS)
+        rc = D.cuLaunchHostFunc(s, c->gate->fn, c->gate->data);
+    return rc;
+}
+
+#define HELD_KEYS 24
+
+/* 24 keys through a set of 4 graphs (2 kept for updates), on 4 streams:
+ * round 1 runs keys 0-11 twice each, every launch held at its gate;
+ * round 2 runs keys 12-23 on 4 other streams (retirements, trims,
+ * updates, instantiations), and the set is destroyed: every call returns
+ * while round 1's launches are held.  Then the gate opens and every key's
+ * result is checked. */
+static void held_rounds(enum held_step kind)
+{
+    cucap_graph_set *set = new_set((size_t)512 << 20, 4, 2);
+    struct held_call calls[HELD_KEYS];
+    struct slowest worst = { 0, "" };
+    unsigned char host[HELD_KEYS * 8];
+    CUstream streams[8];
+    cucap_error *err = NULL;
+    struct held gate;
+    const char *call;
+    CUdeviceptr out;
+    uint64_t key;
+    long waits;
+    double t0;
+    int i, round;
+
+    held_init(&gate);
+    for (i = 0; i < 8; i++)
+        streams[i] = new_stream();
+    cr_assert_eq(D.cuMemAlloc(&out, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8(out, 0, sizeof host), CUDA_SUCCESS);
+    for (key = 0; key < HELD_KEYS; key++)
+        calls[key] = (struct held_call){ kind, &gate, out + key * 8, (unsigned char)(key + 1), 0 };
+    for (round = 0; round < 2; round++)
+        for (key = round * 12; key < (uint64_t)round * 12 + 12; key++)
+            for (i = 0; i < 2 - round; i++) {
+                uint64_t values = 0x0101010101010101ull * (key + 1);
+                t0 = ms_now();
+                cr_assert_eq(cucap_graph_set_run(set, &key, sizeof key, held_step, &calls[key],
+                                                 kind == HELD_PARAMS ? &values : NULL, kind == HELD_PARAMS ? 8 : 0,
+                                                 streams[round * 4 + key % 4], NULL, &err),
+                             CUDA_SUCCESS, "key %llu: %s", (unsigned long long)key, cucap_error_message(err));
+                timed(&worst, t0, round ? "round-2 run of key" : "round-1 run of key", key);
+            }
+    cr_assert_eq(D.cuStreamQuery(streams[0]), CUDA_ERROR_NOT_READY, "round 1's launches are not held");
+    t0 = ms_now();
+    cucap_graph_set_destroy(set);
+    timed(&worst, t0, "the set's destroy", 0);
+    t0 = ms_now();
+    cucap_release_cached();
+    timed(&worst, t0, "cucap_release_cached", 0);
+    waits = held_waits(&call);
+    held_release(&gate);
+    for (i = 0; i < 8; i++) {
+        cr_assert_eq(D.cuStreamSynchronize(streams[i]), CUDA_SUCCESS);
+        D.cuStreamDestroy(streams[i]);
+    }
+    cr_assert_eq(waits, 0, "%ld calls waited for the held launches, the last %s", waits, call);
+    cr_assert_not(gate.gpu.timed_out, "a call waited for the held launches: the slowest was the %s, %.1f ms",
+                  worst.what, worst.ms);
+    cr_assert(worst.ms < 5000, "the %s took %.1f ms", worst.what, worst.ms);
+    cr_assert_eq(D.cuMemcpyDtoH(host, out, sizeof host), CUDA_SUCCESS);
+    for (i = 0; i < (int)sizeof host; i++)
+        cr_assert_eq(host[i], i / 8 + 1, "key %d's byte %d is %u", i / 8, i % 8, host[i]);
+    for (key = 0; kind == HELD_HOST && key < HELD_KEYS; key++)
+        cr_assert_eq(calls[key].host_calls, key < 12 ? 2 : 1, "key %llu's host node ran %d times",
+                     (unsigned long long)key, calls[key].host_calls);
+    D.cuMemFree(out);
+}
+
+BACKEND_TEST(graph_set, held_launches_of_plain_steps)
+{
+    held_rounds(HELD_PLAIN);
+}
+
+BACKEND_TEST(graph_set, held_launches_of_steps_that_fork)
+{
+    held_rounds(HELD_FORK);
+}
+
+BACKEND_TEST(graph_set, held_launches_of_steps_with_host_nodes)
+{
+    held_rounds(HELD_HOST);
+}
+
+BACKEND_TEST(graph_set, held_launches_of_steps_that_allocate)
+{
+    held_rounds(HELD_ALLOC);
+}
+
+BACKEND_TEST(graph_set, held_launches_of_steps_that_read_a_block)
+{
+    held_rounds(HELD_PARAMS);
+}
+
+BACKEND_TEST(graph_set, held_launches_of_steps_with_a_conditional_node)
+{
+    held_rounds(HELD_COND);
+}
+
 /* ---------------------------------------------------------------- eager runs */
 
 struct intruder {

@@ -62,6 +62,7 @@ FAULT_WRAP(cuMemPoolCreate, cuMemPoolCreate, PFN_cuMemPoolCreate_v11020, 11020, 
 FAULT_WRAP(cuMemPoolDestroy, cuMemPoolDestroy, PFN_cuMemPoolDestroy_v11020, 11020, (CUmemoryPool pool), (pool))
 FAULT_WRAP(cuMemPoolGetAttribute, cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute_v11020, 11020, (CUmemoryPool pool, CUmemPool_attribute attr, void *value), (pool, attr, value))
 FAULT_WRAP(cuMemPoolSetAttribute, cuMemPoolSetAttribute, PFN_cuMemPoolSetAttribute_v11020, 11020, (CUmemoryPool pool, CUmemPool_attribute attr, void *value), (pool, attr, value))
+FAULT_WRAP(cuMemPoolTrimTo, cuMemPoolTrimTo, PFN_cuMemPoolTrimTo_v11020, 11020, (CUmemoryPool pool, size_t minBytesToKeep), (pool, minBytesToKeep))
 FAULT_WRAP(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync_v11020, 11020, (CUdeviceptr_v2 *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream), (dptr, bytesize, pool, hStream))
 FAULT_WRAP(cuMemFreeAsync, cuMemFreeAsync, PFN_cuMemFreeAsync_v11020, 11020, (CUdeviceptr_v2 dptr, CUstream hStream), (dptr, hStream))
 FAULT_WRAP(cuMemAlloc, cuMemAlloc, PFN_cuMemAlloc_v3020, 3020, (CUdeviceptr_v2 *dptr, size_t bytesize), (dptr, bytesize))

@@ -2,10 +2,12 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "driver.h"
 #include "fault.h"
@@ -94,6 +96,10 @@ static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 static void read_environment(void)
 {
+    const char *slow = getenv("CUDAFAULT_SLOW_MS");
+
+    if (slow && *slow)
+        slow_ms = strtod(slow, NULL);
     if (parse_rules(getenv("CUDAFAULT_RULES")) != 0)
         fprintf(stderr, "cudafault: ignoring malformed CUDAFAULT_RULES\n");
 }
@@ -120,12 +126,42 @@ static CUresult fault_check(int entry)
     return rc;
 }
 
-#define FAULT_WRAP(field, symbol, type, version, params, args) \
-    static type real_##field;                                 \
-    static CUresult CUDAAPI fault_##field params              \
-    {                                                         \
-        CUresult rc = fault_check(IDX_##field);               \
-        return rc != CUDA_SUCCESS ? rc : real_##field args;   \
+/* CUDAFAULT_SLOW_MS: a call forwarded that took longer is reported on
+ * stderr with the stack that made it (a call that waited for the GPU). */
+static double slow_ms = -1;
+
+static double ms_now(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static void report_slow(int entry, double ms)
+{
+    void *frames[24];
+    int n = backtrace(frames, 24);
+
+    fprintf(stderr, "cudafault: %s took %.1f ms, called from:\n", entry_names[entry], ms);
+    backtrace_symbols_fd(frames, n, 2);
+}
+
+#define FAULT_WRAP(field, symbol, type, version, params, args)                  \
+    static type real_##field;                                                   \
+    static CUresult CUDAAPI fault_##field params                                \
+    {                                                                           \
+        CUresult rc = fault_check(IDX_##field);                                 \
+        double t0, ms;                                                          \
+        if (rc != CUDA_SUCCESS)                                                 \
+            return rc;                                                          \
+        if (slow_ms < 0)                                                        \
+            return real_##field args;                                           \
+        t0 = ms_now();                                                          \
+        rc = real_##field args;                                                 \
+        if ((ms = ms_now() - t0) > slow_ms)                                     \
+            report_slow(IDX_##field, ms);                                       \
+        return rc;                                                              \
     }
 #include "fault-wrappers.h"
 #undef FAULT_WRAP
