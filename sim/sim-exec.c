@@ -278,7 +278,8 @@ static CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream s)
     } else if (rc == CUDA_SUCCESS) {
         size_t handle_count;
         struct sim_handle *handles = sim_handle_table(&handle_count);
-        for (i = 0; i < handle_count; i++)
+        /* handles made after its instantiation are no graph's of it */
+        for (i = 0; i < handle_count && i + 1 < e->value_count; i++)
             if (handles[i].flags & CU_GRAPH_COND_ASSIGN_DEFAULT)
                 e->values[i + 1] = handles[i].default_value;
         sim_launch_stream(s);
@@ -349,6 +350,21 @@ static CUresult sim_cuGraphExecUpdate(CUgraphExec h, CUgraph hg, CUgraphExecUpda
     if (!fresh) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto done;
+    }
+    {   /* the conditional handles of the new graph, made since the instantiation */
+        size_t handle_count;
+        unsigned int *values;
+        (void)sim_handle_table(&handle_count);
+        if (handle_count + 1 > e->value_count) {
+            if (!(values = realloc(e->values, (handle_count + 1) * sizeof *values))) {
+                sim_graph_release(fresh, SIM_GRAPH_DESTROYED);
+                rc = CUDA_ERROR_OUT_OF_MEMORY;
+                goto done;
+            }
+            memset(values + e->value_count, 0, (handle_count + 1 - e->value_count) * sizeof *values);
+            e->values = values;
+            e->value_count = handle_count + 1;
+        }
     }
     sim_graph_release(snap, SIM_GRAPH_DESTROYED);
     sim_graph_recycle(snap);

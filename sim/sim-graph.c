@@ -399,6 +399,14 @@ static CUresult sim_cuGraphKernelNodeGetParams(CUgraphNode h, CUDA_KERNEL_NODE_P
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+static CUresult sim_cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *out)
+{
+    (void)h;
+    (void)attr;
+    (void)out;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult sim_cuGraphMemAllocNodeGetParams(CUgraphNode h, CUDA_MEM_ALLOC_NODE_PARAMS *out)
 {
     struct sim_node *n;
@@ -762,6 +770,7 @@ const struct sim_entry sim_graph_entries[] = {
     SIM_ENTRY(cuGraphCreate, 10000),
     SIM_ENTRY(cuGraphClone, 10000),
     SIM_ENTRY(cuGraphKernelNodeGetParams, 12000),
+    SIM_ENTRY(cuGraphKernelNodeGetAttribute, 11000),
     SIM_ENTRY(cuGraphMemAllocNodeGetParams, 11040),
     SIM_ENTRY(cuGraphDestroy, 10000),
     SIM_ENTRY(cuGraphAddNode, 12030),

@@ -64,6 +64,7 @@ CUCAP_DRIVER_ENTRY(cuGraphLaunch, cuGraphLaunch, 10000, 0)
 CUCAP_DRIVER_ENTRY(cuGraphUpload, cuGraphUpload, 11010, 0)
 CUCAP_DRIVER_ENTRY(cuGraphClone, cuGraphClone, 10000, 0)
 CUCAP_DRIVER_ENTRY(cuGraphKernelNodeGetParams, cuGraphKernelNodeGetParams, 12000, 0)
+CUCAP_DRIVER_ENTRY(cuGraphKernelNodeGetAttribute, cuGraphKernelNodeGetAttribute, 11000, 0)
 CUCAP_DRIVER_ENTRY(cuGraphExecKernelNodeSetParams, cuGraphExecKernelNodeSetParams, 12000, 0)
 CUCAP_DRIVER_ENTRY(cuGraphMemAllocNodeGetParams, cuGraphMemAllocNodeGetParams, 11040, 0)
 #if CUDA_VERSION >= 12040

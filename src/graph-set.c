@@ -181,21 +181,18 @@ static size_t taken(const cucap_graph_set *set)
 }
 
 /* The oldest graph out: kept aside for an update when an update could
- * use it (no memory nodes: the driver updates no such graph) and the
- * count of executable graphs leaves room for it beside the one room is
- * made for; destroyed otherwise (launches in flight finish first; the
- * driver frees it then). */
+ * use it (no memory nodes: the driver updates no such graph) and
+ * kept_for_update leaves room, destroyed otherwise (launches in flight
+ * finish first; the driver frees it then). */
 static void retire_oldest(cucap_graph_set *set)
 {
     struct entry *e = set->oldest;
     struct kept_exec *k;
-    int room = !set->opts.budget_graphs ||
-               set->stats.graphs + set->stats.kept + set->making + 1 <= set->opts.budget_graphs;
 
     unlink_lru(set, e);
     set->stats.graphs--;
     set->stats.retirements++;
-    if (room && !e->memory_nodes && set->stats.kept < set->opts.kept_for_update && (k = malloc(sizeof *k))) {
+    if (!e->memory_nodes && set->stats.kept < set->opts.kept_for_update && (k = malloc(sizeof *k))) {
         k->exec = e->exec;
         k->footprint = e->footprint;
         k->next = set->kept;
@@ -239,12 +236,11 @@ static size_t may_take(size_t bytes, size_t nodes)
     return (bytes + GRAPH_MEMORY_GRANULE - 1) / GRAPH_MEMORY_GRANULE * GRAPH_MEMORY_GRANULE + footprint_of(nodes);
 }
 
-/* Kept executable graphs count among budget_graphs: it bounds every
- * executable graph the set holds. */
+/* budget_graphs counts the graphs held for keys; the kept ones come on
+ * top (kept_for_update bounds them), their footprint within budget_bytes. */
 static int fits(const cucap_graph_set *set, size_t bytes, size_t nodes)
 {
-    return !(set->opts.budget_graphs &&
-             set->stats.graphs + set->stats.kept + set->making >= set->opts.budget_graphs) &&
+    return !(set->opts.budget_graphs && set->stats.graphs + set->making >= set->opts.budget_graphs) &&
            taken(set) + set->making_bytes + may_take(bytes, nodes) <= set->opts.budget_bytes;
 }
 

@@ -13,6 +13,7 @@
 #include "error.h"
 #include "context-hold.h"
 #include "graph.h"
+#include "node-signature.h"
 #include "kernel-names.h"
 #include "params.h"
 
@@ -30,6 +31,7 @@ struct cucap_exec {
                                         instantiated or last updated from), or NULL */
     struct cucap_kernels *kernels;   /* the kernels its capture named, with this graph's values, or NULL */
     struct cucap_hier *kernels_of;   /* the hierarchy whose nodes those are, kept while it has them */
+    struct cucap_signature *signature;   /* of the graph it runs; NULL when the driver could not say */
 };
 
 cucap_graph *cucap_i_hier_graph(struct cucap_hier *h, struct cucap_box *box)
@@ -170,12 +172,17 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
         rc = cucap_i_work_leave(&w, rc, caller, err);
     }
     e->kernels = NULL;
+    e->signature = NULL;
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_signature_of(root, &e->signature)) != CUDA_SUCCESS)
+        cucap_i_fail(err, rc, "%s: the graph's nodes could not be read: " CUCAP_I_RESULT_FMT, caller,
+                     CUCAP_I_RESULT_ARGS(rc));
     if (rc == CUDA_SUCCESS && (!box || box == cucap_i_hier_root_box(h)))   /* names are the root's */
         rc = cucap_i_kernels_copy(*cucap_i_hier_kernels(h), &e->kernels, caller, err);
     cucap_i_hier_unlock(h);
     if (rc != CUDA_SUCCESS) {
         if (exec)
             cucap_i_exec_destroy_handle(exec, cucap_i_hier_context(h), caller);
+        cucap_i_signature_free(e->signature);
         free(e);
         return rc;
     }
@@ -360,6 +367,7 @@ void cucap_exec_destroy(cucap_exec *e)
     cucap_i_params_unref(e->params, "cucap_exec_destroy");
     cucap_i_kernels_free(e->kernels);
     cucap_i_hier_unref(e->kernels_of, "cucap_exec_destroy");
+    cucap_i_signature_free(e->signature);
     free(e);
 }
 
@@ -388,9 +396,10 @@ CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_hier *h, cucap_update_r
                              cucap_error **err)
 {
     CUgraphExecUpdateResultInfo info;
+    struct cucap_signature *signature = NULL;
     CUgraphNodeType type;
     CUcontext ctx = e->ctx, saved = NULL;
-    char where[96];
+    char where[240], differs[200] = "";
     CUresult rc;
     int locked;
 
@@ -401,7 +410,20 @@ CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_hier *h, cucap_update_r
         return rc;
     memset(&info, 0, sizeof info);
     locked = cucap_i_hier_lock_unless_sole(h);
-    rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_hier_root(h), &info);
+    /* the driver's own checks pass some updates it then runs wrong */
+    if ((rc = cucap_i_signature_of(cucap_i_hier_root(h), &signature)) != CUDA_SUCCESS)
+        snprintf(differs, sizeof differs, "its nodes could not be read");
+    else if (e->signature &&
+             cucap_i_signature_differs(e->signature, signature, &info.result, &info.errorNode, differs, sizeof differs))
+        rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    else
+        rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_hier_root(h), &info);
+    if (rc == CUDA_SUCCESS) {   /* its graph's now */
+        cucap_i_signature_free(e->signature);
+        e->signature = signature;
+        signature = NULL;
+    }
+    cucap_i_signature_free(signature);
     if (rc == CUDA_SUCCESS && e->params != cucap_i_hier_params(h)) {   /* it now reads that capture's block */
         struct cucap_params *old = e->params;
         e->params = cucap_i_hier_params(h);
@@ -411,7 +433,9 @@ CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_hier *h, cucap_update_r
     if (rc == CUDA_SUCCESS)
         cucap_i_kernels_updated(e->kernels, *cucap_i_hier_kernels(h));
     /* name the node only when the driver named one (a node of the locked graph) */
-    if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE && info.errorNode) {
+    if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE && differs[0])
+        snprintf(where, sizeof where, ": %s", differs);
+    else if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE && info.errorNode) {
         if (cucap_i_drv.cuGraphNodeGetType(info.errorNode, &type) == CUDA_SUCCESS)
             snprintf(where, sizeof where, ", at node %p (a %s node)", (void *)info.errorNode, cucap_i_node_type_text(type));
         else
@@ -433,6 +457,9 @@ CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_hier *h, cucap_update_r
         }
         cucap_i_fail(err, rc, "%s: the executable graph cannot be updated from this graph: %s%s", caller,
                      update_result_text(info.result), where);
+    } else if (rc != CUDA_SUCCESS && differs[0]) {
+        cucap_i_fail(err, rc, "%s: the graph's nodes could not be read to check the update: " CUCAP_I_RESULT_FMT,
+                     caller, CUCAP_I_RESULT_ARGS(rc));
     } else if (rc != CUDA_SUCCESS) {
         cucap_i_fail_driver(err, rc, caller, "cuGraphExecUpdate");
     }

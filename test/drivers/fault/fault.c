@@ -93,6 +93,9 @@ static int parse_rules(const char *text)
 }
 
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+/* CUDAFAULT_SLOW_MS: a call forwarded that took longer is reported on
+ * stderr with the stack that made it (a call that waited for the GPU). */
+static double slow_ms = -1;
 
 static void read_environment(void)
 {
@@ -126,9 +129,6 @@ static CUresult fault_check(int entry)
     return rc;
 }
 
-/* CUDAFAULT_SLOW_MS: a call forwarded that took longer is reported on
- * stderr with the stack that made it (a call that waited for the GPU). */
-static double slow_ms = -1;
 
 static double ms_now(void)
 {

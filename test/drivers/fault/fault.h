@@ -8,6 +8,9 @@
  *                      call (from 1) of entry point NAME, or of any entry
  *                      point when NAME is "*", returns CODE (a number or a
  *                      CUDA_ERROR_* name) instead of reaching the driver.
+ *   CUDAFAULT_SLOW_MS  every call that took longer than this many
+ *                      milliseconds is reported on stderr with the stack
+ *                      that made it (a call that waited for the GPU).
  *
  * Test hooks, resolved with dlsym on the library's handle:
  *   cudafault_set_rules(rules)   replace the rules and zero the counters;

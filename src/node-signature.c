@@ -1,0 +1,175 @@
+/* The signature of a graph's nodes (see node-signature.h). */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+#include "error.h"
+#include "node-signature.h"
+
+/* The launch attributes a kernel node keeps that an update must not
+ * change: those the driver lets a program read back. */
+static const struct {
+    CUlaunchAttributeID id;
+    const char *name;
+} attributes[] = {
+    { CU_LAUNCH_ATTRIBUTE_COOPERATIVE, "cooperative launch" },
+    { CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, "cluster dimensions" },
+    { CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, "cluster scheduling policy" },
+    { CU_LAUNCH_ATTRIBUTE_PRIORITY, "priority" },
+    { CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, "memory synchronization domain" },
+#if CUDA_VERSION >= 12080
+    { CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION, "preferred cluster dimensions" },
+#endif
+};
+#define ATTRIBUTES (sizeof attributes / sizeof attributes[0])
+
+struct node_mark {
+    CUgraphNode node;
+    CUgraphNodeType type;
+    CUfunction func;
+    CUlaunchAttributeValue values[ATTRIBUTES];
+};
+
+struct cucap_signature {
+    size_t count, cap;
+    struct node_mark *marks;
+};
+
+static CUresult add_node(struct cucap_signature *s, CUgraphNode node)
+{
+    struct node_mark *m;
+    CUDA_KERNEL_NODE_PARAMS params;
+    CUresult rc;
+    size_t i;
+
+    if (s->count == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        struct node_mark *grown = realloc(s->marks, cap * sizeof *grown);
+        if (!grown)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        s->marks = grown;
+        s->cap = cap;
+    }
+    m = &s->marks[s->count++];
+    memset(m, 0, sizeof *m);
+    m->node = node;
+    if ((rc = cucap_i_drv.cuGraphNodeGetType(node, &m->type)) != CUDA_SUCCESS || m->type != CU_GRAPH_NODE_TYPE_KERNEL)
+        return rc;
+    memset(&params, 0, sizeof params);
+    if ((rc = cucap_i_drv.cuGraphKernelNodeGetParams(node, &params)) != CUDA_SUCCESS)
+        return rc;
+    m->func = params.func;
+    /* an attribute the driver does not read back is left zero on both sides */
+    for (i = 0; i < ATTRIBUTES; i++)
+        if (cucap_i_drv.cuGraphKernelNodeGetAttribute(node, attributes[i].id, &m->values[i]) != CUDA_SUCCESS)
+            memset(&m->values[i], 0, sizeof m->values[i]);
+    return CUDA_SUCCESS;
+}
+
+static CUresult add_graph(struct cucap_signature *s, CUgraph g, int depth)
+{
+    CUgraphNode local[32], *nodes = local;
+    size_t n = 0, i;
+    CUresult rc;
+
+    if ((rc = cucap_i_drv.cuGraphGetNodes(g, NULL, &n)) != CUDA_SUCCESS || n == 0)
+        return rc;   /* an array for no node is refused (measured) */
+    if (n > 32 && !(nodes = malloc(n * sizeof *nodes)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = cucap_i_drv.cuGraphGetNodes(g, nodes, &n);
+    for (i = 0; rc == CUDA_SUCCESS && i < n; i++) {
+        CUgraph child;
+        if ((rc = add_node(s, nodes[i])) == CUDA_SUCCESS && s->marks[s->count - 1].type == CU_GRAPH_NODE_TYPE_GRAPH &&
+            depth < 8 && (rc = cucap_i_drv.cuGraphChildGraphNodeGetGraph(nodes[i], &child)) == CUDA_SUCCESS)
+            rc = add_graph(s, child, depth + 1);
+    }
+    if (nodes != local)
+        free(nodes);
+    return rc;
+}
+
+CUresult cucap_i_signature_of(CUgraph g, struct cucap_signature **out)
+{
+    struct cucap_signature *s = calloc(1, sizeof *s);
+    CUresult rc;
+
+    *out = NULL;
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if ((rc = add_graph(s, g, 0)) != CUDA_SUCCESS) {
+        cucap_i_signature_free(s);
+        return rc;
+    }
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+void cucap_i_signature_free(struct cucap_signature *s)
+{
+    if (!s)
+        return;
+    free(s->marks);
+    free(s);
+}
+
+static void describe(const CUlaunchAttributeValue *v, size_t attribute, char *out, size_t size)
+{
+    CUlaunchAttributeID id = attributes[attribute].id;
+
+    if (id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+#if CUDA_VERSION >= 12080
+        || id == CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION
+#endif
+    )
+        snprintf(out, size, "%ux%ux%u", v->clusterDim.x, v->clusterDim.y, v->clusterDim.z);
+    else if (id == CU_LAUNCH_ATTRIBUTE_PRIORITY)
+        snprintf(out, size, "%d", v->priority);
+    else if (id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+        snprintf(out, size, "%d", v->cooperative);
+    else
+        snprintf(out, size, "%d", (int)v->memSyncDomain);
+}
+
+int cucap_i_signature_differs(const struct cucap_signature *was, const struct cucap_signature *now,
+                              CUgraphExecUpdateResult *result, CUgraphNode *node, char *why, size_t why_size)
+{
+    char before[48], after[48];
+    size_t i, a;
+
+    *node = NULL;
+    if (was->count != now->count) {
+        *result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        snprintf(why, why_size, "the graph has %zu nodes, the executable graph's %zu", now->count, was->count);
+        return 1;
+    }
+    for (i = 0; i < now->count; i++) {
+        const struct node_mark *w = &was->marks[i], *n = &now->marks[i];
+        *node = n->node;
+        if (w->type != n->type) {
+            *result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+            snprintf(why, why_size, "node %zu is a %s node, the executable graph's a %s node", i,
+                     cucap_i_node_type_text(n->type), cucap_i_node_type_text(w->type));
+            return 1;
+        }
+        if (w->func != n->func) {
+            *result = CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED;
+            snprintf(why, why_size, "kernel node %zu launches another function", i);
+            return 1;
+        }
+        for (a = 0; a < ATTRIBUTES; a++)
+            if (memcmp(&w->values[a], &n->values[a], sizeof w->values[a])) {
+                *result = CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED;
+                describe(&w->values[a], a, before, sizeof before);
+                describe(&n->values[a], a, after, sizeof after);
+                snprintf(why, why_size, "kernel node %zu's %s: %s, the executable graph's %s (the library "
+                         "updates only between kernels of the same launch attributes)", i, attributes[a].name, after,
+                         before);
+                return 1;
+            }
+    }
+    *node = NULL;
+    return 0;
+}
