@@ -17,6 +17,7 @@
 #include "driver.h"
 #include "eager-run.h"
 #include "error.h"
+#include "stream-cache.h"
 
 #define RETRY_CAP 64                 /* the longest wait, in runs of the key, before a capture is tried again */
 /* The driver reserves graph memory in granules, and reports no
@@ -36,7 +37,9 @@ struct entry {
     double capture_us, instantiate_us;
     unsigned long long runs, last_run, retry_at;
     unsigned int failures;
-    char reason[256];
+    CUevent done;                    /* behind its last launch, when its graph allocates; NULL before */
+    unsigned long long done_stream;  /* the id of that launch's stream */
+    char reason[256], refusal[256];
     uint64_t hash;
     size_t key_size;
     unsigned char key[];
@@ -378,16 +381,21 @@ static cucap_builder *capture(cucap_graph_set *set, cucap_capture_fn fn, void *u
 /* A kept executable graph of the list (taken from the set) updated from
  * b: it, unlinked from the list, or NULL (each refusal keeps it for
  * another topology). */
-static struct kept_exec *update_kept(struct kept_exec **list, cucap_builder *b)
+static struct kept_exec *update_kept(struct kept_exec **list, cucap_builder *b, char *refusal, size_t size)
 {
     struct kept_exec **at, *k;
+    cucap_error *e = NULL;
 
-    for (at = list; *at; at = &(*at)->next)
-        if (cucap_exec_update((*at)->exec, b, NULL) == CUDA_SUCCESS) {
+    for (at = list; *at; at = &(*at)->next) {
+        if (cucap_exec_update((*at)->exec, b, &e) == CUDA_SUCCESS) {
             k = *at;
             *at = k->next;
             return k;
         }
+        snprintf(refusal, size, "%s", cucap_error_message(e));
+        cucap_error_free(e);
+        e = NULL;
+    }
     return NULL;
 }
 
@@ -419,13 +427,14 @@ struct first_launch {
     CUresult rc;
 };
 
-static CUresult launch(struct entry *e, const void *values, size_t values_size, CUstream s, const char *caller,
-                       cucap_error **err);
+static CUresult launch(cucap_graph_set *set, struct entry *e, const void *values, size_t values_size, CUstream s,
+                       const char *caller, cucap_error **err);
 
 /* What a thread making a graph holds between the set's lock and its
  * settling: the room set aside, and the kept executable graphs it took
  * to try for an update (the one it updated in used). */
 struct making {
+    const char *refusal;             /* why the kept graphs it tried refused, "" when one was updated; NULL: none tried */
     size_t room, memory_nodes;
     int counted;                     /* among the set's graphs being made */
     struct kept_exec *kept, *used;
@@ -458,6 +467,8 @@ static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_
     e->nodes = nodes;
     e->allocation_bytes = bytes;
     e->memory_nodes = m->memory_nodes;
+    if (m->refusal)
+        snprintf(e->refusal, sizeof e->refusal, "%s", m->refusal);
     if (!exec) {
         e->failures++;
         e->retry_at = e->runs + (e->failures > 6 ? RETRY_CAP : 1u << (e->failures - 1));
@@ -478,7 +489,7 @@ static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_
         else
             set->stats.instantiations++;
         if (first)
-            first->rc = launch(e, first->values, first->values_size, first->s, first->caller, first->err);
+            first->rc = launch(set, e, first->values, first->values_size, first->s, first->caller, first->err);
     }
     pthread_cond_broadcast(&set->settled);
     pthread_mutex_unlock(&set->lock);
@@ -493,14 +504,14 @@ static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_
 static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn, void *user_data, CUstream s,
                       struct first_launch *first, cucap_run_kind *how)
 {
-    char why[256] = "";
+    char why[256] = "", refusal[256] = "";
     double capture_us = 0, t0;
     size_t nodes = 0, bytes = 0, memory_nodes = 0;
     cucap_builder *b = capture(set, fn, user_data, &capture_us, why, sizeof why);
     cucap_graph *g = NULL;
     cucap_exec *exec = NULL;
     struct cucap_work_scope w;
-    struct making m = { 0, 0, 0, NULL, NULL };
+    struct making m = { NULL, 0, 0, 0, NULL, NULL };
     int made;
 
     if (b && (cucap_builder_graph(b, &g, NULL) != CUDA_SUCCESS ||
@@ -528,13 +539,15 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
     }
     pthread_mutex_unlock(&set->lock);
     t0 = now_us();
-    if (m.counted && (m.used = update_kept(&m.kept, b))) {
+    if (m.counted && (m.used = update_kept(&m.kept, b, refusal, sizeof refusal))) {
         exec = m.used->exec;
         *how = CUCAP_RUN_UPDATED;
     } else if (m.counted && (exec = instantiate(b, s, why, sizeof why))) {
         *how = CUCAP_RUN_INSTANTIATED;
     }
     e->instantiate_us = now_us() - t0;
+    if (m.kept || m.used)
+        m.refusal = m.used ? "" : refusal;
     made = settle(set, e, exec, nodes, bytes, capture_us, *how, why, &m, first);
     cucap_i_work_leave_quietly(&w, "cucap_graph_set_run");
     cucap_builder_destroy(b);
@@ -614,11 +627,44 @@ CUresult cucap_graph_set_create(CUdevice dev, const cucap_graph_set_options *opt
     return CUDA_SUCCESS;
 }
 
-/* Launch e's graph on s, under the lock (no retirement can take it meanwhile). */
-static CUresult launch(struct entry *e, const void *values, size_t values_size, CUstream s, const char *caller,
-                       cucap_error **err)
+/* Graphs that run at the same time on different streams do not share
+ * graph memory (doc/driver-facts.md): a launch of a graph that allocates,
+ * while the set's other allocating graphs run on other streams, may
+ * reserve its own.  When that could pass the budget, e's launch on s
+ * (stream id `id`) is ordered behind theirs by stream waits, so that it
+ * reuses their memory; the host does not wait. */
+static CUresult order_behind_running_allocations(cucap_graph_set *set, struct entry *e, CUstream s,
+                                                 unsigned long long id, const char *caller, cucap_error **err)
+{
+    struct entry *f;
+    CUresult rc;
+    size_t running = 0, i;
+
+    if (taken(set) + set->making_bytes + may_take(e->allocation_bytes, 0) <= set->opts.budget_bytes)
+        return CUDA_SUCCESS;   /* even a reservation of its own fits */
+    /* retired graphs' launches too: their memory is taken until they end */
+    for (i = 0; i < set->bucket_count; i++)
+        for (f = set->buckets[i]; f; f = f->next)
+            if (f != e && f->done && (!id || f->done_stream != id) &&
+                cucap_i_drv.cuEventQuery(f->done) == CUDA_ERROR_NOT_READY) {
+                if ((rc = cucap_i_drv.cuStreamWaitEvent(s, f->done, 0)) != CUDA_SUCCESS)
+                    return cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
+                running++;
+            }
+    if (running)
+        set->stats.ordered_launches++;
+    return CUDA_SUCCESS;
+}
+
+/* Launch e's graph on s, under the lock (no retirement can take it
+ * meanwhile); a graph that allocates is ordered as above and records
+ * e->done behind its launch. */
+static CUresult launch(cucap_graph_set *set, struct entry *e, const void *values, size_t values_size, CUstream s,
+                       const char *caller, cucap_error **err)
 {
     size_t size = cucap_exec_params_size(e->exec);
+    unsigned long long id = 0;
+    CUresult rc;
 
     if (values && !size)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the key's graph reads no parameter block (values "
@@ -626,9 +672,23 @@ static CUresult launch(struct entry *e, const void *values, size_t values_size, 
     if (values && values_size != size)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the key's parameter block holds %zu bytes, not %zu",
                             caller, size, values_size);
-    if (values)
-        return cucap_exec_launch_params(e->exec, values, values_size, s, err);
-    return cucap_exec_launch(e->exec, s, err);
+    if (e->allocation_bytes) {
+        if (!e->done && (rc = cucap_i_create_in(set->hold->ctx, CUCAP_I_EVENT, (void **)&e->done)) != CUDA_SUCCESS)
+            return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
+        if (cucap_i_drv.cuStreamGetId(s, &id) != CUDA_SUCCESS)
+            id = 0;   /* unknown: ordered as another stream */
+        if ((rc = order_behind_running_allocations(set, e, s, id, caller, err)) != CUDA_SUCCESS)
+            return rc;
+    }
+    rc = values ? cucap_exec_launch_params(e->exec, values, values_size, s, err) : cucap_exec_launch(e->exec, s, err);
+    if (rc == CUDA_SUCCESS && e->allocation_bytes) {
+        if ((rc = cucap_i_drv.cuEventRecord(e->done, s)) != CUDA_SUCCESS)
+            return cucap_i_fail(err, rc, "%s: cuEventRecord failed behind a launch, which was queued: "
+                                CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
+        e->done_stream = id;
+        measure_graph_memory(set);
+    }
+    return rc;
 }
 
 CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_size, cucap_capture_fn fn,
@@ -655,7 +715,7 @@ CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_s
     }
     if (e->exec) {
         /* values of another size than the block are refused before anything is counted */
-        if ((rc = launch(e, values, values_size, s, caller, err)) == CUDA_SUCCESS) {
+        if ((rc = launch(set, e, values, values_size, s, caller, err)) == CUDA_SUCCESS) {
             set->stats.runs++;
             set->stats.hits++;
             e->runs++;
@@ -761,6 +821,7 @@ CUresult cucap_graph_set_get_key_stats(cucap_graph_set *set, const void *key, si
         out->failures = e->failures;
         out->retry_at = e->retry_at;
         snprintf(out->reason, sizeof out->reason, "%s", e->reason);
+        snprintf(out->update_refusal, sizeof out->update_refusal, "%s", e->refusal);
     }
     pthread_mutex_unlock(&set->lock);
     if (!e)
@@ -780,6 +841,8 @@ void cucap_graph_set_destroy(cucap_graph_set *set)
             struct entry *e = set->buckets[i];
             set->buckets[i] = e->next;
             cucap_exec_destroy(e->exec);
+            if (e->done)
+                (void)cucap_i_drv.cuEventDestroy(e->done);
             free(e);
         }
     while (set->kept) {

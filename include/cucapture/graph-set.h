@@ -14,6 +14,34 @@
  * function eagerly, without capturing, when a step cannot be captured,
  * instantiated or kept within the budget.
  *
+ * The budget with graphs that run at the same time: the driver reserves
+ * graph memory for an allocating graph at its upload or launch, in 32 MiB
+ * granules, and graphs launched one after another (on one stream, or
+ * ordered by events) share it, while graphs running at once on different
+ * streams each take their own.  The set counts the reserved graph memory
+ * the driver reports (read after every launch of an allocating graph)
+ * plus 2 KiB a node of each executable graph, and before a launch of an
+ * allocating graph that could pass the budget by a reservation of its
+ * own, it orders that launch behind the set's allocating launches still
+ * running on other streams (a stream wait: the host does not wait, the
+ * GPU runs them one after another and they share their memory).
+ * stats.ordered_launches counts those launches.
+ *
+ * No call of a set waits for the GPU: not for launches in flight, the
+ * set's or anyone's; retiring or destroying a graph leaves its launches
+ * to finish.  The one wait a set makes is for other threads' host work:
+ * a run that needs room only graphs being made (captured and instantiated
+ * by other threads) stand in the way of waits until they are counted.
+ *
+ * Eager runs take their memory where the step's allocations say (the
+ * device's pool, for cucap_device_pool()), outside the budget; it goes
+ * back to that pool when the step frees it, and to the device at
+ * cucap_release_cached(), which trims the pools the library set up.
+ *
+ * The capture function runs on the calling thread with the context that
+ * thread has current (none on a fresh thread): the builder it is handed
+ * is in the device's primary context whatever the thread has current.
+ *
  * New in 1.6.0 (version node LIBCUCAPTURE_1.6).
  */
 #ifndef CUCAPTURE_GRAPH_SET_H
@@ -62,10 +90,15 @@ typedef struct cucap_graph_set_options {
      *  footprint (which the driver does not report: 2 KiB a node, as
      *  measured on the H200).  Above 0. */
     size_t budget_bytes;
-    /** At most this many executable graphs live at once; 0: no limit. */
+    /** At most this many executable graphs held for keys; 0: no limit.
+     *  The kept executable graphs below come on top of it. */
     size_t budget_graphs;
-    /** Retired executable graphs kept aside (within the budget) to be
-     *  updated by a new capture instead of instantiating one; 0: none. */
+    /** Retired executable graphs kept aside to be updated by a new
+     *  capture instead of instantiating one (their footprint within
+     *  budget_bytes; only graphs without memory nodes, which the driver
+     *  cannot update, are kept); 0: none.  An update is made only between
+     *  graphs whose nodes match one for one in kind, kernel function and
+     *  launch attributes (see cucap_exec_update()). */
     size_t kept_for_update;
     /** The capture mode of the set's captures (0 is
      *  CU_STREAM_CAPTURE_MODE_GLOBAL, the driver's default). */
@@ -87,8 +120,14 @@ typedef enum {
  * \brief       The set's counters and totals, read without a driver call
  */
 typedef struct cucap_graph_set_stats {
-    unsigned long long runs, hits, misses, instantiations, updates, retirements, trims, eager_runs,
-        capture_failures;
+    unsigned long long runs;       /**< calls of cucap_graph_set_run() that ran (not those refused) */
+    unsigned long long hits;       /**< runs that found their key's executable graph and launched it */
+    unsigned long long misses;     /**< the other runs: made a graph (instantiated or updated) or ran eagerly */
+    unsigned long long instantiations, updates;   /**< graphs made, by runs and by warm-up */
+    unsigned long long retirements;   /**< graphs retired to make room */
+    unsigned long long trims;      /**< graph memory trims: only after retirements that gave some back */
+    unsigned long long eager_runs, capture_failures;
+    unsigned long long ordered_launches;   /**< launches ordered behind others to share graph memory */
     size_t graphs;                 /**< executable graphs held for keys */
     size_t kept;                   /**< retired executable graphs kept for updates */
     size_t graph_memory;           /**< graph memory reserved on the device, as last measured */
@@ -110,6 +149,7 @@ typedef struct cucap_graph_set_key_stats {
     unsigned int failures;         /**< captures that failed in a row */
     unsigned long long retry_at;   /**< no capture is tried before its run count reaches this */
     char reason[256];              /**< why its last capture failed ("" if none) */
+    char update_refusal[256];      /**< why the last kept graph tried for it was not updated ("" if none) */
 } cucap_graph_set_key_stats;
 
 /**
@@ -119,8 +159,8 @@ typedef struct cucap_graph_set_key_stats {
  * \param       out     Receives the set.
  * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL arguments, a
  *              budget of 0 bytes, a capture mode that is not one, or
- *              reserved members that are not zero; CUDA_ERROR_INVALID_DEVICE;
- *              CUDA_ERROR_OUT_OF_MEMORY.
+ *              reserved members that are not zero, or a device ordinal
+ *              the driver does not have; CUDA_ERROR_OUT_OF_MEMORY.
  * \since       1.6.0 (LIBCUCAPTURE_1.6)
  */
 CUCAP_API CUresult cucap_graph_set_create(CUdevice dev, const cucap_graph_set_options *opts, cucap_graph_set **out,
@@ -165,9 +205,10 @@ CUCAP_API CUresult cucap_graph_set_create(CUdevice dev, const cucap_graph_set_op
  *              a size or a size without values (nothing runs, nothing
  *              changes), values of another size than the key's parameter
  *              block (nothing runs; a new key's graph is captured first,
- *              which tells the block's size, and kept); fn's own error,
- *              with its notes, when fn fails eagerly too; a driver error
- *              of the launch.
+ *              which tells the block's size, and kept: the run counts as
+ *              a miss); fn's own error, with its notes, when fn fails
+ *              eagerly too; a driver error of the launch.  *kind is
+ *              written only on success.
  * \since       1.6.0 (LIBCUCAPTURE_1.6)
  */
 CUCAP_API CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_size, cucap_capture_fn fn,
