@@ -283,7 +283,9 @@ static CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream s)
             if (handles[i].flags & CU_GRAPH_COND_ASSIGN_DEFAULT)
                 e->values[i + 1] = handles[i].default_value;
         sim_launch_stream(s);
+        sim_memory_graph_launch(e->snapshot, s, 0);
         run_graph(e, e->snapshot);
+        sim_memory_graph_launch(e->snapshot, s, 1);
         sim_launch_stream(NULL);
     }
     sim_unlock();

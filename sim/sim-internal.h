@@ -164,6 +164,9 @@ int sim_stream_in_capture(CUstream s);   /* ACTIVE or INVALIDATED */
 void sim_launch_stream(CUstream s);
 void sim_hold_stream(CUstream s);
 void sim_wait_for_held(const char *call, int all);
+/* The hold s's work waits behind (0: none), and whether hold h is still held. */
+unsigned long long sim_stream_hold(CUstream s);
+int sim_hold_running(unsigned long long h);
 
 /* ---------------------------------------------------------------- sim-memory.c */
 
@@ -182,6 +185,10 @@ int sim_memory_launch_possible(const struct sim_graph *g);
 /* g is gone: its allocations that exist live on as ordinary ones. */
 void sim_memory_release_owned_by(struct sim_graph *g);
 void sim_memory_init_device_pools(void);
+/* A launch of g on s: before it runs (phase 0), and after (phase 1).
+ * Graphs running at once on streams not ordered after each other do not
+ * share graph memory (measured): one held in flight keeps its own. */
+void sim_memory_graph_launch(const struct sim_graph *g, CUstream s, int phase);
 
 /* ---------------------------------------------------------------- the entry points */
 

@@ -208,6 +208,70 @@ void sim_memory_alloc_node(CUdeviceptr p)
         graph_reserved = used;
 }
 
+/* Allocating launches held in flight: their graph memory stays theirs
+ * until their hold is released, and a graph launched meanwhile on a
+ * stream not ordered after them takes its own. */
+#define RUNNING_LAUNCHES 256
+static struct {
+    unsigned long long hold;
+    cuuint64_t reserved;
+} running[RUNNING_LAUNCHES];
+static size_t running_count;
+static cuuint64_t launch_concurrent;   /* of the launch running now */
+
+static cuuint64_t in_granules(cuuint64_t bytes)
+{
+    return (bytes + GRAPH_MEMORY_GRANULE - 1) / GRAPH_MEMORY_GRANULE * GRAPH_MEMORY_GRANULE;
+}
+
+static cuuint64_t allocation_bytes(const struct sim_graph *g)
+{
+    cuuint64_t bytes = 0;
+    size_t i;
+
+    for (i = 0; i < g->node_count; i++)
+        if (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+            bytes += g->nodes[i]->u.alloc.size;
+    return bytes;
+}
+
+static cuuint64_t running_reserved(void)
+{
+    cuuint64_t sum = 0;
+    size_t i;
+
+    for (i = 0; i < running_count; i++)
+        if (sim_hold_running(running[i].hold))
+            sum += running[i].reserved;
+    return sum;
+}
+
+void sim_memory_graph_launch(const struct sim_graph *g, CUstream s, int phase)
+{
+    cuuint64_t mine = in_granules(allocation_bytes(g));
+    unsigned long long hold = sim_stream_hold(s);
+    size_t i, kept;
+
+    if (!mine)
+        return;
+    if (phase == 0) {
+        for (launch_concurrent = 0, i = 0; i < running_count; i++)
+            if (sim_hold_running(running[i].hold) && running[i].hold > hold)
+                launch_concurrent += running[i].reserved;
+        return;
+    }
+    if (launch_concurrent && launch_concurrent + mine > graph_reserved)
+        graph_reserved = launch_concurrent + mine;
+    for (kept = 0, i = 0; i < running_count; i++)   /* the released ones out */
+        if (sim_hold_running(running[i].hold))
+            running[kept++] = running[i];
+    running_count = kept;
+    if ((hold = sim_stream_hold(s)) && running_count < RUNNING_LAUNCHES) {
+        running[running_count].hold = hold;
+        running[running_count++].reserved = mine;
+    }
+}
+
 /* Whether p is an allocation that exists now: a graph allocation exists
  * once its graph ran, until something frees it. */
 static int exists(CUdeviceptr p)
@@ -546,7 +610,7 @@ static CUresult sim_cuDeviceGraphMemTrim(CUdevice dev)
     if (dev < 0 || dev >= sim_device_count())
         return CUDA_ERROR_INVALID_DEVICE;
     sim_lock();
-    graph_reserved = (graph_used() + GRAPH_MEMORY_GRANULE - 1) / GRAPH_MEMORY_GRANULE * GRAPH_MEMORY_GRANULE;
+    graph_reserved = in_granules(graph_used()) + running_reserved();   /* held launches keep theirs */
     sim_unlock();
     return CUDA_SUCCESS;
 }

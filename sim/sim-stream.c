@@ -112,6 +112,18 @@ void sim_hold_stream(CUstream s)
     sim_unlock();
 }
 
+unsigned long long sim_stream_hold(CUstream s)
+{
+    struct sim_stream *st = is_legacy(s) ? NULL : stream_of(s);
+
+    return st && is_held(st->held) ? st->held : 0;
+}
+
+int sim_hold_running(unsigned long long h)
+{
+    return is_held(h);
+}
+
 void sim_wait_for_held(const char *call, int all)
 {
     sim_lock();

@@ -29,6 +29,7 @@ builder-object 5
 relaxed-scope 5
 context-hold 4
 kernel-names 4
+node-signature 4
 driver 3
 live-pointers 3
 error 2
