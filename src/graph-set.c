@@ -645,7 +645,7 @@ static CUresult order_behind_running_allocations(cucap_graph_set *set, struct en
     /* retired graphs' launches too: their memory is taken until they end */
     for (i = 0; i < set->bucket_count; i++)
         for (f = set->buckets[i]; f; f = f->next)
-            if (f != e && f->done && (!id || f->done_stream != id) &&
+            if (f->done && (!id || f->done_stream != id) &&   /* e's own earlier launch too */
                 cucap_i_drv.cuEventQuery(f->done) == CUDA_ERROR_NOT_READY) {
                 if ((rc = cucap_i_drv.cuStreamWaitEvent(s, f->done, 0)) != CUDA_SUCCESS)
                     return cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");

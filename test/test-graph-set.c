@@ -590,6 +590,191 @@ BACKEND_TEST(graph_set, held_launches_of_steps_with_a_conditional_node)
     held_rounds(HELD_COND);
 }
 
+/* ---------------------------------------------------------------- the budget with launches running at once */
+
+/* The issue's budget: three granules of graph memory and 256 KiB of
+ * footprint. */
+#define CONCURRENT_BUDGET ((size_t)100925440)
+
+struct alloc_call {
+    struct held *gate;               /* NULL: no gate */
+    CUdeviceptr out;                 /* 8 bytes for this key */
+    unsigned char value;             /* 0: the run's 8 bytes of values instead */
+};
+
+/* 8 MiB allocated inside the step, value (or the run's values) through
+ * it to out.  (A parameter block orders a key's launches on different
+ * streams one after another: the held test writes values of its own.) */
+static CUresult alloc_step(cucap_builder *b, void *user_data, cucap_error **err)
+{
+    struct alloc_call *c = user_data;
+    CUstream s = cucap_builder_stream(b);
+    CUdeviceptr tmp, block;
+    cucap_pool *pool;
+    CUresult rc;
+
+    if ((!c->value && (rc = cucap_builder_params(b, 8, &block, err)) != CUDA_SUCCESS) ||
+        (rc = cucap_device_pool(0, &pool, err)) != CUDA_SUCCESS ||
+        (rc = cucap_pool_alloc(pool, 8u << 20, s, &tmp, err)) != CUDA_SUCCESS)
+        return rc;
+    rc = c->value ? D.cuMemsetD8Async(tmp, c->value, 8, s) : D.cuMemcpyDtoDAsync(tmp, block, 8, s);
+    if (rc == CUDA_SUCCESS &&
+        (rc = D.cuMemcpyDtoDAsync(c->out, tmp, 8, s)) == CUDA_SUCCESS)
+        rc = cucap_pool_free(pool, tmp, s, err);
+    if (rc == CUDA_SUCCESS && c->gate)
+        rc = D.cuLaunchHostFunc(s, c->gate->fn, c->gate->data);
+    return rc;
+}
+
+static void check_within_budget(cucap_graph_set *set, const char *what, unsigned long long n)
+{
+    cucap_graph_set_stats stats;
+
+    cucap_graph_set_get_stats(set, &stats);
+    cr_assert_leq(device_taken() + stats.footprint, CONCURRENT_BUDGET,
+                  "after %s %llu: %zu reserved + %zu footprint, budget %zu (%zu graphs, %llu ordered launches)", what,
+                  n, device_taken(), stats.footprint, CONCURRENT_BUDGET, stats.graphs, stats.ordered_launches);
+}
+
+/* Three keys that allocate 8 MiB (a granule each), run in turn on four
+ * streams with every launch held in flight: graphs running at once do
+ * not share graph memory, so the set orders each launch that could pass
+ * the budget behind the running ones; reserved graph memory plus the
+ * footprint never passes the budget. */
+BACKEND_TEST(graph_set, allocating_launches_held_on_four_streams_stay_within_the_budget)
+{
+    cucap_graph_set *set;
+    struct alloc_call calls[3];
+    unsigned char host[3 * 8];
+    cucap_graph_set_stats stats;
+    cucap_error *err = NULL;
+    CUstream streams[4];
+    struct held gate;
+    CUdeviceptr out;
+    uint64_t run, key;
+    int i;
+
+    held_init(&gate);
+    cr_assert_eq(D.cuDeviceGraphMemTrim(0), CUDA_SUCCESS);
+    for (i = 0; i < 4; i++)
+        streams[i] = new_stream();
+    cr_assert_eq(D.cuMemAlloc(&out, sizeof host), CUDA_SUCCESS);
+    for (key = 0; key < 3; key++)
+        calls[key] = (struct alloc_call){ &gate, out + key * 8, (unsigned char)(key + 1) };
+    set = new_set_in_mode(CONCURRENT_BUDGET, 0, 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    for (run = 0; run < 24; run++) {
+        key = run % 3;
+        cr_assert_eq(cucap_graph_set_run(set, &key, sizeof key, alloc_step, &calls[key], NULL, 0, streams[run % 4],
+                                         NULL, &err),
+                     CUDA_SUCCESS, "run %llu: %s", (unsigned long long)run, cucap_error_message(err));
+        check_within_budget(set, "run", run);
+    }
+    cucap_graph_set_get_stats(set, &stats);
+    cr_assert_gt(stats.ordered_launches, 0, "no launch was ordered behind the running ones");
+    cr_assert_eq(stats.eager_runs, 0, "%s", stats.last_reason);
+    held_release(&gate);
+    for (i = 0; i < 4; i++) {
+        cr_assert_eq(D.cuStreamSynchronize(streams[i]), CUDA_SUCCESS);
+        D.cuStreamDestroy(streams[i]);
+    }
+    cr_assert_eq(D.cuMemcpyDtoH(host, out, sizeof host), CUDA_SUCCESS);
+    for (i = 0; i < (int)sizeof host; i++)
+        cr_assert_eq(host[i], i / 8 + 1, "key %d wrote %u", i / 8, host[i]);
+    cucap_graph_set_destroy(set);
+    D.cuMemFree(out);
+}
+
+struct budget_thread {
+    pthread_t thread;
+    cucap_graph_set *set;
+    int index, runs;
+    CUdeviceptr out;                 /* 8 bytes a key of this thread's */
+    char failure[256];
+};
+
+/* A fresh thread on a stream of its own: 40 runs of its three keys (8 MiB
+ * each), each run's value checked, the budget read after each. */
+static void *budget_runs(void *p)
+{
+    struct budget_thread *t = p;
+    struct alloc_call calls[3];
+    cucap_graph_set_stats stats;
+    cucap_error *err = NULL;
+    unsigned char host[8];
+    CUstream s = NULL;
+    uint64_t key, values;
+    int run;
+
+    D.cuCtxSetCurrent(gpu_context);   /* for the test's own stream and copies */
+    if (D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+        snprintf(t->failure, sizeof t->failure, "thread %d: no stream", t->index);
+        return NULL;
+    }
+    for (run = 0; run < 40 && !t->failure[0]; run++) {
+        key = (uint64_t)t->index * 3 + run % 3;
+        calls[run % 3] = (struct alloc_call){ NULL, t->out + (run % 3) * 8, 0 };
+        values = (uint64_t)run + 1;
+        if (cucap_graph_set_run(t->set, &key, sizeof key, alloc_step, &calls[run % 3], &values, 8, s, NULL, &err) !=
+                CUDA_SUCCESS ||
+            D.cuStreamSynchronize(s) != CUDA_SUCCESS || D.cuMemcpyDtoH(host, t->out + (run % 3) * 8, 8)) {
+            snprintf(t->failure, sizeof t->failure, "thread %d run %d: %s", t->index, run, cucap_error_message(err));
+            break;
+        }
+        cucap_graph_set_get_stats(t->set, &stats);
+        if (host[0] != (unsigned char)(run + 1))
+            snprintf(t->failure, sizeof t->failure, "thread %d run %d wrote %u", t->index, run, host[0]);
+        else if (device_taken() + stats.footprint > CONCURRENT_BUDGET)
+            snprintf(t->failure, sizeof t->failure, "thread %d run %d: %zu reserved + %zu footprint, budget %zu",
+                     t->index, run, device_taken(), stats.footprint, CONCURRENT_BUDGET);
+        t->runs++;
+    }
+    cucap_error_free(err);
+    D.cuStreamDestroy(s);
+    return NULL;
+}
+
+static void budget_from_threads(int count)
+{
+    cucap_graph_set *set = new_set_in_mode(CONCURRENT_BUDGET, 0, 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    struct budget_thread threads[16];
+    CUdeviceptr out;
+    int i;
+
+    cr_assert_eq(D.cuDeviceGraphMemTrim(0), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemAlloc(&out, (size_t)count * 3 * 8), CUDA_SUCCESS);
+    for (i = 0; i < count; i++) {
+        memset(&threads[i], 0, sizeof threads[i]);
+        threads[i].set = set;
+        threads[i].index = i;
+        threads[i].out = out + (size_t)i * 3 * 8;
+        cr_assert_eq(pthread_create(&threads[i].thread, NULL, budget_runs, &threads[i]), 0);
+    }
+    for (i = 0; i < count; i++)
+        pthread_join(threads[i].thread, NULL);
+    for (i = 0; i < count; i++) {
+        cr_assert_not(threads[i].failure[0], "%s", threads[i].failure);
+        cr_assert_eq(threads[i].runs, 40);
+    }
+    cucap_graph_set_destroy(set);
+    cr_assert_eq(device_taken(), 0, "the set's graph memory given back");
+    D.cuMemFree(out);
+}
+
+BACKEND_TEST(graph_set, allocating_keys_from_one_thread_stay_within_the_budget)
+{
+    budget_from_threads(1);
+}
+
+BACKEND_TEST(graph_set, allocating_keys_from_four_threads_stay_within_the_budget)
+{
+    budget_from_threads(4);
+}
+
+BACKEND_TEST(graph_set, allocating_keys_from_sixteen_threads_stay_within_the_budget)
+{
+    budget_from_threads(16);
+}
+
 /* ---------------------------------------------------------------- eager runs */
 
 struct intruder {
