@@ -22,6 +22,11 @@
  *                            "graph", "exec", "pool", "allocation", and the
  *                            retains of primary contexts not yet released
  *                            ("primary context retain")
+ *   cudasim_gate             a host function (CUhostFn): queued or captured and
+ *                            launched, it holds its stream's work in flight until
+ *                            cudasim_release() (cucapture-sim(7), "Work held in flight")
+ *   cudasim_held_waits(last) calls that would have waited on the host for held
+ *                            work, and the name of the last one
  * Environment: CUDASIM_REUSE_HANDLES=1 hands a destroyed stream's handle
  * to the next stream made, as the real driver does; by default destroyed
  * handles stay dead and a use of one stops the process.
