@@ -1,6 +1,7 @@
-/* What builder.c gives the split, join, conditional and embed calls
- * (split.c, join.c, conditional.c, embed.c) and the graph sets
- * (graph-set.c), which stand above it.  Internal. */
+/* What builder.c gives the split, join, conditional, embed and
+ * parameter-block calls (split.c, join.c, conditional.c, embed.c,
+ * builder-params.c), cucap_release_cached (teardown.c) and the runs
+ * without capture of graph sets, which stand above it.  Internal. */
 #ifndef CUCAPTURE_BUILDER_INTERNAL_H
 #define CUCAPTURE_BUILDER_INTERNAL_H
 
@@ -19,10 +20,10 @@ CUresult cucap_i_builder_close_as(cucap_builder *b, const char *caller, const ch
  * fork: it leaves its capture (nothing to end), its stream goes back (to
  * wait for the capture's end when it is still in it), CLOSED. */
 void cucap_i_fork_release(cucap_builder *f, const char *caller);
-/* Begin an eager run on a NOT_STARTED PRIMARY builder: CAPTURING without
- * a capture (struct cucap_eager_run); its end ends nothing. */
-CUresult cucap_i_builder_begin_eager(cucap_builder *b, struct cucap_eager_run *run, const char *caller,
-                                     cucap_error **err);
+/* Begin a direct run on a NOT_STARTED PRIMARY builder: CAPTURING
+ * without a capture (struct cucap_direct_run); its end ends nothing. */
+CUresult cucap_i_builder_begin_direct(cucap_builder *b, struct cucap_direct_run *run, const char *caller,
+                                      cucap_error **err);
 
 /* Driver calls on the streams of a running capture take its hierarchy's
  * graph lock (cucap_i_hier_lock): one thread at a time adds to a capture

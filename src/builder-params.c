@@ -1,6 +1,6 @@
 /* What a capture's kernels read, as builders ask for it: the capture's
- * parameter block (params.c holds the block itself; an eager run's is
- * memory of the run) and the names of its kernels (kernel-names.c). */
+ * parameter block (params.c holds the block itself; a direct run's owner
+ * makes its own) and the names of its kernels (kernel-names.c). */
 #include "config.h"
 
 #include "builder-internal.h"
@@ -11,41 +11,10 @@
 #include "kernel-names.h"
 #include "params.h"
 
-/* An eager run's block: memory of the run, from the device's pool in
- * stream order on b's stream, holding the run's values once the copy
- * queued behind it ran; the run's owner frees it behind the run's work. */
-static CUresult eager_params(cucap_builder *b, struct cucap_eager_run *run, size_t size, CUdeviceptr *block,
-                             const char *caller, cucap_error **err)
-{
-    struct cucap_work_scope w;
-    CUmemoryPool pool = NULL;
-    CUresult rc;
-
-    if (run->block)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture has its parameter block already: one "
-                            "per capture, so put every value its work reads in one struct", caller);
-    if (run->values && size != run->size)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a block of %zu bytes, for values of %zu bytes",
-                            caller, size, run->size);
-    if ((rc = cucap_i_work_enter(&w, b->ctx->ctx, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = cucap_i_drv.cuDeviceGetMemPool(&pool, b->ctx->dev)) != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuDeviceGetMemPool");
-    else if ((rc = cucap_i_drv.cuMemAllocFromPoolAsync(&run->block, size, pool, b->stream)) != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuMemAllocFromPoolAsync");
-    else if (run->values && (rc = cucap_i_drv.cuMemcpyHtoDAsync(run->block, run->values, size, b->stream)) !=
-                                CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuMemcpyHtoDAsync");
-    if (rc == CUDA_SUCCESS) {
-        run->block_stream = b->stream;
-        *block = run->block;
-    }
-    return cucap_i_work_leave(&w, rc, caller, err);
-}
-
 static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUdeviceptr *block, const char *caller,
                             cucap_error **err)
 {
+    struct cucap_direct_run *run;
     struct cucap_params *p;
     CUresult rc = CUDA_SUCCESS;
 
@@ -69,8 +38,8 @@ static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUd
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's capture ended (its primary's end came "
                             "first)", caller);
     }
-    if (cucap_i_hier_eager(b->h))
-        rc = eager_params(b, cucap_i_hier_eager(b->h), size, block, caller, err);
+    if ((run = cucap_i_hier_direct(b->h)) != NULL)
+        rc = run->params(run, b->ctx->ctx, b->ctx->dev, b->stream, size, block, caller, err);
     else if ((p = cucap_i_hier_params(b->h)) != NULL)
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                           "%s: the capture has its parameter block already (%zu bytes at 0x%llx): one per capture, "
@@ -126,11 +95,11 @@ CUresult cucap_builder_name_kernel(cucap_builder *b, const char *name, cucap_err
     if (!cucap_i_capture_lock(b))
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture ended while the call ran (its end came "
                           "from another thread)", caller);
-    else if (!cucap_i_hier_eager(b->h))
+    else if (!cucap_i_hier_direct(b->h))
         rc = cucap_i_kernels_name(cucap_i_hier_kernels(b->h), b->stream, name, caller, err);
     else
         rc = name && *name ? CUDA_SUCCESS : cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the name is %s", caller,
-                                                         name ? "empty" : "NULL");   /* an eager run: no graph */
+                                                         name ? "empty" : "NULL");   /* a direct run: no graph */
     cucap_i_capture_unlock(b);
     return rc;
 }

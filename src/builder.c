@@ -122,9 +122,9 @@ static int body_may_begin_again(const cucap_builder *b)
            (b->state == CUCAP_BUILDER_INVALIDATED || (b->state == CUCAP_BUILDER_ENDED && b->record_failed));
 }
 
-/* begin, or with run an eager run's begin: the same checks and state,
+/* begin, or with run a direct run's begin: the same checks and state,
  * no capture. */
-static CUresult begin(cucap_builder *b, CUstreamCaptureMode mode, struct cucap_eager_run *run, const char *caller,
+static CUresult begin(cucap_builder *b, CUstreamCaptureMode mode, struct cucap_direct_run *run, const char *caller,
                       cucap_error **err)
 {
     struct cucap_hier *h = NULL;
@@ -150,7 +150,7 @@ static CUresult begin(cucap_builder *b, CUstreamCaptureMode mode, struct cucap_e
     /* the hierarchy first: nothing to undo when memory is short; its
      * graph and the capture's id are learned when first needed (the end
      * returns the graph, a join sees the id) */
-    if (!(h = run ? cucap_i_hier_new_eager(b->ctx->ctx, b->stream, run) : cucap_i_hier_new_capture(b->ctx->ctx, b->stream)))
+    if (!(h = run ? cucap_i_hier_new_direct(b->ctx->ctx, b->stream, run) : cucap_i_hier_new_capture(b->ctx->ctx, b->stream)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     if (!run && (rc = cucap_i_drv.cuStreamBeginCapture(b->stream, mode)) != CUDA_SUCCESS) {
         cucap_i_hier_unref(h, caller);
@@ -176,8 +176,8 @@ CUresult cucap_builder_begin(cucap_builder *b, CUstreamCaptureMode mode, cucap_e
     return begin(b, mode, NULL, "cucap_builder_begin", err);
 }
 
-CUresult cucap_i_builder_begin_eager(cucap_builder *b, struct cucap_eager_run *run, const char *caller,
-                                     cucap_error **err)
+CUresult cucap_i_builder_begin_direct(cucap_builder *b, struct cucap_direct_run *run, const char *caller,
+                                      cucap_error **err)
 {
     return begin(b, CU_STREAM_CAPTURE_MODE_RELAXED, run, caller, err);
 }
@@ -196,7 +196,7 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
     if (b->state != CUCAP_BUILDER_CAPTURING || b->kind == CUCAP_BUILDER_FORKED)
         return CUDA_SUCCESS;
     cucap_i_hier_lock(b->h);
-    if (cucap_i_hier_eager(b->h)) {   /* nothing to end: the work ran */
+    if (cucap_i_hier_direct(b->h)) {   /* nothing to end: the work ran */
         cucap_i_hier_capture_over(b->h, NULL);
         b->state = CUCAP_BUILDER_ENDED;
         cucap_i_hier_unlock(b->h);

@@ -49,10 +49,10 @@ static CUresult conditional_prologue(cucap_builder *b, int driver_floor, const c
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
                             "%s: driver version %d does not support this conditional node (it needs CUDA %d.%d)",
                             caller, cucap_driver_version(), driver_floor / 1000, driver_floor % 1000 / 10);
-    if (cucap_i_hier_eager(b->h))
+    if (cucap_i_hier_direct(b->h))
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
-                            "%s: conditional nodes exist only in a graph, and this builder runs its work without "
-                            "capturing (a graph set's eager run)", caller);
+                            "%s: conditional nodes exist only in a graph, and this builder runs its work at once "
+                            "without capturing", caller);
     if (cucap_i_hier_is_body_capture(b->h))
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
                             "%s: conditional nodes cannot be nested inside a conditional body: a body is captured "

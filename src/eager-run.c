@@ -1,8 +1,8 @@
 /* A step run eagerly: a capture function's work done at once on a builder
- * that does not capture (cucap_i_builder_begin_eager), between the work
+ * that does not capture (a direct run, hierarchy.h), between the work
  * queued on the caller's stream before and after it; its parameter block
- * freed behind it.  For graph sets, whose keys cannot be captured.
- * Internal. */
+ * memory of the run, freed behind it.  For graph sets, whose keys cannot
+ * be captured.  Internal. */
 #include "config.h"
 
 #include <string.h>
@@ -12,6 +12,47 @@
 #include "driver.h"
 #include "eager-run.h"
 #include "error.h"
+
+/* The direct run of one step: its values, and the block made for them. */
+struct cucap_eager_run {
+    struct cucap_direct_run direct;  /* first: the builders see this */
+    const void *values;              /* the parameter block's values, or NULL */
+    size_t size;
+    CUdeviceptr block;               /* made by cucap_builder_params, freed behind the run */
+    CUstream block_stream;           /* where it was made */
+};
+
+/* The run's block: memory of the run, from the device's pool in stream
+ * order on s, holding the run's values once the copy queued behind it
+ * ran. */
+static CUresult eager_params(struct cucap_direct_run *direct, CUcontext ctx, CUdevice dev, CUstream s, size_t size,
+                             CUdeviceptr *block, const char *caller, cucap_error **err)
+{
+    struct cucap_eager_run *run = (struct cucap_eager_run *)direct;
+    struct cucap_work_scope w;
+    CUmemoryPool pool = NULL;
+    CUresult rc;
+
+    if (run->block)
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture has its parameter block already: one "
+                            "per capture, so put every value its work reads in one struct", caller);
+    if (run->values && size != run->size)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a block of %zu bytes, for values of %zu bytes",
+                            caller, size, run->size);
+    if ((rc = cucap_i_work_enter(&w, ctx, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_drv.cuDeviceGetMemPool(&pool, dev)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuDeviceGetMemPool");
+    else if ((rc = cucap_i_drv.cuMemAllocFromPoolAsync(&run->block, size, pool, s)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuMemAllocFromPoolAsync");
+    else if (run->values && (rc = cucap_i_drv.cuMemcpyHtoDAsync(run->block, run->values, size, s)) != CUDA_SUCCESS)
+        cucap_i_fail_driver(err, rc, caller, "cuMemcpyHtoDAsync");
+    if (rc == CUDA_SUCCESS) {
+        run->block_stream = s;
+        *block = run->block;
+    }
+    return cucap_i_work_leave(&w, rc, caller, err);
+}
 
 static void free_eager_block(CUcontext ctx, struct cucap_eager_run *run, const char *caller)
 {
@@ -75,12 +116,13 @@ CUresult cucap_i_run_eagerly(CUdevice dev, CUcontext ctx, cucap_capture_fn fn, v
     CUresult rc, done;
 
     memset(&run, 0, sizeof run);
+    run.direct.params = eager_params;
     run.values = values;
     run.size = values_size;
     if ((rc = cucap_builder_create(dev, &b, err)) != CUDA_SUCCESS)
         return rc;
     if ((rc = order_after(ctx, cucap_builder_stream(b), s, caller, err)) == CUDA_SUCCESS &&
-        (rc = cucap_i_builder_begin_eager(b, &run, caller, err)) == CUDA_SUCCESS) {
+        (rc = cucap_i_builder_begin_direct(b, &run.direct, caller, err)) == CUDA_SUCCESS) {
         rc = call_eagerly(fn, b, user_data, caller, err);
         /* forks left open are joined: their work is the step's too */
         done = cucap_builder_join_forks(b, rc == CUDA_SUCCESS ? err : NULL);

@@ -22,9 +22,9 @@ CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_
     if (parent->state != CUCAP_BUILDER_CAPTURING)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the parent graph is not being built (it is %s)",
                             caller, cucap_i_state_names[parent->state]);
-    if (cucap_i_hier_eager(parent->h))
-        return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: the parent runs its work without capturing (a graph "
-                            "set's eager run): launch the child's executable graph on its stream instead", caller);
+    if (cucap_i_hier_direct(parent->h))
+        return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: the parent runs its work at once without capturing: "
+                            "launch the child's executable graph on its stream instead", caller);
     (void)cucap_i_capture_lock_pair(parent, child);
     if (cucap_i_hier_params(child->h))
         rc = cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the child's capture made a parameter block, which "

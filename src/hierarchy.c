@@ -48,7 +48,7 @@ struct cucap_hier {
     struct cucap_params *params;     /* the parameter block its capture's kernels read, or NULL; under
                                         the graph lock */
     struct cucap_kernels *kernels;   /* the kernels its capture named, or NULL; under the graph lock */
-    struct cucap_eager_run *eager;   /* not a capture: an eager run; NULL for a capture */
+    struct cucap_direct_run *direct; /* not a capture: a direct run; NULL for a capture */
     struct cucap_box root;
     atomic_int owned;                /* the capture's end returned the root */
     atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
@@ -241,18 +241,18 @@ void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_hier 
                      CUCAP_I_RESULT_ARGS(rc));
 }
 
-struct cucap_hier *cucap_i_hier_new_eager(CUcontext ctx, CUstream origin, struct cucap_eager_run *run)
+struct cucap_hier *cucap_i_hier_new_direct(CUcontext ctx, CUstream origin, struct cucap_direct_run *run)
 {
     struct cucap_hier *h = cucap_i_hier_new_capture(ctx, origin);
 
     if (h)
-        h->eager = run;
+        h->direct = run;
     return h;
 }
 
-struct cucap_eager_run *cucap_i_hier_eager(const struct cucap_hier *h)
+struct cucap_direct_run *cucap_i_hier_direct(const struct cucap_hier *h)
 {
-    return h ? h->eager : NULL;
+    return h ? h->direct : NULL;
 }
 
 struct cucap_kernels **cucap_i_hier_kernels(struct cucap_hier *h)

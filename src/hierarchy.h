@@ -45,14 +45,14 @@ struct cucap_hier;
 struct cucap_box;
 struct cucap_deferral;           /* stream-cache.h */
 struct cucap_params;             /* params.h */
-struct cucap_eager_run;          /* below */
+struct cucap_direct_run;         /* below */
 
 /* A hierarchy for a capture about to begin on stream origin in context
  * ctx: its root is the capture's graph, known and owned once the
  * capture's end returns it (cucap_i_hier_capture_over).  One reference. */
 struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx, CUstream origin);
-/* The same for an eager run (see struct cucap_eager_run). */
-struct cucap_hier *cucap_i_hier_new_eager(CUcontext ctx, CUstream origin, struct cucap_eager_run *run);
+/* The same for a direct run (see struct cucap_direct_run). */
+struct cucap_hier *cucap_i_hier_new_direct(CUcontext ctx, CUstream origin, struct cucap_direct_run *run);
 /* A hierarchy that owns graph, made by hand or cloned, with no capture
  * (cucap_graph_adopt, cucap_graph_clone); instantiated in ctx.  One
  * reference, or NULL when out of memory. */
@@ -117,18 +117,21 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended);
  * under the graph lock.  set takes the caller's reference and drops the
  * one to the block it replaces. */
 struct cucap_params *cucap_i_hier_params(const struct cucap_hier *h);
-/* A capture that does not capture: a graph set's eager run, whose
- * builders do their work on their streams at once (forks wait on events,
- * pool allocations are stream-ordered, the parameter block is memory of
- * the run holding its values).  Owned by whoever runs it; set before the
- * builder begins (cucap_i_builder_begin_eager). */
-struct cucap_eager_run {
-    const void *values;              /* the parameter block's values, or NULL */
-    size_t size;
-    CUdeviceptr block;               /* made by cucap_builder_params, freed by the run's owner */
-    CUstream block_stream;           /* where it was made */
+/* A direct run: a hierarchy that does not capture, whose builders do
+ * their work on their streams at once (forks wait on events, pool
+ * allocations are stream-ordered; no graph, so no conditional node and
+ * no embedded graph).  What a capture takes from the library its owner
+ * supplies through the operations below, which is the whole seam between
+ * the builders and whoever runs work directly (a graph set's step run
+ * without capturing, for one).  Owned by its owner; given to the builder at its begin
+ * (cucap_i_builder_begin_direct). */
+struct cucap_direct_run {
+    /* The parameter block of size bytes for work on stream s of ctx
+     * (device dev), made on the first cucap_builder_params. */
+    CUresult (*params)(struct cucap_direct_run *run, CUcontext ctx, CUdevice dev, CUstream s, size_t size,
+                       CUdeviceptr *block, const char *caller, cucap_error **err);
 };
-struct cucap_eager_run *cucap_i_hier_eager(const struct cucap_hier *h);   /* NULL: a real capture */
+struct cucap_direct_run *cucap_i_hier_direct(const struct cucap_hier *h);   /* NULL: a real capture */
 /* The list of the kernels its capture named (kernel-names.h), NULL until
  * one is named; under the graph lock. */
 struct cucap_kernels;

@@ -138,7 +138,7 @@ static void release_hold(struct ctx_hold *hold, const char *caller)
 }
 
 /* What a device pool keeps under the release threshold the library
- * raised (memory freed back to it, eager runs' of graph sets included)
+ * raised (memory freed back to it, graph sets' direct runs' included)
  * given back to the device, in relaxed mode. */
 static void give_back_kept_memory(cucap_pool *p)
 {
@@ -318,7 +318,7 @@ static CUresult stream_ordered(cucap_pool *p, int allocate, size_t size, CUstrea
             cucap_i_drv.cuStreamGetCaptureInfo(s, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS)
             *captured = status != CU_STREAM_CAPTURE_STATUS_NONE;
         else if (captured)
-            *captured = capture && !cucap_i_hier_eager(capture);
+            *captured = capture && !cucap_i_hier_direct(capture);
         if (rc != CUDA_SUCCESS) {
             cucap_i_capture_failed(capture, allocate ? "cucap_pool_alloc (cuMemAllocFromPoolAsync)"
                                                      : "cucap_pool_free (cuMemFreeAsync)", rc);
