@@ -7,8 +7,9 @@
 
 #include "builder-object.h"
 #include "cucapture.h"
-#include "hierarchy.h"
 #include "error.h"
+
+struct cucap_direct_run;         /* hierarchy.h */
 
 /* Destroy the builders kept for the next cucap_builder_create
  * (cucap_release_cached). */

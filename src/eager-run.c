@@ -12,6 +12,7 @@
 #include "driver.h"
 #include "eager-run.h"
 #include "error.h"
+#include "hierarchy.h"
 
 /* The direct run of one step: its values, and the block made for them. */
 struct cucap_eager_run {

@@ -1,8 +1,8 @@
 /* Graph sets: keys to executable graphs, captured on first use, held
  * under a budget of device memory, the least recently used retired first,
  * and the step run eagerly (eager-run.c) when it cannot be captured.
- * Stands above the builders, executable graphs and pools, and calls them
- * as a program would. */
+ * Stands above the builders and executable graphs, and calls them as a
+ * program would. */
 #include "config.h"
 
 #include <pthread.h>
@@ -12,7 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "builder-internal.h"
 #include "context-hold.h"
 #include "driver.h"
 #include "eager-run.h"

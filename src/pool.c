@@ -15,7 +15,6 @@
 #include "live-pointers.h"
 #include "free-list.h"
 #include "pool-internal.h"
-#include "context-hold.h"
 
 #define CUCAP_MAX_DEVICES 64
 

@@ -12,7 +12,6 @@
 #include "driver.h"
 #include "error.h"
 #include "context-hold.h"
-#include "context-hold.h"
 #include "stream-cache.h"
 
 #define CACHED_CONTEXTS 8

@@ -43,7 +43,7 @@ driver-entries 1
 top=${srcdir:-.}
 dir=src/.libs
 ls "$dir"/libcucapture_internal_la-*.o >/dev/null 2>&1 || dir=src
-echo "1..5"
+echo "1..6"
 if ! command -v nm >/dev/null 2>&1; then
     for i in 1 2 3; do echo "ok $i # SKIP nm (binutils) is not installed"; done
 else
@@ -97,4 +97,31 @@ done | awk -v layers="$layers" '
         print (without == "" && up == "" ? "ok 4 - no file includes a header of a higher layer" \
                                          : "not ok 4 - includes going up:" up (without == "" ? "" : "; without a layer:" without))
         print (most <= 9 ? "ok 5 - src/ has at most nine layers (" most ")" : "not ok 5 - src/ has " most " layers, more than nine")
+    }'
+# the longest chain of includes (a .c and its .h one file), and no loop
+for f in "$top"/src/*.c "$top"/src/*.h; do
+    stem=${f##*/}; stem=${stem%.*}
+    sed -n 's/^#include "\([^"]*\)\.h".*/\1/p' "$f" | sed "s|^|$stem |"
+done | awk '
+    function chain(f,    k, p, best, c) {
+        if (f in memo) return memo[f]
+        if (f in visiting) { looped = looped " " f; return 0 }
+        visiting[f] = 1
+        best = 1; via[f] = ""
+        for (k in edge) {
+            split(k, p, SUBSEP)
+            if (p[1] == f && (c = chain(p[2]) + 1) > best) { best = c; via[f] = p[2] }
+        }
+        delete visiting[f]
+        return memo[f] = best
+    }
+    $2 != "config" && $2 !~ /^cucapture/ && $2 != $1 { edge[$1, $2] = 1; files[$1] = 1; files[$2] = 1 }
+    END {
+        for (f in files) if (chain(f) > most) { most = memo[f]; from = f }
+        for (path = from; via[from] != ""; from = via[from]) path = path " -> " via[from]
+        if (looped != "")
+            print "not ok 6 - includes in a loop:" looped
+        else
+            print (most <= 9 ? "ok 6 - the longest chain of includes has " most " files: " path \
+                             : "not ok 6 - the longest chain of includes has " most " files, more than nine: " path)
     }'
