@@ -287,3 +287,78 @@ Test(kernels_run_gpu, arguments_change_after_the_builder_is_gone)
     cucap_exec_destroy(exec);
     unload_store(&k);
 }
+
+/* store(out[which], v, w) on b's stream in a grid of 2 blocks with
+ * clusters of cluster blocks (a launch attribute). */
+static void launch_store_clustered(struct store_kernel *k, cucap_builder *b, int which, uint32_t v, uint64_t w,
+                                   unsigned int cluster)
+{
+    PFN_cuLaunchKernelEx_v11060 launch = (PFN_cuLaunchKernelEx_v11060)cucap_driver_entry_point("cuLaunchKernelEx");
+    void *args[3] = { &k->out[which], &v, &w };
+    CUlaunchAttribute attr;
+    CUlaunchConfig cfg;
+
+    cr_assert_not_null(launch);
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = cluster;
+    attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = 2;
+    cfg.gridDimY = cfg.gridDimZ = cfg.blockDimX = cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.hStream = cucap_builder_stream(b);
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    cr_assert_eq(launch(&cfg, k->f, args, NULL), CUDA_SUCCESS);
+}
+
+static cucap_builder *clustered_capture(struct store_kernel *k, uint32_t v, unsigned int cluster)
+{
+    cucap_builder *b = capturing();
+
+    launch_store_clustered(k, b, 0, v, v, cluster);
+    cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
+    return b;
+}
+
+/* Two graphs that differ only in a kernel's cluster dimensions: the
+ * update is refused, naming them, and the executable graph runs as it
+ * was (the driver accepts some such updates and then runs them wrong). */
+Test(kernels_run_gpu, an_update_to_other_cluster_dimensions_is_refused)
+{
+    struct store_kernel k = load_store();
+    cucap_builder *a = clustered_capture(&k, 1, 1), *b = clustered_capture(&k, 3, 2), *c = clustered_capture(&k, 5, 1);
+    cucap_update_refusal refusal;
+    cucap_completion how;
+    cucap_exec *exec = NULL;
+    cucap_error *err = NULL;
+    struct stored s;
+
+    cr_assert_eq(cucap_builder_complete(a, NULL, &exec, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    REFUSED(cucap_exec_update(exec, b, &why), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, "cluster dimensions: 2x1x1");
+    run(exec);
+    s = read_out(&k, 0);
+    cr_assert(s.v == 1, "the executable graph runs as it was: %u", s.v);
+    cr_assert_eq(cucap_builder_complete_into_why(b, NULL, &exec, &how, &refusal, &err), CUDA_SUCCESS, "%s",
+                 cucap_error_message(err));
+    cr_assert_eq(how, CUCAP_COMPLETED_INSTANTIATED);
+    cr_assert_eq(refusal.result, CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED, "%s", refusal.message);
+    run(exec);
+    s = read_out(&k, 0);
+    cr_assert(s.v == 3, "the new executable graph: %u", s.v);
+    cr_assert_eq(cucap_exec_update(exec, c, &err), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, "back to clusters of 1");
+    cucap_error_free(err);
+    err = NULL;
+    cucap_exec_destroy(exec);
+    exec = NULL;
+    cr_assert_eq(cucap_builder_complete(a, NULL, &exec, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_exec_update(exec, c, &err), CUDA_SUCCESS, "the same attributes: %s", cucap_error_message(err));
+    run(exec);
+    s = read_out(&k, 0);
+    cr_assert(s.v == 5, "updated: %u", s.v);
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(a);
+    cucap_builder_destroy(b);
+    cucap_builder_destroy(c);
+    unload_store(&k);
+}
