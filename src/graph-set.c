@@ -336,6 +336,20 @@ static CUresult weigh(CUgraph g, size_t *nodes, size_t *bytes, size_t *memory_no
     return rc;
 }
 
+/* An error the set keeps as a reason instead of returning: one that left
+ * the thread in another capture mode or context (a restore failed) is
+ * also given to the warning handler, since it outlasts the call. */
+static void hear_lasting_failure(const cucap_error *e)
+{
+    size_t i;
+    int lasting = e && strstr(cucap_error_message(e), "restoring the thread's") != NULL;
+
+    for (i = 0; e && !lasting && cucap_error_note(e, i); i++)
+        lasting = strstr(cucap_error_note(e, i), "restoring the thread's") != NULL;
+    if (lasting)
+        cucap_warn(e);
+}
+
 static void reason_from(char *why, size_t size, const char *what, CUresult rc, const cucap_error *e)
 {
     size_t i, used;
@@ -344,6 +358,7 @@ static void reason_from(char *why, size_t size, const char *what, CUresult rc, c
         snprintf(why, size, "%s: it returned %s", what, cucap_result_name(rc));
         return;
     }
+    hear_lasting_failure(e);
     snprintf(why, size, "%s: %s", what, cucap_error_message(e));
     for (i = 0; cucap_error_note(e, i) && (used = strlen(why)) + 8 < size; i++)
         snprintf(why + used, size - used, " (%s)", cucap_error_note(e, i));
@@ -392,6 +407,7 @@ static struct kept_exec *update_kept(struct kept_exec **list, cucap_builder *b, 
             return k;
         }
         snprintf(refusal, size, "%s", cucap_error_message(e));
+        hear_lasting_failure(e);
         cucap_error_free(e);
         e = NULL;
     }

@@ -19,6 +19,7 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,7 @@ static struct state {
     struct ptr ptr[PTRS];
     CUdeviceptr buffer;
     CUstream spare;
+    cucap_graph_set *set;
     int fault_in_release;            /* a destroy-like call failed: leaks are the driver's */
     long baseline[6];                /* live objects before the input (earlier inputs may have lost some
                                         to failed destroys) */
@@ -367,9 +369,11 @@ static const CUresult fault_codes[] = {
 
 /* ---------------------------------------------------------------- one step */
 
+static void set_op(unsigned op, unsigned a, unsigned c);
+
 static void run_step(struct input *in)
 {
-    unsigned op = next(in) % 28, a = next(in), c = next(in);
+    unsigned op = next(in) % 33, a = next(in), c = next(in);
     cucap_error *err = NULL;
 
     current_op = op;
@@ -629,6 +633,13 @@ static void run_step(struct input *in)
 
         checked(rc, err, "cucap_builder_dot_print");
         break;
+    case 27:
+    case 28:
+    case 29:
+    case 30:
+    case 31:
+        set_op(op, a, c);
+        break;
     default:
         set_rules("");
         break;
@@ -636,6 +647,121 @@ static void run_step(struct input *in)
     note_fault();   /* whatever the step's calls were, a fault in a release counts */
     check_states();
     check_thread_mode();
+}
+
+/* ---------------------------------------------------------------- graph sets */
+
+/* A graph set's step, by the key's first byte: a memset, a parameter
+ * block copied out, a fork, a pool allocation inside the step, a call
+ * the capture forbids (the step runs eagerly), or the function's own
+ * failure. */
+static CUresult set_step(cucap_builder *b, void *user_data, cucap_error **err)
+{
+    unsigned shape = (unsigned)(uintptr_t)user_data;
+    CUstream s = cucap_builder_stream(b);
+    cucap_builder *fork = NULL;
+    CUdeviceptr block, tmp;
+    cucap_pool *pool;
+    CUresult rc;
+
+    switch (shape % 6) {
+    case 1:
+        if ((rc = cucap_builder_params(b, 8, &block, err)) != CUDA_SUCCESS)
+            return rc;
+        return D.cuMemcpyDtoDAsync(st.buffer + 8 * 64, block, 8, s);
+    case 2:
+        if ((rc = cucap_builder_split(b, 2, &fork, err)) != CUDA_SUCCESS)
+            return rc;
+        if ((rc = D.cuMemsetD8Async(st.buffer + 9 * 64, 2, 64, cucap_builder_stream(fork))) == CUDA_SUCCESS)
+            rc = cucap_builder_join_forks(b, err);
+        cucap_builder_destroy(fork);
+        return rc;
+    case 3:
+        if ((rc = cucap_device_pool(0, &pool, err)) != CUDA_SUCCESS ||
+            (rc = cucap_pool_alloc(pool, 4096u << (shape % 4), s, &tmp, err)) != CUDA_SUCCESS)
+            return rc;
+        if ((rc = D.cuMemsetD8Async(tmp, 3, 64, s)) == CUDA_SUCCESS)
+            rc = D.cuMemcpyDtoDAsync(st.buffer + 10 * 64, tmp, 64, s);
+        (void)cucap_pool_free(pool, tmp, s, NULL);
+        return rc;
+    case 4:
+        (void)D.cuStreamSynchronize(s);   /* refused, and the capture is invalidated */
+        return D.cuMemsetD8Async(st.buffer + 11 * 64, 4, 64, s);
+    case 5:
+        return cucap_i_fail(err, CUDA_ERROR_LAUNCH_FAILED, "cucap_fuzz_step: the step's own failure");
+    default:
+        return D.cuMemsetD8Async(st.buffer + 12 * 64, 5, 64, s);
+    }
+}
+
+static void set_op(unsigned op, unsigned a, unsigned c)
+{
+    cucap_graph_set_options opts;
+    cucap_graph_set_stats stats;
+    cucap_graph_set_key_stats ks;
+    cucap_error *err = NULL;
+    unsigned char key = (unsigned char)(c % 6 + (a & 0x10));
+    uint64_t values = c;
+    CUresult rc;
+
+    switch (op) {
+    case 27:
+        if (st.set && (c & 0x80)) {
+            cucap_graph_set_destroy(st.set);
+            st.set = NULL;
+            note_fault();
+            break;
+        }
+        if (st.set)
+            break;
+        memset(&opts, 0, sizeof opts);
+        opts.budget_bytes = (c & 0x40) ? 0 : (size_t)(1 + c % 64) << 20;   /* 0: refused */
+        opts.budget_graphs = a % 4;
+        opts.kept_for_update = (a >> 2) % 3;
+        opts.capture_mode = (CUstreamCaptureMode)((a >> 4) % 4);   /* 3: no mode */
+        rc = cucap_graph_set_create(0, &opts, &st.set, &err);
+        checked(rc, err, "cucap_graph_set_create");
+        CHECK((rc == CUDA_SUCCESS) == (st.set != NULL), "create returned %d and %s set", rc, st.set ? "a" : "no");
+        break;
+    case 28: {
+        cucap_run_kind kind = (cucap_run_kind)0;
+        size_t size = (a & 1) ? ((a & 2) ? 4 : 8) : 0;   /* 4: the wrong size */
+        rc = cucap_graph_set_run(st.set, &key, (a & 0x20) ? 0 : 1, set_step, (void *)(uintptr_t)key,
+                                 size ? &values : NULL, size, (a & 4) ? NULL : st.spare, &kind, &err);
+        checked(rc, err, "cucap_graph_set_run");
+        CHECK(rc != CUDA_SUCCESS || (kind >= CUCAP_RUN_LAUNCHED && kind <= CUCAP_RUN_EAGER),
+              "a run succeeded with kind %d", (int)kind);
+        break;
+    }
+    case 29: {
+        unsigned char keys[3] = { (unsigned char)(c % 6), (unsigned char)((c + 1) % 6), (unsigned char)(a % 6) };
+        const void *list[3] = { &keys[0], &keys[1], &keys[2] };
+        size_t sizes[3] = { 1, 1, (a & 8) ? 0 : 1 };
+        void *users[3] = { (void *)(uintptr_t)keys[0], (void *)(uintptr_t)keys[1], (void *)(uintptr_t)keys[2] };
+        rc = cucap_graph_set_warm(st.set, list, sizes, 3, set_step, users, &err);
+        checked(rc, err, "cucap_graph_set_warm");
+        break;
+    }
+    case 30:
+        cucap_graph_set_get_stats(st.set, &stats);
+        CHECK(!st.set || stats.hits + stats.misses == stats.runs, "hits %llu + misses %llu != runs %llu", stats.hits,
+              stats.misses, stats.runs);
+        rc = cucap_graph_set_get_key_stats(st.set, &key, 1, &ks, &err);
+        checked(rc, err, "cucap_graph_set_get_key_stats");
+        break;
+    default: {   /* parameter blocks outside sets */
+        CUdeviceptr block = 0;
+        size_t size = 1 + c % 16;
+        if (a & 1) {
+            rc = cucap_builder_params(st.b[c % BUILDERS], size, &block, &err);
+            checked(rc, err, "cucap_builder_params");
+        } else {
+            rc = cucap_exec_launch_params(st.e[c % EXECS], &values, size, st.spare, &err);
+            checked(rc, err, "cucap_exec_launch_params");
+        }
+        break;
+    }
+    }
 }
 
 /* ---------------------------------------------------------------- teardown */
@@ -648,6 +774,8 @@ static void teardown(struct input *in)
 
     set_rules("");
     D.cuStreamSynchronize(st.spare);
+    cucap_graph_set_destroy(st.set);
+    st.set = NULL;
     /* builders in an order the input picks */
     for (k = 0; k < BUILDERS; k++) {
         i = (int)((order + (unsigned)k * 3) % BUILDERS);
