@@ -775,6 +775,63 @@ BACKEND_TEST(graph_set, allocating_keys_from_sixteen_threads_stay_within_the_bud
     budget_from_threads(16);
 }
 
+/* What the process holds of device 0's memory beside its own
+ * allocations: graph memory and what the default pool keeps. */
+static size_t memory_held(void)
+{
+    CUmemoryPool pool;
+    cuuint64_t kept = 0;
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+
+    cr_assert_eq(D.cuDeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+    D.cuThreadExchangeStreamCaptureMode(&mode);
+    cr_assert_eq(D.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &kept), CUDA_SUCCESS);
+    D.cuThreadExchangeStreamCaptureMode(&mode);
+    return device_taken() + (size_t)kept;
+}
+
+/* Eager runs take their memory from the device's pool, outside the
+ * budget: after the set's destroy and cucap_release_cached, the graph
+ * memory and what the pool keeps are back where they were before the
+ * set (the pool's own figure: other test programs share the device's
+ * free memory). */
+BACKEND_TEST(graph_set, memory_comes_back_after_destroy_and_release_cached_eager_runs_included)
+{
+    cucap_graph_set *set;
+    struct alloc_call call;
+    cucap_graph_set_stats stats;
+    cucap_error *err = NULL;
+    CUstream s = new_stream();
+    CUdeviceptr out;
+    size_t before;
+    uint64_t key, values;
+    int run;
+
+    cr_assert_eq(D.cuMemAlloc(&out, 8), CUDA_SUCCESS);
+    call = (struct alloc_call){ NULL, out, 0 };
+    cucap_release_cached();
+    cr_assert_eq(D.cuDeviceGraphMemTrim(0), CUDA_SUCCESS);
+    before = memory_held();
+    /* a budget below one granule: every step runs eagerly, 8 MiB from the device's pool each */
+    set = new_set_in_mode((size_t)16 << 20, 0, 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    for (run = 0; run < 6; run++) {
+        key = (uint64_t)run % 2;
+        values = (uint64_t)run + 1;
+        cr_assert_eq(cucap_graph_set_run(set, &key, sizeof key, alloc_step, &call, &values, 8, s, NULL, &err),
+                     CUDA_SUCCESS, "%s", cucap_error_message(err));
+    }
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cucap_graph_set_get_stats(set, &stats);
+    cr_assert_eq(stats.eager_runs, 6, "%llu eager runs", stats.eager_runs);
+    cr_assert_gt(memory_held(), before, "the eager runs' memory is kept by the pool until given back");
+    cucap_graph_set_destroy(set);
+    cucap_release_cached();
+    cr_assert_leq(memory_held(), before + ((size_t)1 << 20), "%zu bytes held after, %zu before", memory_held(),
+                  before);
+    D.cuMemFree(out);
+    D.cuStreamDestroy(s);
+}
+
 /* ---------------------------------------------------------------- eager runs */
 
 struct intruder {
