@@ -12,6 +12,11 @@
  *      driver work on the capture's streams goes through
  *      cucap_builder_enqueue, as the header tells applications to: the
  *      driver does not synchronize one graph's calls itself.
+ *   3. several threads run ONE graph set (fuzz-threads' fourth test), each
+ *      on a stream of its own, on keys of their own whose steps are plain, fork,
+ *      allocate inside the step, read the parameter block or make a call
+ *      the capture forbids (eager runs), under a budget of two graphs
+ *      that retires at nearly every miss; every run's values checked.
  * Built as fuzz-threads (the simulated driver; CI runs it under
  * ThreadSanitizer: a plain TAP program, since Criterion's runner does not
  * start under TSan) and fuzz-threads-gpu (the real driver).
@@ -21,6 +26,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,6 +310,132 @@ static int one_hierarchy(int round_count, unsigned seed_value)
     return settled_breaks + atomic_load(&hierarchy_breaks);
 }
 
+/* ---------------------------------------------------------------- one graph set, several threads */
+
+struct set_worker {
+    cucap_graph_set *set;
+    unsigned rng;
+    CUdeviceptr out;                 /* this thread's 8 bytes */
+    int index, failures, runs;
+};
+
+struct set_call {
+    unsigned key;
+    CUdeviceptr out;
+};
+
+/* The step of a key: the run's values, through the parameter block, to
+ * out; key % 4 says how (directly, through a fork, through 1 MiB
+ * allocated inside the step, or after a forbidden call, eagerly). */
+static CUresult set_step(cucap_builder *b, void *user_data, cucap_error **err)
+{
+    struct set_call *c = user_data;
+    CUstream s = cucap_builder_stream(b);
+    cucap_builder *fork = NULL;
+    CUdeviceptr block, tmp;
+    cucap_pool *pool;
+    CUresult rc;
+
+    if ((rc = cucap_builder_params(b, 8, &block, err)) != CUDA_SUCCESS)
+        return rc;
+    switch (c->key % 4) {
+    case 1:
+        if ((rc = cucap_builder_split(b, 2, &fork, err)) != CUDA_SUCCESS)
+            return rc;
+        if ((rc = D.cuMemcpyDtoDAsync(c->out, block, 8, cucap_builder_stream(fork))) == CUDA_SUCCESS)
+            rc = cucap_builder_join_forks(b, err);
+        cucap_builder_destroy(fork);
+        return rc;
+    case 2:
+        if ((rc = cucap_device_pool(0, &pool, err)) != CUDA_SUCCESS ||
+            (rc = cucap_pool_alloc(pool, 1u << 20, s, &tmp, err)) != CUDA_SUCCESS)
+            return rc;
+        if ((rc = D.cuMemcpyDtoDAsync(tmp, block, 8, s)) == CUDA_SUCCESS &&
+            (rc = D.cuMemcpyDtoDAsync(c->out, tmp, 8, s)) == CUDA_SUCCESS)
+            rc = cucap_pool_free(pool, tmp, s, err);
+        return rc;
+    case 3:
+        (void)D.cuStreamSynchronize(s);   /* refused in a capture, and invalidates it: an eager run */
+        return D.cuMemcpyDtoDAsync(c->out, block, 8, s);
+    default:
+        return D.cuMemcpyDtoDAsync(c->out, block, 8, s);
+    }
+}
+
+static void *set_work(void *p)
+{
+    struct set_worker *w = p;
+    struct set_call call;
+    cucap_error *err = NULL;
+    CUstream s = NULL;
+    uint64_t values, got;
+    int round;
+
+    if (D.cuCtxSetCurrent(ctx) != CUDA_SUCCESS || D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+        w->failures++;
+        return NULL;
+    }
+    for (round = 0; round < rounds; round++) {
+        unsigned key = (unsigned)w->index << 8 | rnd_of(&w->rng) % 8;   /* a graph writes where its capture said */
+        call.key = key;
+        call.out = w->out;
+        values = ((uint64_t)w->rng << 8) | round;
+        got = 0;
+        if (cucap_graph_set_run(w->set, &key, sizeof key, set_step, &call, &values, sizeof values, s, NULL, &err) !=
+                CUDA_SUCCESS ||
+            D.cuStreamSynchronize(s) != CUDA_SUCCESS || D.cuMemcpyDtoH(&got, w->out, sizeof got) != CUDA_SUCCESS ||
+            got != values) {
+            if (w->failures++ < 3)
+                printf("# set thread: key %u round %d: %s (wrote %llx, not %llx)\n", key, round,
+                       err ? cucap_error_message(err) : "no error", (unsigned long long)got,
+                       (unsigned long long)values);
+        }
+        cucap_error_free(err);
+        err = NULL;
+        w->runs++;
+        atomic_fetch_add(&progress, 1);
+    }
+    D.cuStreamDestroy(s);
+    return NULL;
+}
+
+static int one_set(int threads, unsigned seed_value)
+{
+    cucap_graph_set_options opts;
+    struct set_worker w[16];
+    pthread_t t[16];
+    cucap_error *err = NULL;
+    CUdeviceptr out;
+    int i, failures = 0;
+
+    memset(&opts, 0, sizeof opts);
+    opts.budget_bytes = (size_t)96 << 20;
+    opts.budget_graphs = 2;
+    opts.kept_for_update = 1;
+    opts.capture_mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    if (D.cuMemAlloc(&out, (size_t)threads * 8) != CUDA_SUCCESS ||
+        cucap_graph_set_create(0, &opts, &w[0].set, &err) != CUDA_SUCCESS) {
+        printf("# the set could not be made: %s\n", cucap_error_message(err));
+        cucap_error_free(err);
+        return 1;
+    }
+    for (i = 0; i < threads; i++) {
+        w[i].set = w[0].set;
+        w[i].rng = seed_value * 31u + (unsigned)i;
+        w[i].out = out + (size_t)i * 8;
+        w[i].index = i;
+        w[i].failures = w[i].runs = 0;
+        pthread_create(&t[i], NULL, set_work, &w[i]);
+    }
+    for (i = 0; i < threads; i++) {
+        pthread_join(t[i], NULL);
+        failures += w[i].failures;
+    }
+    cucap_graph_set_destroy(w[0].set);
+    D.cuMemFree(out);
+    return failures;
+}
+
 static int load(void)
 {
 #ifdef FUZZ_THREADS_GPU
@@ -350,7 +482,7 @@ int main(int argc, char **argv)
     printf("TAP version 13\n");
     if ((loaded = load()) <= 0)
         return loaded < 0;
-    printf("1..3\n");
+    printf("1..4\n");
     cucap_set_warning_handler(quiet, NULL);
     for (i = 0; i < threads; i++) {
         w[i].rng = seed * 7919u + (unsigned)i;
@@ -369,5 +501,8 @@ int main(int argc, char **argv)
     printf("%s 3 - four threads on one hierarchy x %d rounds (parent end against body end, fork split, destroy and "
            "invalidation, graph-reference instantiate): %d breaks of the error convention or of settled states\n",
            breaks ? "not ok" : "ok", rounds, breaks);
+    breaks = one_set(threads, seed);
+    printf("%s 4 - %d threads on one graph set x %d runs, each on its own stream, every run's values right "
+           "(%d wrong)\n", breaks ? "not ok" : "ok", threads, rounds, breaks);
     return 0;
 }
