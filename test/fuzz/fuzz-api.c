@@ -682,7 +682,15 @@ static CUresult set_step(cucap_builder *b, void *user_data, cucap_error **err)
             return rc;
         if ((rc = D.cuMemsetD8Async(tmp, 3, 64, s)) == CUDA_SUCCESS)
             rc = D.cuMemcpyDtoDAsync(st.buffer + 10 * 64, tmp, 64, s);
-        (void)cucap_pool_free(pool, tmp, s, NULL);
+        if (cucap_pool_free(pool, tmp, s, NULL) != CUDA_SUCCESS) {   /* an injected fault: teardown frees it */
+            int j;
+            for (j = 0; j < PTRS && st.ptr[j].p; j++)
+                ;
+            if (j < PTRS) {
+                st.ptr[j].p = tmp;
+                st.ptr[j].pool = -1;
+            }
+        }
         return rc;
     case 4:
         (void)D.cuStreamSynchronize(s);   /* refused, and the capture is invalidated */
