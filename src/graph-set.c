@@ -16,6 +16,7 @@
 #include "driver.h"
 #include "eager-run.h"
 #include "error.h"
+#include "graph-set-keys.h"
 #include "stream-cache.h"
 
 #define RETRY_CAP 64                 /* the longest wait, in runs of the key, before a capture is tried again */
@@ -26,23 +27,6 @@
  * instantiation). */
 #define GRAPH_MEMORY_GRANULE ((size_t)32 << 20)
 #define FOOTPRINT_PER_NODE ((size_t)2 << 10)
-
-struct entry {
-    struct entry *next;              /* in its hash bucket */
-    struct entry *newer, *older;     /* the list of entries with a graph, most recently run first */
-    cucap_exec *exec;                /* NULL: none (never made, retired, or its capture failed) */
-    int capturing;                   /* a thread is making its graph */
-    size_t nodes, allocation_bytes, memory_nodes, footprint;
-    double capture_us, instantiate_us;
-    unsigned long long runs, last_run, retry_at;
-    unsigned int failures;
-    CUevent done;                    /* behind its last launch, when its graph allocates; NULL before */
-    unsigned long long done_stream;  /* the id of that launch's stream */
-    char reason[256], refusal[256];
-    uint64_t hash;
-    size_t key_size;
-    unsigned char key[];
-};
 
 struct kept_exec {
     cucap_exec *exec;
@@ -56,9 +40,7 @@ struct cucap_graph_set {
     struct ctx_hold *hold;
     CUdevice dev;
     cucap_graph_set_options opts;
-    struct entry **buckets;
-    size_t bucket_count, entry_count;
-    struct entry *newest, *oldest;
+    struct key_table keys;           /* newest and oldest: the keys with a graph, by their last run */
     struct kept_exec *kept;          /* not while a thread tries them for an update */
     size_t making, making_bytes;     /* graphs being instantiated or updated, and the room set aside for them */
     cucap_graph_set_stats stats;
@@ -70,92 +52,6 @@ static double now_us(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static uint64_t hash_of(const unsigned char *key, size_t size)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    size_t i;
-
-    for (i = 0; i < size; i++)
-        h = (h ^ key[i]) * 0x100000001b3ull;
-    return h;
-}
-
-/* ---------------------------------------------------------------- keys (under the lock) */
-
-static struct entry *find(const cucap_graph_set *set, const void *key, size_t size, uint64_t h)
-{
-    struct entry *e;
-
-    for (e = set->buckets[h & (set->bucket_count - 1)]; e; e = e->next)
-        if (e->hash == h && e->key_size == size && !memcmp(e->key, key, size))
-            return e;
-    return NULL;
-}
-
-static int grow(cucap_graph_set *set)
-{
-    size_t count = set->bucket_count * 2, i;
-    struct entry **buckets = calloc(count, sizeof *buckets);
-
-    if (!buckets)
-        return -1;
-    for (i = 0; i < set->bucket_count; i++)
-        while (set->buckets[i]) {
-            struct entry *e = set->buckets[i];
-            set->buckets[i] = e->next;
-            e->next = buckets[e->hash & (count - 1)];
-            buckets[e->hash & (count - 1)] = e;
-        }
-    free(set->buckets);
-    set->buckets = buckets;
-    set->bucket_count = count;
-    return 0;
-}
-
-static struct entry *find_or_add(cucap_graph_set *set, const void *key, size_t size)
-{
-    uint64_t h = hash_of(key, size);
-    struct entry *e = find(set, key, size, h);
-
-    if (e)
-        return e;
-    if (set->entry_count >= set->bucket_count && grow(set) != 0)
-        return NULL;
-    if (!(e = calloc(1, sizeof *e + size)))
-        return NULL;
-    e->hash = h;
-    e->key_size = size;
-    memcpy(e->key, key, size);
-    e->next = set->buckets[h & (set->bucket_count - 1)];
-    set->buckets[h & (set->bucket_count - 1)] = e;
-    set->entry_count++;
-    return e;
-}
-
-static void unlink_lru(cucap_graph_set *set, struct entry *e)
-{
-    if (e->newer)
-        e->newer->older = e->older;
-    else
-        set->newest = e->older;
-    if (e->older)
-        e->older->newer = e->newer;
-    else
-        set->oldest = e->newer;
-    e->newer = e->older = NULL;
-}
-
-static void link_newest(cucap_graph_set *set, struct entry *e)
-{
-    e->older = set->newest;
-    e->newer = NULL;
-    if (set->newest)
-        set->newest->newer = e;
-    else
-        set->oldest = e;
-    set->newest = e;
 }
 
 /* ---------------------------------------------------------------- device memory (under the lock) */
@@ -188,10 +84,10 @@ static size_t taken(const cucap_graph_set *set)
  * finish first; the driver frees it then). */
 static void retire_oldest(cucap_graph_set *set)
 {
-    struct entry *e = set->oldest;
+    struct entry *e = set->keys.oldest;
     struct kept_exec *k;
 
-    unlink_lru(set, e);
+    cucap_i_keys_unlink(&set->keys, e);
     set->stats.graphs--;
     set->stats.retirements++;
     if (!e->memory_nodes && set->stats.kept < set->opts.kept_for_update && (k = malloc(sizeof *k))) {
@@ -272,23 +168,23 @@ static int make_room(cucap_graph_set *set, size_t bytes, size_t nodes, char *why
         return -1;
     }
     measure_graph_memory(set);
-    while (!fits(set, bytes, nodes) && (set->kept || set->oldest || set->making)) {
-        if (!set->kept && !set->oldest) {
+    while (!fits(set, bytes, nodes) && (set->kept || set->keys.oldest || set->making)) {
+        if (!set->kept && !set->keys.oldest) {
             pthread_cond_wait(&set->settled, &set->lock);
             measure_graph_memory(set);
             continue;
         }
         measured = set->stats.graph_memory;
-        for (freed = 0; !fits(set, bytes, nodes) && (set->kept || set->oldest);) {
+        for (freed = 0; !fits(set, bytes, nodes) && (set->kept || set->keys.oldest);) {
             if (set->kept) {
                 drop_kept(set);   /* kept graphs have no memory nodes */
             } else {
-                freed += may_take(set->oldest->allocation_bytes, 0);
+                freed += may_take(set->keys.oldest->allocation_bytes, 0);
                 retire_oldest(set);
             }
             set->stats.graph_memory = measured > freed ? measured - freed : 0;   /* until the trim measures it */
         }
-        if (freed || (!set->kept && !set->oldest && measured))
+        if (freed || (!set->kept && !set->keys.oldest && measured))
             trim(set);
         else
             set->stats.graph_memory = measured;
@@ -495,7 +391,7 @@ static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_
         e->capture_us = capture_us;
         e->failures = 0;
         e->reason[0] = '\0';
-        link_newest(set, e);
+        cucap_i_keys_link_newest(&set->keys, e);
         set->stats.graphs++;
         set->stats.footprint += footprint;
         measure_graph_memory(set);
@@ -622,16 +518,16 @@ CUresult cucap_graph_set_create(CUdevice dev, const cucap_graph_set_options *opt
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the options' reserved members must be zero", caller);
     if ((rc = cucap_i_check_device(dev, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if (!(set = calloc(1, sizeof *set)) || !(set->buckets = calloc(16, sizeof *set->buckets))) {
+    if (!(set = calloc(1, sizeof *set)) || cucap_i_keys_init(&set->keys) != 0) {
         free(set);
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     }
     if ((rc = cucap_i_ctx_hold_primary(dev, &set->hold, caller, err)) != CUDA_SUCCESS) {
-        free(set->buckets);
+        while (cucap_i_keys_take(&set->keys))
+            ;
         free(set);
         return rc;
     }
-    set->bucket_count = 16;
     set->dev = dev;
     set->opts = *opts;
     set->stats.budget_bytes = opts->budget_bytes;
@@ -653,19 +549,18 @@ static CUresult order_behind_running_allocations(cucap_graph_set *set, struct en
 {
     struct entry *f;
     CUresult rc;
-    size_t running = 0, i;
+    size_t running = 0;
 
     if (taken(set) + set->making_bytes + may_take(e->allocation_bytes, 0) <= set->opts.budget_bytes)
         return CUDA_SUCCESS;   /* even a reservation of its own fits */
     /* retired graphs' launches too: their memory is taken until they end */
-    for (i = 0; i < set->bucket_count; i++)
-        for (f = set->buckets[i]; f; f = f->next)
-            if (f->done && (!id || f->done_stream != id) &&   /* e's own earlier launch too */
-                cucap_i_drv.cuEventQuery(f->done) == CUDA_ERROR_NOT_READY) {
-                if ((rc = cucap_i_drv.cuStreamWaitEvent(s, f->done, 0)) != CUDA_SUCCESS)
-                    return cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
-                running++;
-            }
+    for (f = cucap_i_keys_next(&set->keys, NULL); f; f = cucap_i_keys_next(&set->keys, f))
+        if (f->done && (!id || f->done_stream != id) &&   /* e's own earlier launch too */
+            cucap_i_drv.cuEventQuery(f->done) == CUDA_ERROR_NOT_READY) {
+            if ((rc = cucap_i_drv.cuStreamWaitEvent(s, f->done, 0)) != CUDA_SUCCESS)
+                return cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
+            running++;
+        }
     if (running)
         set->stats.ordered_launches++;
     return CUDA_SUCCESS;
@@ -724,7 +619,7 @@ CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_s
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: values and values_size go together (%s values, "
                             "%zu bytes)", caller, values ? "given" : "no", values_size);
     pthread_mutex_lock(&set->lock);
-    if (!(e = find_or_add(set, key, key_size))) {
+    if (!(e = cucap_i_keys_find_or_add(&set->keys, key, key_size))) {
         pthread_mutex_unlock(&set->lock);
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     }
@@ -735,8 +630,8 @@ CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_s
             set->stats.hits++;
             e->runs++;
             e->last_run = set->stats.runs;
-            unlink_lru(set, e);
-            link_newest(set, e);
+            cucap_i_keys_unlink(&set->keys, e);
+            cucap_i_keys_link_newest(&set->keys, e);
         }
         pthread_mutex_unlock(&set->lock);
         if (kind && rc == CUDA_SUCCESS)
@@ -787,7 +682,7 @@ CUresult cucap_graph_set_warm(cucap_graph_set *set, const void *const *keys, con
     /* as a run makes a graph, side by side with other threads' */
     for (i = 0; i < count; i++) {
         pthread_mutex_lock(&set->lock);
-        e = find_or_add(set, keys[i], key_sizes[i]);
+        e = cucap_i_keys_find_or_add(&set->keys, keys[i], key_sizes[i]);
         if (e && (e->exec || e->capturing))
             e = NULL;   /* made, or being made */
         else if (e)
@@ -824,7 +719,7 @@ CUresult cucap_graph_set_get_key_stats(cucap_graph_set *set, const void *key, si
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&set->lock);
-    if ((e = find(set, key, key_size, hash_of(key, key_size)))) {
+    if ((e = cucap_i_keys_find(&set->keys, key, key_size))) {
         out->has_graph = e->exec != NULL;
         out->nodes = e->nodes;
         out->allocation_bytes = e->allocation_bytes;
@@ -847,19 +742,16 @@ CUresult cucap_graph_set_get_key_stats(cucap_graph_set *set, const void *key, si
 void cucap_graph_set_destroy(cucap_graph_set *set)
 {
     struct cucap_work_scope w;
-    size_t i;
+    struct entry *e;
 
     if (!set)
         return;
-    for (i = 0; i < set->bucket_count; i++)
-        while (set->buckets[i]) {
-            struct entry *e = set->buckets[i];
-            set->buckets[i] = e->next;
-            cucap_exec_destroy(e->exec);
-            if (e->done)
-                (void)cucap_i_drv.cuEventDestroy(e->done);
-            free(e);
-        }
+    while ((e = cucap_i_keys_take(&set->keys)) != NULL) {
+        cucap_exec_destroy(e->exec);
+        if (e->done)
+            (void)cucap_i_drv.cuEventDestroy(e->done);
+        free(e);
+    }
     while (set->kept) {
         struct kept_exec *k = set->kept;
         set->kept = k->next;
@@ -872,6 +764,5 @@ void cucap_graph_set_destroy(cucap_graph_set *set)
     cucap_i_ctx_hold_release(set->hold);
     pthread_mutex_destroy(&set->lock);
     pthread_cond_destroy(&set->settled);
-    free(set->buckets);
     free(set);
 }

@@ -36,6 +36,7 @@ error 2
 ptr-set 2
 error-names 1
 free-list 1
+graph-set-keys 1
 capture-registry 1
 compiler 1
 driver-entries 1
