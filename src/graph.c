@@ -411,14 +411,16 @@ CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_hier *h, cucap_update_r
     memset(&info, 0, sizeof info);
     locked = cucap_i_hier_lock_unless_sole(h);
     /* the driver's own checks pass some updates it then runs wrong */
-    if ((rc = cucap_i_signature_of(cucap_i_hier_root(h), &signature)) != CUDA_SUCCESS)
+    if (!cucap_i_signature_has_kernels(e->signature))
+        rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_hier_root(h), &info);   /* its types are the driver's to check */
+    else if ((rc = cucap_i_signature_of(cucap_i_hier_root(h), &signature)) != CUDA_SUCCESS)
         snprintf(differs, sizeof differs, "its nodes could not be read");
     else if (e->signature &&
              cucap_i_signature_differs(e->signature, signature, &info.result, &info.errorNode, differs, sizeof differs))
         rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
     else
         rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_hier_root(h), &info);
-    if (rc == CUDA_SUCCESS) {   /* its graph's now */
+    if (rc == CUDA_SUCCESS && signature) {   /* its graph's now */
         cucap_i_signature_free(e->signature);
         e->signature = signature;
         signature = NULL;

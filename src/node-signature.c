@@ -34,7 +34,7 @@ struct node_mark {
 };
 
 struct cucap_signature {
-    size_t count, cap;
+    size_t count, cap, kernels;
     struct node_mark *marks;
 };
 
@@ -62,6 +62,7 @@ static CUresult add_node(struct cucap_signature *s, CUgraphNode node)
     if ((rc = cucap_i_drv.cuGraphKernelNodeGetParams(node, &params)) != CUDA_SUCCESS)
         return rc;
     m->func = params.func;
+    s->kernels++;
     /* an attribute the driver does not read back is left zero on both sides */
     for (i = 0; i < ATTRIBUTES; i++)
         if (cucap_i_drv.cuGraphKernelNodeGetAttribute(node, attributes[i].id, &m->values[i]) != CUDA_SUCCESS)
@@ -105,6 +106,11 @@ CUresult cucap_i_signature_of(CUgraph g, struct cucap_signature **out)
     }
     *out = s;
     return CUDA_SUCCESS;
+}
+
+int cucap_i_signature_has_kernels(const struct cucap_signature *s)
+{
+    return s && s->kernels > 0;
 }
 
 void cucap_i_signature_free(struct cucap_signature *s)
