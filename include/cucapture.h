@@ -179,7 +179,9 @@ CUCAP_API cucap_driver_fn cucap_driver_entry_point_version(const char *symbol, i
  * The library keeps, for the next objects it makes: freed builder,
  * hierarchy and pool objects (a few of each), builders destroyed between
  * captures (with their stream), cached streams and events, the pool
- * objects of cucap_device_pool(), and a retain of each device's primary
+ * objects of cucap_device_pool() and the memory those device pools keep
+ * under the release threshold the library raised, the memory pools of
+ * parameter blocks (one a device), and a retain of each device's primary
  * context it used.  This call destroys and releases all of them, so that
  * a program that destroyed its objects and calls it before it exits (or
  * before dlclose() of a plugin that uses the library) leaves no memory,

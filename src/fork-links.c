@@ -72,15 +72,6 @@ void cucap_i_fork_links_release(cucap_builder *b)
         unlink_fork(b);
 }
 
-void cucap_i_fork_links_forks_joined(cucap_builder *b)
-{
-    size_t i;
-
-    for (i = 0; i < b->fork_count; i++)
-        b->forks[i]->split_parent = NULL;
-    drop_list(b);
-}
-
 void cucap_i_fork_links_release_all(cucap_builder *const *builders, size_t count, cucap_builder *skip)
 {
     size_t i;

@@ -17,9 +17,6 @@ cucap_builder **cucap_i_fork_links_snapshot(cucap_builder *b, cucap_builder **ro
 /* Forget b in its split parent's list and its own forks' links (b is
  * being closed). */
 void cucap_i_fork_links_release(cucap_builder *b);
-/* b's forks, all joined: out of its list, which goes (b stays in its
- * own split parent's). */
-void cucap_i_fork_links_forks_joined(cucap_builder *b);
 /* cucap_i_fork_links_release for every builder but skip; skip (the
  * join's root, in its user's hands) lets go of its list once no fork is
  * on it. */

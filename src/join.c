@@ -35,7 +35,7 @@ static int wait_on_dependencies(cucap_builder *to, cucap_builder *from, CUresult
     int began = to->kind != CUCAP_BUILDER_FORKED && to->h;   /* to's stream began h's capture */
 
     /* across devices only the event join is measured; the root is asked
-     * once all the same, for the capture's id (release_cached_stream) */
+     * once all the same, for the capture's id (kept in the hierarchy) */
     if (to->ctx->ctx != from->ctx->ctx && !(began && !cucap_i_hier_capture_id(to->h)))
         return 0;
     if (cucap_i_drv.cuStreamGetCaptureInfo(to->stream, &to_status, &to_id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||

@@ -134,7 +134,7 @@ static int keeps_split_event(const cucap_builder *b, const struct ctx_hold *on)
 }
 
 /* After the split's record on ev: the event kept by b, or NULL when it
- * goes to the hierarchy with the split (cucap_i_hier_split_and_unlock). */
+ * goes to the capture's deferral with the split (split_done). */
 static CUevent keep_split_event(cucap_builder *b, const struct ctx_hold *on, CUevent ev)
 {
     if (!keeps_split_event(b, on))

@@ -16,8 +16,8 @@ void cucap_release_cached(void)
 {
     if (!cucap_i_driver_loaded())
         return;   /* nothing was ever kept */
-    cucap_i_builder_kept_drain();   /* first: they hold streams, contexts and parameter blocks */
-    cucap_i_pool_device_pools_drain();   /* they hold contexts */
+    cucap_i_builder_kept_drain();   /* first: they hold streams and contexts */
+    cucap_i_pool_device_pools_drain();   /* they hold contexts, and their pools memory */
     cucap_i_ctx_holds_drain();
     cucap_i_builder_free_lists_drain();
     cucap_i_hier_free_list_drain();
