@@ -20,7 +20,6 @@ struct cucap_eager_run {
     const void *values;              /* the parameter block's values, or NULL */
     size_t size;
     CUdeviceptr block;               /* made by cucap_builder_params, freed behind the run */
-    CUstream block_stream;           /* where it was made */
 };
 
 /* The run's block: memory of the run, from the device's pool in stream
@@ -48,20 +47,18 @@ static CUresult eager_params(struct cucap_direct_run *direct, CUcontext ctx, CUd
         cucap_i_fail_driver(err, rc, caller, "cuMemAllocFromPoolAsync");
     else if (run->values && (rc = cucap_i_drv.cuMemcpyHtoDAsync(run->block, run->values, size, s)) != CUDA_SUCCESS)
         cucap_i_fail_driver(err, rc, caller, "cuMemcpyHtoDAsync");
-    if (rc == CUDA_SUCCESS) {
-        run->block_stream = s;
+    if (rc == CUDA_SUCCESS)
         *block = run->block;
-    }
     return cucap_i_work_leave(&w, rc, caller, err);
 }
 
-static void free_eager_block(CUcontext ctx, struct cucap_eager_run *run, const char *caller)
+static void free_eager_block(CUcontext ctx, struct cucap_eager_run *run, CUstream on, const char *caller)
 {
     struct cucap_work_scope w;
     CUresult rc;
 
     cucap_i_work_enter_quietly(&w, ctx, caller);
-    if ((rc = cucap_i_drv.cuMemFreeAsync(run->block, run->block_stream)) != CUDA_SUCCESS)
+    if ((rc = cucap_i_drv.cuMemFreeAsync(run->block, on)) != CUDA_SUCCESS)
         cucap_i_warn(rc, "%s: cuMemFreeAsync failed while freeing an eager run's parameter block: " CUCAP_I_RESULT_FMT,
                      caller, CUCAP_I_RESULT_ARGS(rc));
     cucap_i_work_leave_quietly(&w, caller);
@@ -130,10 +127,13 @@ CUresult cucap_i_run_eagerly(CUdevice dev, CUcontext ctx, cucap_capture_fn fn, v
         rc = rc == CUDA_SUCCESS ? done : rc;
         done = cucap_builder_end(b, rc == CUDA_SUCCESS ? err : NULL);
         rc = rc == CUDA_SUCCESS ? done : rc;
+        /* the block freed before s is handed its work back: what s waits
+         * for then includes the free, so the memory is the pool's again
+         * once s's work is done (forks were joined into b) */
+        if (run.block)
+            free_eager_block(ctx, &run, cucap_builder_stream(b), caller);
         done = order_after(ctx, s, cucap_builder_stream(b), caller, rc == CUDA_SUCCESS ? err : NULL);
         rc = rc == CUDA_SUCCESS ? done : rc;
-        if (run.block)
-            free_eager_block(ctx, &run, caller);
     }
     cucap_builder_destroy(b);
     return rc;

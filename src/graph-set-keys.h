@@ -19,8 +19,6 @@ struct entry {
     double capture_us, instantiate_us;
     unsigned long long runs, last_run, retry_at;
     unsigned int failures;
-    CUevent done;                    /* behind its last launch, when its graph allocates; NULL before */
-    unsigned long long done_stream;  /* the id of that launch's stream */
     char reason[256], refusal[256];
     uint64_t hash;
     size_t key_size;

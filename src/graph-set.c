@@ -42,6 +42,8 @@ struct cucap_graph_set {
     cucap_graph_set_options opts;
     struct key_table keys;           /* newest and oldest: the keys with a graph, by their last run */
     struct kept_exec *kept;          /* not while a thread tries them for an update */
+    CUstream stream;                 /* where graphs that allocate are launched (made on first need) */
+    CUevent handoff[2];              /* from a run's stream to the set's, and back */
     size_t making, making_bytes;     /* graphs being instantiated or updated, and the room set aside for them */
     cucap_graph_set_stats stats;
 };
@@ -453,7 +455,7 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
     if (m.counted && (m.used = update_kept(&m.kept, b, refusal, sizeof refusal))) {
         exec = m.used->exec;
         *how = CUCAP_RUN_UPDATED;
-    } else if (m.counted && (exec = instantiate(b, s, why, sizeof why))) {
+    } else if (m.counted && (exec = instantiate(b, bytes ? NULL : s, why, sizeof why))) {   /* memory at the first launch, on the set's stream */
         *how = CUCAP_RUN_INSTANTIATED;
     }
     e->instantiate_us = now_us() - t0;
@@ -538,43 +540,49 @@ CUresult cucap_graph_set_create(CUdevice dev, const cucap_graph_set_options *opt
     return CUDA_SUCCESS;
 }
 
-/* Graphs that run at the same time on different streams do not share
- * graph memory (doc/driver-facts.md): a launch of a graph that allocates,
- * while the set's other allocating graphs run on other streams, may
- * reserve its own.  When that could pass the budget, e's launch on s
- * (stream id `id`) is ordered behind theirs by stream waits, so that it
- * reuses their memory; the host does not wait. */
-static CUresult order_behind_running_allocations(cucap_graph_set *set, struct entry *e, CUstream s,
-                                                 unsigned long long id, const char *caller, cucap_error **err)
+/* Graphs that run at the same time do not share graph memory unless they
+ * are queued on one stream: a launch on another stream takes its own,
+ * even when that stream waits for the running ones by an event (measured:
+ * doc/driver-facts.md).  So a graph that allocates is launched on the
+ * set's own stream, after what s has queued and before what s queues
+ * next (two event handoffs; the host does not wait), and its memory is
+ * shared with every other allocating graph of the set, whatever the
+ * threads and streams: the budget's arithmetic, one graph's graph memory
+ * at a time, holds. */
+static CUresult launch_on_set_stream(cucap_graph_set *set, struct entry *e, const void *values, size_t values_size,
+                                     CUstream s, const char *caller, cucap_error **err)
 {
-    struct entry *f;
     CUresult rc;
-    size_t running = 0;
 
-    if (taken(set) + set->making_bytes + may_take(e->allocation_bytes, 0) <= set->opts.budget_bytes)
-        return CUDA_SUCCESS;   /* even a reservation of its own fits */
-    /* retired graphs' launches too: their memory is taken until they end */
-    for (f = cucap_i_keys_next(&set->keys, NULL); f; f = cucap_i_keys_next(&set->keys, f))
-        if (f->done && (!id || f->done_stream != id) &&   /* e's own earlier launch too */
-            cucap_i_drv.cuEventQuery(f->done) == CUDA_ERROR_NOT_READY) {
-            if ((rc = cucap_i_drv.cuStreamWaitEvent(s, f->done, 0)) != CUDA_SUCCESS)
-                return cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
-            running++;
-        }
-    if (running)
-        set->stats.ordered_launches++;
+    if (!set->stream && (rc = cucap_i_create_in(set->hold->ctx, CUCAP_I_STREAM, (void **)&set->stream)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
+    if (!set->handoff[0] && (rc = cucap_i_create_in(set->hold->ctx, CUCAP_I_EVENT, (void **)&set->handoff[0])) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
+    if (!set->handoff[1] && (rc = cucap_i_create_in(set->hold->ctx, CUCAP_I_EVENT, (void **)&set->handoff[1])) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
+    if ((rc = cucap_i_drv.cuEventRecord(set->handoff[0], s)) != CUDA_SUCCESS ||
+        (rc = cucap_i_drv.cuStreamWaitEvent(set->stream, set->handoff[0], 0)) != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "ordering the set's stream after the run's (cuEventRecord, "
+                                   "cuStreamWaitEvent)");
+    rc = values ? cucap_exec_launch_params(e->exec, values, values_size, set->stream, err)
+                : cucap_exec_launch(e->exec, set->stream, err);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = cucap_i_drv.cuEventRecord(set->handoff[1], set->stream)) != CUDA_SUCCESS ||
+        (rc = cucap_i_drv.cuStreamWaitEvent(s, set->handoff[1], 0)) != CUDA_SUCCESS)
+        return cucap_i_fail(err, rc, "%s: the launch was queued on the set's stream, but the run's stream could not "
+                            "be made to wait for it: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
+    set->stats.set_stream_launches++;
+    measure_graph_memory(set);
     return CUDA_SUCCESS;
 }
 
 /* Launch e's graph on s, under the lock (no retirement can take it
- * meanwhile); a graph that allocates is ordered as above and records
- * e->done behind its launch. */
+ * meanwhile); a graph that allocates on the set's stream, as above. */
 static CUresult launch(cucap_graph_set *set, struct entry *e, const void *values, size_t values_size, CUstream s,
                        const char *caller, cucap_error **err)
 {
     size_t size = cucap_exec_params_size(e->exec);
-    unsigned long long id = 0;
-    CUresult rc;
 
     if (values && !size)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the key's graph reads no parameter block (values "
@@ -582,23 +590,9 @@ static CUresult launch(cucap_graph_set *set, struct entry *e, const void *values
     if (values && values_size != size)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the key's parameter block holds %zu bytes, not %zu",
                             caller, size, values_size);
-    if (e->allocation_bytes) {
-        if (!e->done && (rc = cucap_i_create_in(set->hold->ctx, CUCAP_I_EVENT, (void **)&e->done)) != CUDA_SUCCESS)
-            return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
-        if (cucap_i_drv.cuStreamGetId(s, &id) != CUDA_SUCCESS)
-            id = 0;   /* unknown: ordered as another stream */
-        if ((rc = order_behind_running_allocations(set, e, s, id, caller, err)) != CUDA_SUCCESS)
-            return rc;
-    }
-    rc = values ? cucap_exec_launch_params(e->exec, values, values_size, s, err) : cucap_exec_launch(e->exec, s, err);
-    if (rc == CUDA_SUCCESS && e->allocation_bytes) {
-        if ((rc = cucap_i_drv.cuEventRecord(e->done, s)) != CUDA_SUCCESS)
-            return cucap_i_fail(err, rc, "%s: cuEventRecord failed behind a launch, which was queued: "
-                                CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
-        e->done_stream = id;
-        measure_graph_memory(set);
-    }
-    return rc;
+    if (e->allocation_bytes)
+        return launch_on_set_stream(set, e, values, values_size, s, caller, err);
+    return values ? cucap_exec_launch_params(e->exec, values, values_size, s, err) : cucap_exec_launch(e->exec, s, err);
 }
 
 CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_size, cucap_capture_fn fn,
@@ -748,8 +742,6 @@ void cucap_graph_set_destroy(cucap_graph_set *set)
         return;
     while ((e = cucap_i_keys_take(&set->keys)) != NULL) {
         cucap_exec_destroy(e->exec);
-        if (e->done)
-            (void)cucap_i_drv.cuEventDestroy(e->done);
         free(e);
     }
     while (set->kept) {
@@ -759,6 +751,12 @@ void cucap_graph_set_destroy(cucap_graph_set *set)
         free(k);
     }
     cucap_i_work_enter_quietly(&w, set->hold->ctx, "cucap_graph_set_destroy");
+    if (set->stream)   /* its launches finish first (the driver waits for them, the call does not) */
+        (void)cucap_i_drv.cuStreamDestroy(set->stream);
+    if (set->handoff[0])
+        (void)cucap_i_drv.cuEventDestroy(set->handoff[0]);
+    if (set->handoff[1])
+        (void)cucap_i_drv.cuEventDestroy(set->handoff[1]);
     (void)cucap_i_drv.cuDeviceGraphMemTrim(set->dev);
     cucap_i_work_leave_quietly(&w, "cucap_graph_set_destroy");
     cucap_i_ctx_hold_release(set->hold);

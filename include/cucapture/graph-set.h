@@ -15,17 +15,20 @@
  * instantiated or kept within the budget.
  *
  * The budget with graphs that run at the same time: the driver reserves
- * graph memory for an allocating graph at its upload or launch, in 32 MiB
- * granules, and graphs launched one after another (on one stream, or
- * ordered by events) share it, while graphs running at once on different
- * streams each take their own.  The set counts the reserved graph memory
- * the driver reports (read after every launch of an allocating graph)
- * plus 2 KiB a node of each executable graph, and before a launch of an
- * allocating graph that could pass the budget by a reservation of its
- * own, it orders that launch behind the set's allocating launches still
- * running on other streams (a stream wait: the host does not wait, the
- * GPU runs them one after another and they share their memory).
- * stats.ordered_launches counts those launches.
+ * graph memory for an allocating graph at its launch, in 32 MiB granules;
+ * graphs queued on one stream share it, while graphs running at once on
+ * different streams each take their own, even when one stream waits for
+ * the other by an event (H200: 4 graphs of 8 MiB held in flight took 32
+ * MiB on one stream, 128 MiB on four, 128 MiB on four chained by events).
+ * So the set launches every graph with allocation nodes on a stream of
+ * its own, after what the run's stream had queued and before what it
+ * queues next (two event handoffs; the host does not wait): the set's
+ * allocating graphs run one after another and share their memory, and
+ * the budget (the reserved graph memory the driver reports, read after
+ * every such launch, plus 2 KiB a node of each executable graph) holds
+ * whatever the threads and streams.  The price: graphs that allocate do
+ * not run side by side; graphs without allocation nodes are launched on
+ * the run's stream.  stats.set_stream_launches counts those launches.
  *
  * No call of a set waits for the GPU: not for launches in flight, the
  * set's or anyone's; retiring or destroying a graph leaves its launches
@@ -127,7 +130,7 @@ typedef struct cucap_graph_set_stats {
     unsigned long long retirements;   /**< graphs retired to make room */
     unsigned long long trims;      /**< graph memory trims: only after retirements that gave some back */
     unsigned long long eager_runs, capture_failures;
-    unsigned long long ordered_launches;   /**< launches ordered behind others to share graph memory */
+    unsigned long long set_stream_launches;   /**< launches of allocating graphs, made on the set's stream */
     size_t graphs;                 /**< executable graphs held for keys */
     size_t kept;                   /**< retired executable graphs kept for updates */
     size_t graph_memory;           /**< graph memory reserved on the device, as last measured */
