@@ -760,6 +760,65 @@ static void budget_from_threads(int count)
     D.cuMemFree(out);
 }
 
+struct null_stream_run {
+    cucap_graph_set *set;
+    CUdeviceptr out;
+    CUstream s;
+    uint64_t key;
+    CUresult rc[2];
+    char why[256];
+};
+
+/* From a fresh thread with no context current: an allocating key run on
+ * the NULL stream (the set's context's legacy stream), twice. */
+static void *run_on_a_context_stream(void *p)
+{
+    struct null_stream_run *r = p;
+    struct alloc_call call = { NULL, r->out, 0 };
+    cucap_error *err = NULL;
+    uint64_t values;
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        values = 40 + (uint64_t)i;
+        if ((r->rc[i] = cucap_graph_set_run(r->set, &r->key, sizeof r->key, alloc_step, &call, &values, 8, r->s, NULL,
+                                            &err)) != CUDA_SUCCESS)
+            snprintf(r->why, sizeof r->why, "%s", cucap_error_message(err));
+        cucap_error_free(err);
+        err = NULL;
+    }
+    return NULL;
+}
+
+/* A graph that allocates goes through the set's stream and back, also
+ * when the run's stream is the NULL or the per-thread stream of a thread
+ * with no context current. */
+BACKEND_TEST(graph_set, allocating_keys_on_the_null_and_per_thread_streams_from_a_fresh_thread)
+{
+    static const CUstream streams[2] = { NULL, CU_STREAM_PER_THREAD };
+    cucap_graph_set *set = new_set_in_mode(CONCURRENT_BUDGET, 0, 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    struct null_stream_run r;
+    pthread_t t;
+    uint64_t got;
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        memset(&r, 0, sizeof r);
+        r.set = set;
+        r.s = streams[i];
+        r.key = 7 + (uint64_t)i;   /* its graph writes to this round's memory */
+        cr_assert_eq(D.cuMemAlloc(&r.out, 8), CUDA_SUCCESS);
+        cr_assert_eq(pthread_create(&t, NULL, run_on_a_context_stream, &r), 0);
+        pthread_join(t, NULL);
+        cr_assert(r.rc[0] == CUDA_SUCCESS && r.rc[1] == CUDA_SUCCESS, "stream %d: %s", i, r.why);
+        cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);
+        cr_assert_eq(D.cuMemcpyDtoH(&got, r.out, 8), CUDA_SUCCESS);
+        cr_assert_eq(got, 41, "stream %d: the second run wrote %llu", i, (unsigned long long)got);
+        D.cuMemFree(r.out);
+    }
+    cucap_graph_set_destroy(set);
+}
+
 BACKEND_TEST(graph_set, allocating_keys_from_one_thread_stay_within_the_budget)
 {
     budget_from_threads(1);
