@@ -13,6 +13,7 @@
 #include "eager-run.h"
 #include "error.h"
 #include "hierarchy.h"
+#include "stream-cache.h"
 
 /* The direct run of one step: its values, and the block made for them. */
 struct cucap_eager_run {
@@ -64,26 +65,15 @@ static void free_eager_block(CUcontext ctx, struct cucap_eager_run *run, CUstrea
     cucap_i_work_leave_quietly(&w, caller);
 }
 
-/* later waits for the work queued on earlier so far (an event), in ctx
- * and relaxed mode. */
-static CUresult order_after(CUcontext ctx, CUstream later, CUstream earlier, const char *caller,
-                            cucap_error **err)
+/* later waits for the work queued on earlier so far. */
+static CUresult order_after(CUcontext ctx, CUstream later, CUstream earlier, const char *caller, cucap_error **err)
 {
-    struct cucap_work_scope w;
-    CUevent ev = NULL;
-    CUresult rc;
+    CUresult rc = cucap_i_stream_after(ctx, later, earlier, NULL);
 
-    if ((rc = cucap_i_work_enter(&w, ctx, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = cucap_i_drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
-    else if ((rc = cucap_i_drv.cuEventRecord(ev, earlier)) != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuEventRecord");
-    else if ((rc = cucap_i_drv.cuStreamWaitEvent(later, ev, 0)) != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
-    if (ev)
-        (void)cucap_i_drv.cuEventDestroy(ev);
-    return cucap_i_work_leave(&w, rc, caller, err);
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "ordering one stream after another (cuEventCreate, "
+                                   "cuEventRecord, cuStreamWaitEvent)");
+    return CUDA_SUCCESS;
 }
 
 /* fn on b; a failure without an error object gets one. */

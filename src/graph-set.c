@@ -549,23 +549,6 @@ CUresult cucap_graph_set_create(CUdevice dev, const cucap_graph_set_options *opt
  * shared with every other allocating graph of the set, whatever the
  * threads and streams: the budget's arithmetic, one graph's graph memory
  * at a time, holds. */
-static CUresult hand_over(cucap_graph_set *set, CUstream from, CUevent ev, CUstream to)
-{
-    CUcontext saved = NULL;
-    CUresult rc, left;
-    /* the NULL, legacy and per-thread streams are a context's: the set's */
-    int context = from == NULL || from == CU_STREAM_LEGACY || from == CU_STREAM_PER_THREAD || to == NULL ||
-                  to == CU_STREAM_LEGACY || to == CU_STREAM_PER_THREAD;
-
-    if (context && (rc = cucap_i_ctx_enter(set->hold->ctx, &saved)) != CUDA_SUCCESS)
-        return rc;
-    if ((rc = cucap_i_drv.cuEventRecord(ev, from)) == CUDA_SUCCESS)
-        rc = cucap_i_drv.cuStreamWaitEvent(to, ev, 0);
-    if (context && (left = cucap_i_ctx_leave(set->hold->ctx, saved)) != CUDA_SUCCESS && rc == CUDA_SUCCESS)
-        rc = left;
-    return rc;
-}
-
 static CUresult launch_on_set_stream(cucap_graph_set *set, struct entry *e, const void *values, size_t values_size,
                                      CUstream s, const char *caller, cucap_error **err)
 {
@@ -577,14 +560,14 @@ static CUresult launch_on_set_stream(cucap_graph_set *set, struct entry *e, cons
         return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
     if (!set->handoff[1] && (rc = cucap_i_create_in(set->hold->ctx, CUCAP_I_EVENT, (void **)&set->handoff[1])) != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
-    if ((rc = hand_over(set, s, set->handoff[0], set->stream)) != CUDA_SUCCESS)
+    if ((rc = cucap_i_stream_after(set->hold->ctx, set->stream, s, set->handoff[0])) != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "ordering the set's stream after the run's (cuEventRecord, "
                                    "cuStreamWaitEvent)");
     rc = values ? cucap_exec_launch_params(e->exec, values, values_size, set->stream, err)
                 : cucap_exec_launch(e->exec, set->stream, err);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((rc = hand_over(set, set->stream, set->handoff[1], s)) != CUDA_SUCCESS)
+    if ((rc = cucap_i_stream_after(set->hold->ctx, s, set->stream, set->handoff[1])) != CUDA_SUCCESS)
         return cucap_i_fail(err, rc, "%s: the launch was queued on the set's stream, but the run's stream could not "
                             "be made to wait for it: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
     set->stats.set_stream_launches++;

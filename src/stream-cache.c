@@ -110,6 +110,31 @@ CUresult cucap_i_create_in(CUcontext ctx, int kind, void **out)
     return rc;
 }
 
+static int a_contexts_stream(CUstream s)
+{
+    return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+CUresult cucap_i_stream_after(CUcontext ctx, CUstream later, CUstream earlier, CUevent ev)
+{
+    CUcontext saved = NULL;
+    CUevent fresh = NULL;
+    CUresult rc = CUDA_SUCCESS, left;
+    int current = a_contexts_stream(later) || a_contexts_stream(earlier);
+
+    if (!ev && (rc = cucap_i_create_in(ctx, EVENTS, (void **)&fresh)) != CUDA_SUCCESS)
+        return rc;
+    if (current && (rc = cucap_i_ctx_enter(ctx, &saved)) != CUDA_SUCCESS)
+        current = 0;
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuEventRecord(ev ? ev : fresh, earlier)) == CUDA_SUCCESS)
+        rc = cucap_i_drv.cuStreamWaitEvent(later, ev ? ev : fresh, 0);
+    if (current && (left = cucap_i_ctx_leave(ctx, saved)) != CUDA_SUCCESS && rc == CUDA_SUCCESS)
+        rc = left;
+    if (fresh)
+        (void)cucap_i_drv.cuEventDestroy(fresh);
+    return rc;
+}
+
 static CUresult take(CUcontext ctx, CUdevice dev, int kind, void **out, const char *caller)
 {
     struct cache *c;

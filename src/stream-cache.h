@@ -13,6 +13,12 @@
  * back: the one place that does this. */
 enum { CUCAP_I_STREAM, CUCAP_I_EVENT };
 CUresult cucap_i_create_in(CUcontext ctx, int kind, void **out);
+/* later waits for the work queued on earlier so far: ev recorded on
+ * earlier (a fresh event of ctx, destroyed after, when ev is NULL) and
+ * waited for on later, with ctx current where either is the NULL, legacy
+ * or per-thread stream (a current context's own).  The host does not
+ * wait.  0, or the driver's error. */
+CUresult cucap_i_stream_after(CUcontext ctx, CUstream later, CUstream earlier, CUevent ev);
 
 /* Non-blocking streams and timing-free events of device
  * dev's primary context ctx, reused.  A stream given back must not be part
