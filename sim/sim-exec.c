@@ -15,6 +15,8 @@ struct sim_exec {
     struct sim_graph *snapshot;      /* the graph as instantiated */
     unsigned int *values;            /* per handle, for handles without ASSIGN_DEFAULT */
     size_t value_count;
+    int conditional;                 /* it has conditional nodes */
+    unsigned long long held;         /* the hold its last launch waits behind, 0: none */
 };
 
 /* Node types a conditional body may hold (CUDA programming guide; the
@@ -136,6 +138,7 @@ static CUresult sim_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph hg,
     e->source = g;
     g->exec_count++;
     e->value_count = handle_count + 1;
+    e->conditional = has_conditional_node(g);
     for (i = 0; i < handle_count; i++)
         e->values[i + 1] = handles[i].default_value;
     sim_live_add(SIM_EXEC, 1);
@@ -153,8 +156,11 @@ static struct sim_exec *exec_of(CUgraphExec h)
     return e && e->magic == SIM_EXEC_MAGIC ? e : NULL;
 }
 
+/* Measured on the H100 (doc/driver-facts.md): destroying an executable
+ * graph with conditional nodes waits until its launches are done. */
 static CUresult sim_cuGraphExecDestroy(CUgraphExec h)
 {
+    unsigned long long held = 0;
     struct sim_exec *e;
     CUresult rc;
 
@@ -163,6 +169,7 @@ static CUresult sim_cuGraphExecDestroy(CUgraphExec h)
     sim_lock();
     e = exec_of(h);
     if (e) {
+        held = e->conditional ? e->held : 0;
         sim_graph_release(e->snapshot, SIM_GRAPH_DESTROYED);
         sim_graph_recycle(e->snapshot);
         /* the allocations captured into the source live until its last exec goes */
@@ -177,6 +184,7 @@ static CUresult sim_cuGraphExecDestroy(CUgraphExec h)
         sim_live_add(SIM_EXEC, -1);
     }
     sim_unlock();
+    sim_wait_for_hold(held, "cuGraphExecDestroy");
     return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -287,6 +295,7 @@ static CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream s)
         run_graph(e, e->snapshot);
         sim_memory_graph_launch(e->snapshot, s, 1);
         sim_launch_stream(NULL);
+        e->held = sim_stream_hold(s);
     }
     sim_unlock();
     return rc;

@@ -164,6 +164,8 @@ int sim_stream_in_capture(CUstream s);   /* ACTIVE or INVALIDATED */
 void sim_launch_stream(CUstream s);
 void sim_hold_stream(CUstream s);
 void sim_wait_for_held(const char *call, int all);
+/* The same for hold h alone (0: none). */
+void sim_wait_for_hold(unsigned long long h, const char *call);
 /* The hold s's work waits behind (0: none), and whether hold h is still held. */
 unsigned long long sim_stream_hold(CUstream s);
 int sim_hold_running(unsigned long long h);

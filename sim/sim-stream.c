@@ -134,6 +134,16 @@ void sim_wait_for_held(const char *call, int all)
     sim_unlock();
 }
 
+void sim_wait_for_hold(unsigned long long h, const char *call)
+{
+    sim_lock();
+    if (h && is_held(h)) {
+        held_waits++;
+        snprintf(held_wait_call, sizeof held_wait_call, "%s", call);
+    }
+    sim_unlock();
+}
+
 CUDASIM_EXPORT void CUDA_CB cudasim_gate(void *unused);
 CUDASIM_EXPORT void cudasim_release(void);
 CUDASIM_EXPORT long cudasim_held_waits(const char **last_call);

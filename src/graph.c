@@ -2,6 +2,7 @@
  * executable graphs: launch, upload, update, destroy. */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "hierarchy.h"
 #include "error.h"
 #include "context-hold.h"
+#include "deferred-destroy.h"
 #include "graph.h"
 #include "node-signature.h"
 #include "kernel-names.h"
@@ -32,6 +34,13 @@ struct cucap_exec {
     struct cucap_kernels *kernels;   /* the kernels its capture named, with this graph's values, or NULL */
     struct cucap_hier *kernels_of;   /* the hierarchy whose nodes those are, kept while it has them */
     struct cucap_signature *signature;   /* of the graph it runs; NULL when the driver could not say */
+    /* With conditional nodes, whose destroy waits for the launches in
+     * flight (deferred-destroy.h): an event recorded behind each launch
+     * and upload, made at the first, and a lock that keeps a launch and
+     * its record together. */
+    int conditional;
+    CUevent done;
+    pthread_mutex_t launch_lock;
 };
 
 cucap_graph *cucap_i_hier_graph(struct cucap_hier *h, struct cucap_box *box)
@@ -186,6 +195,9 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
         free(e);
         return rc;
     }
+    e->conditional = cucap_i_signature_has_conditionals(e->signature);
+    e->done = NULL;
+    pthread_mutex_init(&e->launch_lock, NULL);
     e->kernels_of = e->kernels ? h : NULL;
     if (e->kernels_of)
         cucap_i_hier_ref(h);
@@ -220,7 +232,7 @@ CUresult cucap_graph_instantiate(cucap_graph *g, const cucap_complete_options *o
  * call. */
 static int needs_current_context(const cucap_exec *e, CUstream s, int on_stream)
 {
-    if (!e->any_context)
+    if (!e->any_context || (on_stream && e->conditional))   /* its event is recorded in its context */
         return 1;
     return on_stream && (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD);
 }
@@ -238,6 +250,19 @@ static CUresult exec_failed(CUstream s, int upload, CUresult rc, const char *cal
     return rc;
 }
 
+/* Record e's event behind the launch or upload just made on s (e has
+ * conditional nodes; its launch lock is held; its context current).  A
+ * failure is warned: the destroy may then wait. */
+static void mark_launch(cucap_exec *e, CUstream s, const char *caller)
+{
+    CUresult rc;
+
+    if ((!e->done && (rc = cucap_i_drv.cuEventCreate(&e->done, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) ||
+        (rc = cucap_i_drv.cuEventRecord(e->done, s)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "%s: no event could be recorded behind a launch of a graph with conditional nodes; "
+                     "destroying it will wait for that launch: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
+}
+
 /* The same with the graph's context current around the call. */
 static CUresult exec_in_context(cucap_exec *e, CUstream s, int upload, const char *caller, cucap_error **err)
 {
@@ -246,7 +271,13 @@ static CUresult exec_in_context(cucap_exec *e, CUstream s, int upload, const cha
 
     if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
+    if (e->conditional)
+        pthread_mutex_lock(&e->launch_lock);
     rc = upload ? cucap_i_drv.cuGraphUpload(e->exec, s) : cucap_i_drv.cuGraphLaunch(e->exec, s);
+    if (rc == CUDA_SUCCESS && e->conditional)
+        mark_launch(e, s, caller);
+    if (e->conditional)
+        pthread_mutex_unlock(&e->launch_lock);
     if (rc != CUDA_SUCCESS)
         exec_failed(s, upload, rc, caller, err);
     return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
@@ -281,8 +312,14 @@ static CUresult launch_reading_params(cucap_exec *e, const void *values, size_t 
                             caller, size, cucap_i_params_size(e->params));
     if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
+    if (e->conditional)
+        pthread_mutex_lock(&e->launch_lock);
     if ((rc = cucap_i_params_launch(e->params, e->exec, values, s, caller, err)) != CUDA_SUCCESS)
         cucap_i_capture_stream_failed(s, caller, rc);
+    else if (e->conditional)
+        mark_launch(e, s, caller);
+    if (e->conditional)
+        pthread_mutex_unlock(&e->launch_lock);
     return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
 }
 
@@ -363,7 +400,12 @@ void cucap_exec_destroy(cucap_exec *e)
 {
     if (!e)
         return;
-    cucap_i_exec_destroy_handle(e->exec, e->ctx, "cucap_exec_destroy");
+    cucap_i_deferred_destroys_sweep("cucap_exec_destroy");
+    if (e->done)
+        cucap_i_exec_destroy_when_done(e->exec, e->ctx, e->done, "cucap_exec_destroy");
+    else
+        cucap_i_exec_destroy_handle(e->exec, e->ctx, "cucap_exec_destroy");
+    pthread_mutex_destroy(&e->launch_lock);
     cucap_i_params_unref(e->params, "cucap_exec_destroy");
     cucap_i_kernels_free(e->kernels);
     cucap_i_hier_unref(e->kernels_of, "cucap_exec_destroy");

@@ -34,7 +34,7 @@ struct node_mark {
 };
 
 struct cucap_signature {
-    size_t count, cap, kernels;
+    size_t count, cap, kernels, conditionals;
     struct node_mark *marks;
 };
 
@@ -56,7 +56,9 @@ static CUresult add_node(struct cucap_signature *s, CUgraphNode node)
     m = &s->marks[s->count++];
     memset(m, 0, sizeof *m);
     m->node = node;
-    if ((rc = cucap_i_drv.cuGraphNodeGetType(node, &m->type)) != CUDA_SUCCESS || m->type != CU_GRAPH_NODE_TYPE_KERNEL)
+    if ((rc = cucap_i_drv.cuGraphNodeGetType(node, &m->type)) == CUDA_SUCCESS && m->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+        s->conditionals++;
+    if (rc != CUDA_SUCCESS || m->type != CU_GRAPH_NODE_TYPE_KERNEL)
         return rc;
     memset(&params, 0, sizeof params);
     if ((rc = cucap_i_drv.cuGraphKernelNodeGetParams(node, &params)) != CUDA_SUCCESS)
@@ -111,6 +113,11 @@ CUresult cucap_i_signature_of(CUgraph g, struct cucap_signature **out)
 int cucap_i_signature_has_kernels(const struct cucap_signature *s)
 {
     return s && s->kernels > 0;
+}
+
+int cucap_i_signature_has_conditionals(const struct cucap_signature *s)
+{
+    return s && s->conditionals > 0;
 }
 
 void cucap_i_signature_free(struct cucap_signature *s)

@@ -19,6 +19,9 @@ void cucap_i_signature_free(struct cucap_signature *s);
 /* Whether s has kernel nodes: without them the driver's own checks of an
  * update (topology, node types) are all there is to check. */
 int cucap_i_signature_has_kernels(const struct cucap_signature *s);
+/* Whether s has conditional nodes: destroying an executable graph with
+ * some waits for its launches (doc/driver-facts.md). */
+int cucap_i_signature_has_conditionals(const struct cucap_signature *s);
 /* 0 when now matches was; otherwise 1, with the update result that names
  * the difference in *result, now's node in *node and the difference in
  * words in why. */

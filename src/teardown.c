@@ -5,6 +5,7 @@
 #include "builder-internal.h"
 #include "builder-memory.h"
 #include "context-hold.h"
+#include "deferred-destroy.h"
 #include "driver.h"
 #include "hierarchy.h"
 #include "params.h"
@@ -16,6 +17,7 @@ void cucap_release_cached(void)
 {
     if (!cucap_i_driver_loaded())
         return;   /* nothing was ever kept */
+    cucap_i_deferred_destroys_sweep("cucap_release_cached");   /* those whose launches are done */
     cucap_i_builder_kept_drain();   /* first: they hold streams and contexts */
     cucap_i_pool_device_pools_drain();   /* they hold contexts, and their pools memory */
     cucap_i_ctx_holds_drain();

@@ -30,6 +30,7 @@ relaxed-scope 5
 context-hold 4
 kernel-names 4
 node-signature 4
+deferred-destroy 5
 driver 3
 live-pointers 3
 error 2

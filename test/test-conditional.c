@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "held-work.h"
 
 BACKEND_SUITES(cond, 120);
 
@@ -90,6 +91,65 @@ static void run_if(unsigned int value, unsigned char expect)
 }
 
 BACKEND_TEST(cond, if_true_runs_the_body) { run_if(1, 0xa1); }
+
+static double now_ms(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* The driver's destroy of an executable graph with conditional nodes
+ * waits for its launches in flight (measured on the H100); the library's
+ * does not: it destroys the graph at a later call, once they are done. */
+BACKEND_TEST(cond, a_destroy_with_launches_held_returns_at_once)
+{
+    struct fixture f = start(CU_STREAM_CAPTURE_MODE_GLOBAL);
+    long execs_before = on_simulator() ? sim_live("exec") : 0;
+    CUgraphConditionalHandle h;
+    cucap_builder *then_body = NULL;
+    cucap_exec *exec = NULL;
+    cucap_error *err = NULL;
+    unsigned char host[SPAN];
+    struct held gate;
+    const char *call;
+    CUstream other = new_stream();
+    double t0, destroy_ms, release_ms;
+    long waits;
+
+    held_init(&gate);
+    cr_assert_eq(cucap_builder_create_condition(f.parent, 1, 1, &h, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_if(f.parent, h, &then_body, NULL), CUDA_SUCCESS);
+    fill_body(then_body, f.d, 0, 0xa1, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    cr_assert_eq(D.cuLaunchHostFunc(cucap_builder_stream(f.parent), gate.fn, gate.data), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(f.parent, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_complete(f.parent, NULL, &exec, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_exec_launch(exec, f.s, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_exec_launch(exec, other, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(D.cuStreamQuery(f.s), CUDA_ERROR_NOT_READY, "the launch is not held");
+    t0 = now_ms();
+    cucap_exec_destroy(exec);
+    destroy_ms = now_ms() - t0;
+    t0 = now_ms();
+    cucap_release_cached();
+    release_ms = now_ms() - t0;
+    waits = held_waits(&call);
+    held_release(&gate);
+    cr_assert_eq(D.cuStreamSynchronize(f.s), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(other), CUDA_SUCCESS);
+    cr_assert_eq(waits, 0, "%ld calls waited for the held launches, the last %s", waits, call);
+    cr_assert_not(gate.gpu.timed_out, "a call waited for the held launches (destroy %.1f ms, release %.1f ms)",
+                  destroy_ms, release_ms);
+    cr_assert_eq(D.cuMemcpyDtoH(host, f.d, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(host[0], 0xa1, "the held launches ran the body");
+    cucap_release_cached();     /* the launches are done: the graph goes now */
+    if (on_simulator())
+        cr_assert_eq(sim_live("exec"), execs_before, "the executable graph was destroyed once its launches were done");
+    cucap_builder_destroy(then_body);
+    D.cuStreamDestroy(other);
+    done(&f);
+}
 BACKEND_TEST(cond, if_false_skips_the_body) { run_if(0, 0x00); }
 
 static void run_if_else(unsigned int value)

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "held-work.h"
 
 BACKEND_SUITES(graph_set, 300);
 FAULT_BACKEND_SUITES(graph_set, 120);
@@ -255,36 +256,6 @@ BACKEND_TEST(graph_set, ten_thousand_random_steps_under_a_budget)
     D.cuStreamDestroy(s);
 }
 
-/* A host function that holds its stream until the test opens it, or 10 s
- * have passed (then timed_out: something waited for the stream's work). */
-struct gate {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int open, timed_out;
-};
-
-static void CUDA_CB hold_the_stream(void *p)
-{
-    struct gate *g = p;
-    struct timespec until;
-
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 10;
-    pthread_mutex_lock(&g->lock);
-    while (!g->open && !g->timed_out)
-        if (pthread_cond_timedwait(&g->cond, &g->lock, &until))
-            g->timed_out = 1;
-    pthread_mutex_unlock(&g->lock);
-}
-
-static void open_gate(struct gate *g)
-{
-    pthread_mutex_lock(&g->lock);
-    g->open = 1;
-    pthread_cond_broadcast(&g->cond);
-    pthread_mutex_unlock(&g->lock);
-}
-
 static double ms_now(void)
 {
     struct timespec t;
@@ -383,45 +354,6 @@ BACKEND_TEST(graph_set, a_retirement_with_launches_in_flight)
 }
 
 /* ---------------------------------------------------------------- launches held in flight */
-
-/* A gate at the end of every step: on the GPU a host node that waits
- * until the test opens it (or 10 s pass); on the simulator its held-work
- * model's gate (cudasim_gate), which holds the launch's stream, and
- * everything behind it, in flight until cudasim_release, and counts every
- * call that would wait for it on the host. */
-typedef void (*sim_release_fn)(void);
-typedef long (*sim_held_waits_fn)(const char **last_call);
-
-struct held {
-    struct gate gpu;
-    CUhostFn fn;
-    void *data;
-};
-
-static void held_init(struct held *h)
-{
-    memset(h, 0, sizeof *h);
-    pthread_mutex_init(&h->gpu.lock, NULL);
-    pthread_cond_init(&h->gpu.cond, NULL);
-    h->fn = on_simulator() ? (CUhostFn)sim_hook("cudasim_gate") : hold_the_stream;
-    h->data = &h->gpu;
-}
-
-static void held_release(struct held *h)
-{
-    if (on_simulator())
-        ((sim_release_fn)sim_hook("cudasim_release"))();
-    else
-        open_gate(&h->gpu);
-}
-
-/* Calls that waited for held work, by the simulator's count (the last
- * one's name in *call); on the GPU the gate's timeout tells instead. */
-static long held_waits(const char **call)
-{
-    *call = NULL;
-    return on_simulator() ? ((sim_held_waits_fn)sim_hook("cudasim_held_waits"))(call) : 0;
-}
 
 enum held_step { HELD_PLAIN, HELD_FORK, HELD_HOST, HELD_ALLOC, HELD_PARAMS, HELD_COND };
 

@@ -32,9 +32,9 @@
  *
  * No call of a set waits for the GPU: not for launches in flight, the
  * set's or anyone's; retiring or destroying a graph leaves its launches
- * to finish.  One exception is known and not yet fixed: destroying a set
- * whose graphs hold a conditional node, while their launches are held in
- * flight, waited until they ended (H200; cucap_graph_set(3), BUGS).  The one wait a set makes is for other threads' host work:
+ * to finish (a graph with conditional nodes, whose destroy by the driver
+ * waits, is destroyed by a later call once its launches are done).  The
+ * one wait a set makes is for other threads' host work:
  * a run that needs room only graphs being made (captured and instantiated
  * by other threads) stand in the way of waits until they are counted.
  *
