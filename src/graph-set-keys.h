@@ -10,12 +10,27 @@
 
 #include "cucapture.h"
 
+/* The most executable graphs of one key: its graph, and copies made for
+ * runs on other streams while it is in flight (one executable graph
+ * launched on several streams runs one launch at a time). */
+#define KEY_EXECS_MAX 8
+
+/* An executable graph of a key's step, and where its last launch went. */
+struct key_exec {
+    cucap_exec *exec;
+    CUstream stream;                 /* of its last launch (NULL: none yet) */
+    CUevent done;                    /* behind its last launch, once the key ran on two streams (NULL: none) */
+};
+
 struct entry {
     struct entry *next;              /* in its hash bucket */
     struct entry *newer, *older;     /* the list of entries with a graph, most recently run first */
-    cucap_exec *exec;                /* NULL: none (never made, retired, or its capture failed) */
-    int capturing;                   /* a thread is making its graph */
-    size_t nodes, allocation_bytes, memory_nodes, footprint;
+    struct key_exec execs[KEY_EXECS_MAX];   /* the first exec_count; none: never made, retired, or failed */
+    unsigned int exec_count, turn;   /* turn: the next to take when every one is in flight */
+    int several_streams;             /* it ran on two streams: launches record their event */
+    int no_copies;                   /* a copy's capture failed: none is tried until the key is retired */
+    int capturing;                   /* a thread is making its graph, or a copy */
+    size_t nodes, allocation_bytes, memory_nodes, footprint;   /* footprint: of each executable graph */
     double capture_us, instantiate_us;
     unsigned long long runs, last_run, retry_at;
     unsigned int failures;

@@ -80,29 +80,46 @@ static size_t taken(const cucap_graph_set *set)
     return set->stats.graph_memory + set->stats.footprint;
 }
 
-/* The oldest graph out: kept aside for an update when an update could
- * use it (no memory nodes: the driver updates no such graph) and
- * kept_for_update leaves room, destroyed otherwise (launches in flight
- * finish first; the driver frees it then). */
+/* An executable graph of a key's, its event with it. */
+static void destroy_key_exec(struct key_exec *x)
+{
+    cucap_exec_destroy(x->exec);
+    if (x->done)
+        (void)cucap_i_drv.cuEventDestroy(x->done);
+    *x = (struct key_exec){ NULL, NULL, NULL };
+}
+
+/* The oldest key's graphs out: its first kept aside for an update when an
+ * update could use it (no memory nodes: the driver updates no such
+ * graph) and kept_for_update leaves room, the rest destroyed (launches in
+ * flight finish first; the driver frees them then). */
 static void retire_oldest(cucap_graph_set *set)
 {
     struct entry *e = set->keys.oldest;
     struct kept_exec *k;
 
     cucap_i_keys_unlink(&set->keys, e);
-    set->stats.graphs--;
+    set->stats.graphs -= e->exec_count;
+    set->stats.copies -= e->exec_count - 1;
     set->stats.retirements++;
+    while (e->exec_count > 1) {
+        set->stats.footprint -= e->footprint;
+        destroy_key_exec(&e->execs[--e->exec_count]);
+    }
     if (!e->memory_nodes && set->stats.kept < set->opts.kept_for_update && (k = malloc(sizeof *k))) {
-        k->exec = e->exec;
+        k->exec = e->execs[0].exec;
         k->footprint = e->footprint;
         k->next = set->kept;
         set->kept = k;
         set->stats.kept++;
+        e->execs[0].exec = NULL;
     } else {
         set->stats.footprint -= e->footprint;
-        cucap_exec_destroy(e->exec);
     }
-    e->exec = NULL;
+    destroy_key_exec(&e->execs[0]);
+    e->exec_count = 0;
+    e->several_streams = 0;
+    e->no_copies = 0;
 }
 
 /* The kept executable graph that stays longest out when room is needed
@@ -340,8 +357,8 @@ struct first_launch {
     CUresult rc;
 };
 
-static CUresult launch(cucap_graph_set *set, struct entry *e, const void *values, size_t values_size, CUstream s,
-                       const char *caller, cucap_error **err);
+static CUresult launch(cucap_graph_set *set, struct entry *e, struct key_exec *x, const void *values,
+                       size_t values_size, CUstream s, const char *caller, cucap_error **err);
 
 /* What a thread making a graph holds between the set's lock and its
  * settling: the room set aside, and the kept executable graphs it took
@@ -388,7 +405,8 @@ static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_
         snprintf(e->reason, sizeof e->reason, "%s", why);
         set->stats.capture_failures++;
     } else {
-        e->exec = exec;
+        e->execs[0] = (struct key_exec){ exec, NULL, NULL };
+        e->exec_count = 1;
         e->footprint = footprint;
         e->capture_us = capture_us;
         e->failures = 0;
@@ -402,7 +420,8 @@ static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_
         else
             set->stats.instantiations++;
         if (first)
-            first->rc = launch(set, e, first->values, first->values_size, first->s, first->caller, first->err);
+            first->rc = launch(set, e, &e->execs[0], first->values, first->values_size, first->s, first->caller,
+                               first->err);
     }
     pthread_cond_broadcast(&set->settled);
     pthread_mutex_unlock(&set->lock);
@@ -482,6 +501,71 @@ static CUresult run_eagerly(cucap_graph_set *set, cucap_capture_fn fn, void *use
     return rc;
 }
 
+/* ---------------------------------------------------------------- copies for other streams */
+
+/* A run on s of a key whose executable graphs are all in flight on other
+ * streams (the room of one more set aside, e->capturing set): fn captured
+ * again and instantiated, a copy of the key's graph counted among the
+ * set's graphs, and launched.  When the capture or the instantiation
+ * fails, the run launches one of the key's graphs (and no copy is tried
+ * until the key is retired); when the key was retired meanwhile, the new
+ * graph is its graph again. */
+static CUresult run_on_copy(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn, void *user_data,
+                            const void *values, size_t values_size, CUstream s, cucap_run_kind *kind,
+                            const char *caller, cucap_error **err)
+{
+    char why[256] = "";
+    double capture_us = 0;
+    cucap_builder *b = capture(set, fn, user_data, &capture_us, why, sizeof why);
+    cucap_exec *exec = b ? instantiate(b, s, why, sizeof why) : NULL;
+    cucap_run_kind how = CUCAP_RUN_LAUNCHED;
+    struct key_exec *x = NULL;
+    CUresult rc;
+
+    cucap_builder_destroy(b);
+    pthread_mutex_lock(&set->lock);
+    set->making--;
+    set->making_bytes -= may_take(0, e->nodes);
+    e->capturing = 0;
+    if (exec) {
+        x = &e->execs[e->exec_count++];
+        *x = (struct key_exec){ exec, NULL, NULL };
+        how = CUCAP_RUN_INSTANTIATED;
+        set->stats.instantiations++;
+        set->stats.graphs++;
+        set->stats.footprint += e->footprint;
+        if (e->exec_count > 1)
+            set->stats.copies++;
+        else
+            cucap_i_keys_link_newest(&set->keys, e);
+    } else if (e->exec_count) {
+        e->no_copies = 1;
+        snprintf(e->reason, sizeof e->reason, "a copy for another stream: %s", why);
+        x = &e->execs[e->turn++ % e->exec_count];
+    }
+    rc = x ? launch(set, e, x, values, values_size, s, caller, err) : CUDA_SUCCESS;
+    set->stats.runs++;
+    e->runs++;
+    e->last_run = set->stats.runs;
+    if (x && how == CUCAP_RUN_LAUNCHED)
+        set->stats.hits++;
+    else
+        set->stats.misses++;
+    if (x && how == CUCAP_RUN_LAUNCHED) {
+        cucap_i_keys_unlink(&set->keys, e);
+        cucap_i_keys_link_newest(&set->keys, e);
+    }
+    pthread_cond_broadcast(&set->settled);
+    pthread_mutex_unlock(&set->lock);
+    if (!x) {   /* retired meanwhile, and no graph made */
+        rc = run_eagerly(set, fn, user_data, values, values_size, s, why, caller, err);
+        how = CUCAP_RUN_EAGER;
+    }
+    if (kind && rc == CUDA_SUCCESS)
+        *kind = how;
+    return rc;
+}
+
 /* ---------------------------------------------------------------- the calls */
 
 static CUresult check_key(const cucap_graph_set *set, const void *key, size_t key_size, const char *caller,
@@ -549,7 +633,7 @@ CUresult cucap_graph_set_create(CUdevice dev, const cucap_graph_set_options *opt
  * shared with every other allocating graph of the set, whatever the
  * threads and streams: the budget's arithmetic, one graph's graph memory
  * at a time, holds. */
-static CUresult launch_on_set_stream(cucap_graph_set *set, struct entry *e, const void *values, size_t values_size,
+static CUresult launch_on_set_stream(cucap_graph_set *set, cucap_exec *exec, const void *values, size_t values_size,
                                      CUstream s, const char *caller, cucap_error **err)
 {
     CUresult rc;
@@ -563,8 +647,8 @@ static CUresult launch_on_set_stream(cucap_graph_set *set, struct entry *e, cons
     if ((rc = cucap_i_stream_after(set->hold->ctx, set->stream, s, set->handoff[0])) != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "ordering the set's stream after the run's (cuEventRecord, "
                                    "cuStreamWaitEvent)");
-    rc = values ? cucap_exec_launch_params(e->exec, values, values_size, set->stream, err)
-                : cucap_exec_launch(e->exec, set->stream, err);
+    rc = values ? cucap_exec_launch_params(exec, values, values_size, set->stream, err)
+                : cucap_exec_launch(exec, set->stream, err);
     if (rc != CUDA_SUCCESS)
         return rc;
     if ((rc = cucap_i_stream_after(set->hold->ctx, s, set->stream, set->handoff[1])) != CUDA_SUCCESS)
@@ -575,12 +659,16 @@ static CUresult launch_on_set_stream(cucap_graph_set *set, struct entry *e, cons
     return CUDA_SUCCESS;
 }
 
-/* Launch e's graph on s, under the lock (no retirement can take it
- * meanwhile); a graph that allocates on the set's stream, as above. */
-static CUresult launch(cucap_graph_set *set, struct entry *e, const void *values, size_t values_size, CUstream s,
-                       const char *caller, cucap_error **err)
+/* Launch x, an executable graph of e's, on s, under the lock (no
+ * retirement can take it meanwhile); a graph that allocates on the set's
+ * stream, as above.  Once e ran on two streams, an event behind the
+ * launch says when x is free again (a failure to record one only makes
+ * x look in flight). */
+static CUresult launch(cucap_graph_set *set, struct entry *e, struct key_exec *x, const void *values,
+                       size_t values_size, CUstream s, const char *caller, cucap_error **err)
 {
-    size_t size = cucap_exec_params_size(e->exec);
+    size_t size = cucap_exec_params_size(x->exec);
+    CUresult rc;
 
     if (values && !size)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the key's graph reads no parameter block (values "
@@ -589,8 +677,50 @@ static CUresult launch(cucap_graph_set *set, struct entry *e, const void *values
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the key's parameter block holds %zu bytes, not %zu",
                             caller, size, values_size);
     if (e->allocation_bytes)
-        return launch_on_set_stream(set, e, values, values_size, s, caller, err);
-    return values ? cucap_exec_launch_params(e->exec, values, values_size, s, err) : cucap_exec_launch(e->exec, s, err);
+        return launch_on_set_stream(set, x->exec, values, values_size, s, caller, err);
+    rc = values ? cucap_exec_launch_params(x->exec, values, values_size, s, err) : cucap_exec_launch(x->exec, s, err);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    x->stream = s;
+    if (e->several_streams &&
+        ((!x->done && cucap_i_create_in(set->hold->ctx, CUCAP_I_EVENT, (void **)&x->done) != CUDA_SUCCESS) ||
+         cucap_i_event_record_in(set->hold->ctx, x->done, s) != CUDA_SUCCESS) && x->done) {
+        (void)cucap_i_drv.cuEventDestroy(x->done);
+        x->done = NULL;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Which of e's executable graphs a run on s launches: one last launched
+ * on s (or never), else one whose last launch is done, else NULL when a
+ * copy may be made (e's first run on a second stream finds none done:
+ * its launches had no event), else the next in turn.  Graphs that
+ * allocate run one after another on the set's stream: their first. */
+static struct key_exec *pick(cucap_graph_set *set, struct entry *e, CUstream s)
+{
+    unsigned int i;
+
+    if (e->allocation_bytes)
+        return &e->execs[0];
+    for (i = 0; i < e->exec_count; i++)
+        if (e->execs[i].stream == s || !e->execs[i].stream)
+            return &e->execs[i];
+    if (!e->several_streams) {
+        e->several_streams = 1;
+    } else {
+        struct cucap_work_scope w;   /* relaxed: a query is no call for another thread's global capture to refuse */
+        struct key_exec *done = NULL;
+        cucap_i_work_enter_quietly(&w, set->hold->ctx, "cucap_graph_set_run");
+        for (i = 0; i < e->exec_count && !done; i++)
+            if (e->execs[i].done && cucap_i_drv.cuEventQuery(e->execs[i].done) == CUDA_SUCCESS)
+                done = &e->execs[i];
+        cucap_i_work_leave_quietly(&w, "cucap_graph_set_run");
+        if (done)
+            return done;
+    }
+    if (!e->capturing && e->exec_count < KEY_EXECS_MAX && !e->no_copies && fits(set, 0, e->nodes))
+        return NULL;
+    return &e->execs[e->turn++ % e->exec_count];
 }
 
 CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_size, cucap_capture_fn fn,
@@ -615,9 +745,17 @@ CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_s
         pthread_mutex_unlock(&set->lock);
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     }
-    if (e->exec) {
+    if (e->exec_count) {
+        struct key_exec *x = pick(set, e, s);
+        if (!x) {
+            e->capturing = 1;
+            set->making++;
+            set->making_bytes += may_take(0, e->nodes);
+            pthread_mutex_unlock(&set->lock);
+            return run_on_copy(set, e, fn, user_data, values, values_size, s, kind, caller, err);
+        }
         /* values of another size than the block are refused before anything is counted */
-        if ((rc = launch(set, e, values, values_size, s, caller, err)) == CUDA_SUCCESS) {
+        if ((rc = launch(set, e, x, values, values_size, s, caller, err)) == CUDA_SUCCESS) {
             set->stats.runs++;
             set->stats.hits++;
             e->runs++;
@@ -675,7 +813,7 @@ CUresult cucap_graph_set_warm(cucap_graph_set *set, const void *const *keys, con
     for (i = 0; i < count; i++) {
         pthread_mutex_lock(&set->lock);
         e = cucap_i_keys_find_or_add(&set->keys, keys[i], key_sizes[i]);
-        if (e && (e->exec || e->capturing))
+        if (e && (e->exec_count || e->capturing))
             e = NULL;   /* made, or being made */
         else if (e)
             e->capturing = 1;
@@ -712,7 +850,8 @@ CUresult cucap_graph_set_get_key_stats(cucap_graph_set *set, const void *key, si
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&set->lock);
     if ((e = cucap_i_keys_find(&set->keys, key, key_size))) {
-        out->has_graph = e->exec != NULL;
+        out->has_graph = e->exec_count > 0;
+        out->copies = e->exec_count > 1 ? e->exec_count - 1 : 0;
         out->nodes = e->nodes;
         out->allocation_bytes = e->allocation_bytes;
         out->footprint = e->footprint;
@@ -738,8 +877,10 @@ void cucap_graph_set_destroy(cucap_graph_set *set)
 
     if (!set)
         return;
+    cucap_i_work_enter_quietly(&w, set->hold->ctx, "cucap_graph_set_destroy");
     while ((e = cucap_i_keys_take(&set->keys)) != NULL) {
-        cucap_exec_destroy(e->exec);
+        while (e->exec_count)
+            destroy_key_exec(&e->execs[--e->exec_count]);
         free(e);
     }
     while (set->kept) {
@@ -748,7 +889,6 @@ void cucap_graph_set_destroy(cucap_graph_set *set)
         cucap_exec_destroy(k->exec);
         free(k);
     }
-    cucap_i_work_enter_quietly(&w, set->hold->ctx, "cucap_graph_set_destroy");
     if (set->stream)   /* its launches finish first (the driver waits for them, the call does not) */
         (void)cucap_i_drv.cuStreamDestroy(set->stream);
     if (set->handoff[0])

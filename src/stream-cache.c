@@ -135,6 +135,20 @@ CUresult cucap_i_stream_after(CUcontext ctx, CUstream later, CUstream earlier, C
     return rc;
 }
 
+CUresult cucap_i_event_record_in(CUcontext ctx, CUevent ev, CUstream s)
+{
+    CUcontext saved = NULL;
+    CUresult rc, left;
+
+    if (!a_contexts_stream(s))
+        return cucap_i_drv.cuEventRecord(ev, s);
+    if ((rc = cucap_i_ctx_enter(ctx, &saved)) != CUDA_SUCCESS)
+        return rc;
+    rc = cucap_i_drv.cuEventRecord(ev, s);
+    left = cucap_i_ctx_leave(ctx, saved);
+    return rc != CUDA_SUCCESS ? rc : left;
+}
+
 static CUresult take(CUcontext ctx, CUdevice dev, int kind, void **out, const char *caller)
 {
     struct cache *c;

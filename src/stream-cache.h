@@ -19,6 +19,9 @@ CUresult cucap_i_create_in(CUcontext ctx, int kind, void **out);
  * or per-thread stream (a current context's own).  The host does not
  * wait.  0, or the driver's error. */
 CUresult cucap_i_stream_after(CUcontext ctx, CUstream later, CUstream earlier, CUevent ev);
+/* ev (of ctx) recorded on s, with ctx current where s is the NULL, legacy
+ * or per-thread stream.  0, or the driver's error. */
+CUresult cucap_i_event_record_in(CUcontext ctx, CUevent ev, CUstream s);
 
 /* Non-blocking streams and timing-free events of device
  * dev's primary context ctx, reused.  A stream given back must not be part

@@ -522,6 +522,119 @@ BACKEND_TEST(graph_set, held_launches_of_steps_with_a_conditional_node)
     held_rounds(HELD_COND);
 }
 
+/* ---------------------------------------------------------------- one key on several streams */
+
+/* One executable graph launched on several streams runs one launch at a
+ * time (measured: 8 streams, 8.1 ms a round of 1 ms graphs).  A run that
+ * finds every graph of its key in flight on other streams gets a copy,
+ * within the budget; a run on a stream a graph of the key was last
+ * launched on, or once one is done, takes that one. */
+static void one_key_on_streams(enum held_step kind, size_t budget_graphs, size_t expect_copies)
+{
+    cucap_graph_set *set = new_set((size_t)512 << 20, budget_graphs, 0);
+    struct held_call calls[2];
+    cucap_graph_set_stats stats;
+    cucap_graph_set_key_stats ks;
+    cucap_error *err = NULL;
+    cucap_run_kind how;
+    unsigned char host[16];
+    CUstream streams[10];
+    struct held gate;
+    const char *call;
+    CUdeviceptr out;
+    uint64_t key = 1, other = 2;
+    long waits;
+    int i, round;
+
+    held_init(&gate);
+    for (i = 0; i < 10; i++)
+        streams[i] = new_stream();
+    cr_assert_eq(D.cuMemAlloc(&out, 16), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemsetD8(out, 0, 16), CUDA_SUCCESS);
+    calls[0] = (struct held_call){ kind, &gate, out, 0x5a, 0 };
+    calls[1] = (struct held_call){ kind, &gate, out + 8, 0x6b, 0 };
+    for (i = 0; i < 9; i++) {   /* held: every graph of the key stays in flight */
+        uint64_t values = 0x5a5a5a5a5a5a5a5aull;
+        cr_assert_eq(cucap_graph_set_run(set, &key, sizeof key, held_step, &calls[0], kind == HELD_PARAMS ? &values : NULL,
+                                         kind == HELD_PARAMS ? 8 : 0, streams[i], &how, &err),
+                     CUDA_SUCCESS, "run %d: %s", i, cucap_error_message(err));
+        cucap_graph_set_get_stats(set, &stats);
+        cr_assert_leq(stats.copies, expect_copies, "run %d made copy %zu", i, stats.copies);
+        cr_assert(!budget_graphs || stats.graphs <= budget_graphs, "%zu graphs against %zu", stats.graphs,
+                  budget_graphs);
+        cr_assert_eq(how, i == 0 || (size_t)i <= expect_copies ? CUCAP_RUN_INSTANTIATED : CUCAP_RUN_LAUNCHED,
+                     "run %d on its own stream ran as %d", i, (int)how);
+    }
+    cr_assert_eq(stats.copies, expect_copies);
+    cr_assert_eq(stats.graphs, expect_copies + 1);
+    cr_assert_eq(cucap_graph_set_get_key_stats(set, &key, sizeof key, &ks, NULL), CUDA_SUCCESS);
+    cr_assert_eq(ks.copies, expect_copies);
+    /* the same streams again: each takes the graph it launched there, no new copy */
+    for (round = 0; round < 2; round++)
+        for (i = 0; i < 8; i++) {
+            uint64_t values = 0x5a5a5a5a5a5a5a5aull;
+            cr_assert_eq(cucap_graph_set_run(set, &key, sizeof key, held_step, &calls[0],
+                                             kind == HELD_PARAMS ? &values : NULL, kind == HELD_PARAMS ? 8 : 0,
+                                             streams[i], &how, &err),
+                         CUDA_SUCCESS, "%s", cucap_error_message(err));
+            cr_assert_eq(how, CUCAP_RUN_LAUNCHED);
+        }
+    cucap_graph_set_get_stats(set, &stats);
+    cr_assert_eq(stats.copies, expect_copies, "runs on streams the key ran on made copies");
+    /* another key needs room: the copies count against budget_graphs */
+    cr_assert_eq(cucap_graph_set_run(set, &other, sizeof other, held_step, &calls[1], kind == HELD_PARAMS ?
+                                     &(uint64_t){ 0x6b6b6b6b6b6b6b6bull } : NULL, kind == HELD_PARAMS ? 8 : 0,
+                                     streams[9], &how, &err),
+                 CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(how, CUCAP_RUN_INSTANTIATED);
+    cucap_graph_set_get_stats(set, &stats);
+    cr_assert(!budget_graphs || stats.graphs <= budget_graphs, "%zu graphs against %zu", stats.graphs, budget_graphs);
+    waits = held_waits(&call);
+    held_release(&gate);
+    for (i = 0; i < 10; i++)
+        cr_assert_eq(D.cuStreamSynchronize(streams[i]), CUDA_SUCCESS);
+    cr_assert_eq(waits, 0, "%ld calls waited for the held launches, the last %s", waits, call);
+    cr_assert_not(gate.gpu.timed_out, "a call waited for the held launches");
+    /* done now: a run on a stream the key never ran on takes a graph that is done */
+    if (budget_graphs == 0) {
+        cr_assert_eq(cucap_graph_set_run(set, &key, sizeof key, held_step, &calls[0], kind == HELD_PARAMS ?
+                                         &(uint64_t){ 0x5a5a5a5a5a5a5a5aull } : NULL, kind == HELD_PARAMS ? 8 : 0,
+                                         streams[9], &how, &err),
+                     CUDA_SUCCESS, "%s", cucap_error_message(err));
+        cr_assert_eq(how, CUCAP_RUN_LAUNCHED);
+        cucap_graph_set_get_stats(set, &stats);
+        cr_assert_eq(stats.copies, expect_copies, "a run found a graph done and still made a copy");
+        cr_assert_eq(D.cuStreamSynchronize(streams[9]), CUDA_SUCCESS);
+    }
+    cr_assert_eq(D.cuMemcpyDtoH(host, out, sizeof host), CUDA_SUCCESS);
+    for (i = 0; i < 16; i++)
+        cr_assert_eq(host[i], i < 8 ? 0x5a : 0x6b, "byte %d is %#x", i, host[i]);
+    cucap_graph_set_destroy(set);
+    for (i = 0; i < 10; i++)
+        D.cuStreamDestroy(streams[i]);
+    D.cuMemFree(out);
+}
+
+BACKEND_TEST(graph_set, one_key_on_nine_streams_gets_seven_copies_while_it_runs)
+{
+    one_key_on_streams(HELD_PLAIN, 0, 7);
+}
+
+BACKEND_TEST(graph_set, copies_of_a_key_reading_a_block_carry_their_own_values)
+{
+    one_key_on_streams(HELD_PARAMS, 0, 7);
+}
+
+BACKEND_TEST(graph_set, copies_of_a_key_with_a_conditional_node)
+{
+    one_key_on_streams(HELD_COND, 0, 7);
+}
+
+BACKEND_TEST(graph_set, copies_count_against_budget_graphs)
+{
+    one_key_on_streams(HELD_PLAIN, 3, 2);
+}
+
 /* ---------------------------------------------------------------- the budget with launches running at once */
 
 /* The issue's budget: three granules of graph memory and 256 KiB of

@@ -133,7 +133,8 @@ typedef struct cucap_graph_set_stats {
     unsigned long long trims;      /**< graph memory trims: only after retirements that gave some back */
     unsigned long long eager_runs, capture_failures;
     unsigned long long set_stream_launches;   /**< launches of allocating graphs, made on the set's stream */
-    size_t graphs;                 /**< executable graphs held for keys */
+    size_t graphs;                 /**< executable graphs held for keys, copies included */
+    size_t copies;                 /**< of those, copies made for runs on other streams (see cucap_graph_set_run()) */
     size_t kept;                   /**< retired executable graphs kept for updates */
     size_t graph_memory;           /**< graph memory reserved on the device, as last measured */
     size_t footprint;              /**< the executable graphs' own footprint, summed */
@@ -146,6 +147,7 @@ typedef struct cucap_graph_set_stats {
  */
 typedef struct cucap_graph_set_key_stats {
     int has_graph;                 /**< an executable graph is held for it */
+    size_t copies;                 /**< copies of it held for runs on other streams */
     size_t nodes;                  /**< its graph's nodes at the top level */
     size_t allocation_bytes;       /**< what its allocation nodes ask for */
     size_t footprint;              /**< the executable graph's own footprint */
