@@ -18,6 +18,11 @@
 // before the clock starts), by hand (capture + instantiate on each
 // thread's stream, the executables kept; from 16 threads also one
 // thread's list at a time) and through one set.
+// Then small graphs (a memset and a copy from the block, 8 keys): a hit
+// and a miss served by an update against a hand-written cache and a
+// hand-written LRU that updates; one key from 8 threads on 8 streams
+// against 8 keys (a kernel of about 20 us a run); and the third-of-memory
+// set from 4 threads, each on its own stream.
 // Printed: time per step (median over rounds, p10/p90), paired ratios,
 // misses, the most graph memory + footprint the budgeted set held, the
 // device's free memory after the sets are destroyed against before, and
@@ -200,6 +205,219 @@ size_t free_memory()
     return f;
 }
 
+// ---------------------------------------------------------------- small graphs
+
+__global__ void spin(long long cycles, const values *v, float *out)
+{
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles)
+        ;
+    if (threadIdx.x == 0)
+        out[v->index] = v->seed;
+}
+
+// The small step: its values' seed set into out[index] by a copy from the block, after a memset of out.
+void small_step(cudaStream_t s, const values *v, float *out, int key)
+{
+    CHECK(cudaMemsetAsync(out + 64 + key, 0, sizeof(float), s));
+    CHECK(cudaMemcpyAsync(out + 64 + key, &v->seed, sizeof(float), cudaMemcpyDeviceToDevice, s));
+}
+
+struct small_hand {
+    std::unordered_map<int, cudaGraphExec_t> graphs;
+    cudaGraphExec_t lru = nullptr;   // the LRU of one that updates
+    values *block = nullptr;
+
+    void capture(int key, float *out, cudaStream_t s, cudaGraph_t *g)
+    {
+        CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        small_step(s, block, out, key);
+        CHECK(cudaStreamEndCapture(s, g));
+    }
+    void hit(int key, const values &v, float *out, cudaStream_t s)
+    {
+        CHECK(cudaMemcpyAsync(block, &v, sizeof v, cudaMemcpyHostToDevice, s));
+        auto it = graphs.find(key);
+        if (it == graphs.end()) {
+            cudaGraph_t g;
+            capture(key, out, s, &g);
+            cudaGraphExec_t e;
+            CHECK(cudaGraphInstantiate(&e, g, 0));
+            CHECK(cudaGraphDestroy(g));
+            it = graphs.emplace(key, e).first;
+        }
+        CHECK(cudaGraphLaunch(it->second, s));
+    }
+    void miss_by_update(int key, const values &v, float *out, cudaStream_t s)
+    {
+        cudaGraph_t g;
+        cudaGraphExecUpdateResultInfo info;
+        CHECK(cudaMemcpyAsync(block, &v, sizeof v, cudaMemcpyHostToDevice, s));
+        capture(key, out, s, &g);
+        if (!lru)
+            CHECK(cudaGraphInstantiate(&lru, g, 0));
+        else
+            CHECK(cudaGraphExecUpdate(lru, g, &info));
+        CHECK(cudaGraphDestroy(g));
+        CHECK(cudaGraphLaunch(lru, s));
+    }
+    ~small_hand()
+    {
+        for (auto &kv : graphs)
+            CHECK(cudaGraphExecDestroy(kv.second));
+        if (lru)
+            CHECK(cudaGraphExecDestroy(lru));
+    }
+};
+
+void small_rows(const model &m, cudaStream_t s)
+{
+    constexpr int keys = 8, batch = 8, runs = 4000, rounds = 9;
+    cucap_graph_set_options all{}, one{};
+    all.budget_bytes = (size_t)1 << 30;
+    all.capture_mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    one = all;
+    one.budget_graphs = 1;
+    one.kept_for_update = 1;
+    small_hand hand;
+    CHECK(cudaMalloc(&hand.block, sizeof(values)));
+    cucap::graph_set hits = cucap::graph_set::create(0, all), updates = cucap::graph_set::create(0, one);
+    std::vector<double> hit_hand, hit_set, upd_hand, upd_set;
+    int wrong = 0;
+    auto timed = [&](auto &&run) {
+        auto t0 = clock_type::now();
+        for (int i = 0; i < runs; i++) {
+            run(i % keys, values{0, (float)(i % 13 + 1)});
+            if (i % batch == batch - 1)
+                CHECK(cudaStreamSynchronize(s));
+        }
+        CHECK(cudaStreamSynchronize(s));
+        float got[keys];
+        CHECK(cudaMemcpy(got, m.out + 64, sizeof got, cudaMemcpyDeviceToHost));
+        for (int k = 0; k < keys; k++)
+            wrong += got[k] != (float)((runs - keys + k) % 13 + 1);
+        return seconds_since(t0) / runs * 1e6;
+    };
+    for (int r = 0; r <= rounds; r++) {   // round 0 warms every cache up, and is not counted
+        double a = timed([&](int k, const values &v) { hand.hit(k, v, m.out, s); });
+        double b = timed([&](int k, const values &v) {
+            hits.run(k, [&](cucap::builder &bb) { small_step(bb.stream(), bb.params<values>(), m.out, k); }, v, s);
+        });
+        double c = timed([&](int k, const values &v) { hand.miss_by_update(k, v, m.out, s); });
+        double d = timed([&](int k, const values &v) {
+            updates.run(k, [&](cucap::builder &bb) { small_step(bb.stream(), bb.params<values>(), m.out, k); }, v, s);
+        });
+        if (r) {
+            hit_hand.push_back(a), hit_set.push_back(b), upd_hand.push_back(c), upd_set.push_back(d);
+        }
+    }
+    auto paired = [&](const std::vector<double> &x, const std::vector<double> &y, bool diff) {
+        std::vector<double> q;
+        for (size_t i = 0; i < x.size(); i++)
+            q.push_back(diff ? x[i] - y[i] : x[i] / y[i]);
+        return q;
+    };
+    std::vector<double> hd = paired(hit_set, hit_hand, true), ur = paired(upd_set, upd_hand, false);
+    std::printf("small graph (memset + copy from the block, %d keys, a sync every %d runs), us a run, medians of %d "
+                "rounds:\n", keys, batch, rounds);
+    std::printf("  hit: hand-written cache %.2f, graph set %.2f: set - hand %.2f us [%.2f, %.2f]\n",
+                quantile(hit_hand, 0.5), quantile(hit_set, 0.5), quantile(hd, 0.5), quantile(hd, 0.1),
+                quantile(hd, 0.9));
+    std::printf("  every run a miss served by an update: hand-written LRU of 1 %.2f, graph set of 1 + 1 kept %.2f: "
+                "ratio %.3f [%.3f, %.3f] (set updates %llu, instantiations %llu)\n",
+                quantile(upd_hand, 0.5), quantile(upd_set, 0.5), quantile(ur, 0.5), quantile(ur, 0.1),
+                quantile(ur, 0.9), updates.stats().updates, updates.stats().instantiations);
+
+    // one key from 8 threads on 8 streams, against 8 keys
+    constexpr int threads = 8, per_thread = 200;
+    long long cycles = 40000;   // about 20 us at 1.98 GHz
+    std::vector<double> same, different;
+    size_t copies = 0;
+    for (int r = 0; r <= rounds; r++)
+        for (int same_key = 1; same_key >= 0; same_key--) {
+            cucap::graph_set set = cucap::graph_set::create(0, all);
+            std::vector<cudaStream_t> streams(threads);
+            for (cudaStream_t &ts : streams)
+                CHECK(cudaStreamCreateWithFlags(&ts, cudaStreamNonBlocking));
+            start_line line;
+            std::atomic<int> bad{0};
+            std::vector<std::thread> pool;
+            for (int t = 0; t < threads; t++)
+                pool.emplace_back([&, t] {
+                    int key = same_key ? 0 : t;
+                    auto step = [&](cucap::builder &bb) { spin<<<1, 32, 0, bb.stream()>>>(cycles, bb.params<values>(), m.out); };
+                    for (int i = 0; i < 20; i++)   // the graphs (and copies) made before the clock
+                        set.run(key, step, values{(unsigned)(128 + t), 0.0f}, streams[t]);
+                    CHECK(cudaStreamSynchronize(streams[t]));
+                    line.wait();
+                    for (int i = 0; i < per_thread; i++) {
+                        set.run(key, step, values{(unsigned)(128 + t), (float)(i + 1)}, streams[t]);
+                        CHECK(cudaStreamSynchronize(streams[t]));
+                    }
+                    float got;
+                    CHECK(cudaMemcpy(&got, m.out + 128 + t, sizeof got, cudaMemcpyDeviceToHost));
+                    bad += got != (float)per_thread;
+                });
+            auto t0 = line.release(threads);
+            for (auto &th : pool)
+                th.join();
+            double us = seconds_since(t0) / (threads * per_thread) * 1e6;
+            wrong += bad.load();
+            if (same_key)
+                copies = set.stats().copies;
+            if (r)
+                (same_key ? same : different).push_back(us);
+            for (cudaStream_t ts : streams)
+                CHECK(cudaStreamDestroy(ts));
+        }
+    std::vector<double> kr = paired(same, different, false);
+    std::printf("one key from %d threads on %d streams (a kernel of %lld cycles a run, the host waiting for each): "
+                "%.2f us a run, %d keys %.2f: ratio %.3f [%.3f, %.3f] (%zu copies of the key)\n", threads, threads,
+                cycles, quantile(same, 0.5), threads, quantile(different, 0.5), quantile(kr, 0.5), quantile(kr, 0.1),
+                quantile(kr, 0.9), copies);
+    std::printf("small-graph results identical to what each run asked for: %s\n", wrong ? "NO" : "yes");
+    CHECK(cudaFree(hand.block));
+}
+
+// The set with a third of the memory all buckets' graphs take, from 4 threads on their own streams: the
+// device's reserved graph memory plus the set's footprint read after every run.
+void third_from_threads(const model &m, const std::vector<int> &batches, size_t budget)
+{
+    constexpr int threads = 4;
+    cucap_graph_set_options o{};
+    o.budget_bytes = budget;
+    o.capture_mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    CHECK(cudaDeviceGraphMemTrim(0));
+    cucap::graph_set set = cucap::graph_set::create(0, o);
+    std::atomic<size_t> most{0};
+    std::atomic<unsigned long> over{0}, checked{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; t++)
+        pool.emplace_back([&, t] {
+            cudaStream_t ts;
+            CHECK(cudaStreamCreateWithFlags(&ts, cudaStreamNonBlocking));
+            for (size_t i = t; i < batches.size(); i++) {
+                int bucket = bucket_of(batches[(i * 7 + t) % batches.size()]);
+                set.run(bucket, [&](cucap::builder &b) { m.step(b.stream(), b.params<values>(), bucket); },
+                        values{(unsigned)i, 1.0f}, ts);
+                size_t taken = graph_memory() + set.stats().footprint;
+                size_t seen = most.load();
+                while (taken > seen && !most.compare_exchange_weak(seen, taken))
+                    ;
+                over += taken > budget;
+                checked++;
+                CHECK(cudaStreamSynchronize(ts));
+            }
+            CHECK(cudaStreamDestroy(ts));
+        });
+    for (auto &th : pool)
+        th.join();
+    cucap_graph_set_stats st = set.stats();
+    std::printf("a third of the memory from %d threads: most taken %zu MiB of %zu; over the budget at %lu of %lu "
+                "runs checked (set-stream launches %llu, eager %llu)\n", threads, most.load() >> 20, budget >> 20,
+                over.load(), checked.load(), st.set_stream_launches, st.eager_runs);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -212,7 +430,7 @@ int main(int argc, char **argv)
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     CHECK(cudaMalloc(&m.weights, (size_t)m.layers * hidden * sizeof(float)));
     CHECK(cudaMemset(m.weights, 0, (size_t)m.layers * hidden * sizeof(float)));
-    CHECK(cudaMalloc(&m.out, (size_t)steps * sizeof(float)));
+    CHECK(cudaMalloc(&m.out, (size_t)std::max(steps, 256) * sizeof(float)));   // small_rows writes 64 to 135
     CHECK(cudaMalloc(&m.fixed_act, (size_t)max_batch * hidden * sizeof(float)));
     values *eager_block;
     CHECK(cudaMalloc(&eager_block, sizeof(values)));
@@ -522,5 +740,7 @@ int main(int argc, char **argv)
     long long second = ((long long)free_second - (long long)free_memory()) >> 10;
     std::printf("device memory after the sets' second lives, against before them: %lld KiB %s\n", second < 0 ? -second : second,
                 second > 0 ? "less" : "more");
+    third_from_threads(m, batches, all / 3);
+    small_rows(m, s);
     return mismatches ? 1 : 0;
 }
