@@ -27,6 +27,16 @@
  * instantiation). */
 #define GRAPH_MEMORY_GRANULE ((size_t)32 << 20)
 #define FOOTPRINT_PER_NODE ((size_t)2 << 10)
+/* The most launches in flight on the set's stream: the driver makes a
+ * launch on a stream with a long queue wait on the host (an H100 waited
+ * after about 30 held launches: doc/driver-facts.md), so a run that finds
+ * the queue this long runs eagerly instead. */
+#define SET_STREAM_QUEUE 16
+/* What a launch that found the set's stream full returns (no launch of
+ * the driver's returns it). */
+#define CUCAP_I_SET_STREAM_FULL CUDA_ERROR_NOT_READY
+#define SET_STREAM_FULL_REASON "the set's stream held 16 launches in flight (a launch behind a longer queue waits on the host)"
+
 
 struct kept_exec {
     cucap_exec *exec;
@@ -43,7 +53,10 @@ struct cucap_graph_set {
     struct key_table keys;           /* newest and oldest: the keys with a graph, by their last run */
     struct kept_exec *kept;          /* not while a thread tries them for an update */
     CUstream stream;                 /* where graphs that allocate are launched (made on first need) */
-    CUevent handoff[2];              /* from a run's stream to the set's, and back */
+    CUevent handoff;                 /* from a run's stream to the set's */
+    CUevent queued[SET_STREAM_QUEUE];   /* behind each launch on the set's stream still in flight, the oldest at
+                                           queued_first (a run's stream waits for its own to hand back) */
+    unsigned int queued_first, queued_count;
     size_t making, making_bytes;     /* graphs being instantiated or updated, and the room set aside for them */
     cucap_graph_set_stats stats;
 };
@@ -566,6 +579,17 @@ static CUresult run_on_copy(cucap_graph_set *set, struct entry *e, cucap_capture
     return rc;
 }
 
+/* A run whose graph found the set's stream full: eager. */
+static CUresult eager_instead(cucap_graph_set *set, cucap_capture_fn fn, void *user_data, const void *values,
+                              size_t values_size, CUstream s, cucap_run_kind *kind, const char *caller, cucap_error **err)
+{
+    CUresult rc = run_eagerly(set, fn, user_data, values, values_size, s, SET_STREAM_FULL_REASON, caller, err);
+
+    if (kind && rc == CUDA_SUCCESS)
+        *kind = CUCAP_RUN_EAGER;
+    return rc;
+}
+
 /* ---------------------------------------------------------------- the calls */
 
 static CUresult check_key(const cucap_graph_set *set, const void *key, size_t key_size, const char *caller,
@@ -633,27 +657,50 @@ CUresult cucap_graph_set_create(CUdevice dev, const cucap_graph_set_options *opt
  * shared with every other allocating graph of the set, whatever the
  * threads and streams: the budget's arithmetic, one graph's graph memory
  * at a time, holds. */
+/* Whether the set's stream has room for one more launch: its launches
+ * done are counted out first (in relaxed mode: a query is no call for
+ * another thread's global capture to refuse). */
+static int set_stream_has_room(cucap_graph_set *set)
+{
+    struct cucap_work_scope w;
+
+    if (set->queued_count < SET_STREAM_QUEUE)
+        return 1;
+    cucap_i_work_enter_quietly(&w, set->hold->ctx, "cucap_graph_set_run");
+    while (set->queued_count && cucap_i_drv.cuEventQuery(set->queued[set->queued_first]) == CUDA_SUCCESS) {
+        set->queued_first = (set->queued_first + 1) % SET_STREAM_QUEUE;
+        set->queued_count--;
+    }
+    cucap_i_work_leave_quietly(&w, "cucap_graph_set_run");
+    return set->queued_count < SET_STREAM_QUEUE;
+}
+
 static CUresult launch_on_set_stream(cucap_graph_set *set, cucap_exec *exec, const void *values, size_t values_size,
                                      CUstream s, const char *caller, cucap_error **err)
 {
+    CUevent *back;
     CUresult rc;
 
+    if (!set_stream_has_room(set))
+        return CUCAP_I_SET_STREAM_FULL;
+    back = &set->queued[(set->queued_first + set->queued_count) % SET_STREAM_QUEUE];
     if (!set->stream && (rc = cucap_i_create_in(set->hold->ctx, CUCAP_I_STREAM, (void **)&set->stream)) != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
-    if (!set->handoff[0] && (rc = cucap_i_create_in(set->hold->ctx, CUCAP_I_EVENT, (void **)&set->handoff[0])) != CUDA_SUCCESS)
+    if (!set->handoff && (rc = cucap_i_create_in(set->hold->ctx, CUCAP_I_EVENT, (void **)&set->handoff)) != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
-    if (!set->handoff[1] && (rc = cucap_i_create_in(set->hold->ctx, CUCAP_I_EVENT, (void **)&set->handoff[1])) != CUDA_SUCCESS)
+    if (!*back && (rc = cucap_i_create_in(set->hold->ctx, CUCAP_I_EVENT, (void **)back)) != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
-    if ((rc = cucap_i_stream_after(set->hold->ctx, set->stream, s, set->handoff[0])) != CUDA_SUCCESS)
+    if ((rc = cucap_i_stream_after(set->hold->ctx, set->stream, s, set->handoff)) != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "ordering the set's stream after the run's (cuEventRecord, "
                                    "cuStreamWaitEvent)");
     rc = values ? cucap_exec_launch_params(exec, values, values_size, set->stream, err)
                 : cucap_exec_launch(exec, set->stream, err);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((rc = cucap_i_stream_after(set->hold->ctx, s, set->stream, set->handoff[1])) != CUDA_SUCCESS)
+    if ((rc = cucap_i_stream_after(set->hold->ctx, s, set->stream, *back)) != CUDA_SUCCESS)
         return cucap_i_fail(err, rc, "%s: the launch was queued on the set's stream, but the run's stream could not "
                             "be made to wait for it: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
+    set->queued_count++;
     set->stats.set_stream_launches++;
     measure_graph_memory(set);
     return CUDA_SUCCESS;
@@ -755,7 +802,15 @@ CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_s
             return run_on_copy(set, e, fn, user_data, values, values_size, s, kind, caller, err);
         }
         /* values of another size than the block are refused before anything is counted */
-        if ((rc = launch(set, e, x, values, values_size, s, caller, err)) == CUDA_SUCCESS) {
+        if ((rc = launch(set, e, x, values, values_size, s, caller, err)) == CUCAP_I_SET_STREAM_FULL) {
+            set->stats.runs++;
+            set->stats.misses++;
+            e->runs++;
+            e->last_run = set->stats.runs;
+            pthread_mutex_unlock(&set->lock);
+            return eager_instead(set, fn, user_data, values, values_size, s, kind, caller, err);
+        }
+        if (rc == CUDA_SUCCESS) {
             set->stats.runs++;
             set->stats.hits++;
             e->runs++;
@@ -780,6 +835,8 @@ CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_s
         e->capturing = 1;
         pthread_mutex_unlock(&set->lock);
         if (make_graph(set, e, fn, user_data, s, &first, &how) == 0) {
+            if (first.rc == CUCAP_I_SET_STREAM_FULL)
+                return eager_instead(set, fn, user_data, values, values_size, s, kind, caller, err);
             if (kind && first.rc == CUDA_SUCCESS)
                 *kind = how;
             return first.rc;
@@ -874,6 +931,7 @@ void cucap_graph_set_destroy(cucap_graph_set *set)
 {
     struct cucap_work_scope w;
     struct entry *e;
+    int i;
 
     if (!set)
         return;
@@ -891,10 +949,11 @@ void cucap_graph_set_destroy(cucap_graph_set *set)
     }
     if (set->stream)   /* its launches finish first (the driver waits for them, the call does not) */
         (void)cucap_i_drv.cuStreamDestroy(set->stream);
-    if (set->handoff[0])
-        (void)cucap_i_drv.cuEventDestroy(set->handoff[0]);
-    if (set->handoff[1])
-        (void)cucap_i_drv.cuEventDestroy(set->handoff[1]);
+    if (set->handoff)
+        (void)cucap_i_drv.cuEventDestroy(set->handoff);
+    for (i = 0; i < SET_STREAM_QUEUE; i++)
+        if (set->queued[i])
+            (void)cucap_i_drv.cuEventDestroy(set->queued[i]);
     (void)cucap_i_drv.cuDeviceGraphMemTrim(set->dev);
     cucap_i_work_leave_quietly(&w, "cucap_graph_set_destroy");
     cucap_i_ctx_hold_release(set->hold);

@@ -28,7 +28,9 @@
  * every such launch, plus 2 KiB a node of each executable graph) holds
  * whatever the threads and streams.  The price: graphs that allocate do
  * not run side by side; graphs without allocation nodes are launched on
- * the run's stream.  stats.set_stream_launches counts those launches.
+ * the run's stream.  stats.set_stream_launches counts those launches.  At
+ * most 16 are in flight on the set's stream (a launch behind a longer
+ * queue waits on the host): a run that finds it full runs eagerly.
  *
  * No call of a set waits for the GPU: not for launches in flight, the
  * set's or anyone's; retiring or destroying a graph leaves its launches
