@@ -363,8 +363,12 @@ void small_rows(const model &m, cudaStream_t s)
                 th.join();
             double us = seconds_since(t0) / (threads * per_thread) * 1e6;
             wrong += bad.load();
-            if (same_key)
+            if (same_key) {
                 copies = set.stats().copies;
+                cucap_graph_set_key_stats ks = set.key_stats(0);
+                if (r == rounds && ks.reason[0])
+                    std::printf("  (the key's last failure: %s)\n", ks.reason);
+            }
             if (r)
                 (same_key ? same : different).push_back(us);
             for (cudaStream_t ts : streams)

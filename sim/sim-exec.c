@@ -16,6 +16,7 @@ struct sim_exec {
     unsigned int *values;            /* per handle, for handles without ASSIGN_DEFAULT */
     size_t value_count;
     int conditional;                 /* it has conditional nodes */
+    int host_nodes, memory_nodes;    /* it has host nodes; allocation or free nodes */
     unsigned long long held;         /* the hold its last launch waits behind, 0: none */
 };
 
@@ -59,6 +60,18 @@ static int has_conditional_node(const struct sim_graph *g)
         if (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_CONDITIONAL ||
             (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_GRAPH && g->nodes[i]->u.child.graph &&
              has_conditional_node(g->nodes[i]->u.child.graph)))
+            return 1;
+    return 0;
+}
+
+static int has_host_node(const struct sim_graph *g)
+{
+    size_t i;
+
+    for (i = 0; i < g->node_count; i++)
+        if (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_HOST ||
+            (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_GRAPH && g->nodes[i]->u.child.graph &&
+             has_host_node(g->nodes[i]->u.child.graph)))
             return 1;
     return 0;
 }
@@ -139,6 +152,8 @@ static CUresult sim_cuGraphInstantiateWithParams(CUgraphExec *out, CUgraph hg,
     g->exec_count++;
     e->value_count = handle_count + 1;
     e->conditional = has_conditional_node(g);
+    e->host_nodes = has_host_node(g);
+    e->memory_nodes = sim_graph_has_node_types(g, 1, 0);
     for (i = 0; i < handle_count; i++)
         e->values[i + 1] = handles[i].default_value;
     sim_live_add(SIM_EXEC, 1);
@@ -290,6 +305,7 @@ static CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream s)
         for (i = 0; i < handle_count && i + 1 < e->value_count; i++)
             if (handles[i].flags & CU_GRAPH_COND_ASSIGN_DEFAULT)
                 e->values[i + 1] = handles[i].default_value;
+        sim_stream_queue_launch(s, e->host_nodes, e->memory_nodes);
         sim_launch_stream(s);
         sim_memory_graph_launch(e->snapshot, s, 0);
         run_graph(e, e->snapshot);

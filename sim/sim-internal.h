@@ -166,6 +166,9 @@ void sim_hold_stream(CUstream s);
 void sim_wait_for_held(const char *call, int all);
 /* The same for hold h alone (0: none). */
 void sim_wait_for_hold(unsigned long long h, const char *call);
+/* A graph launch queued on s: counted as a wait when s's queue behind
+ * held work is full (sim-stream.c).  The caller holds the lock. */
+void sim_stream_queue_launch(CUstream s, int host_nodes, int memory_nodes);
 /* The hold s's work waits behind (0: none), and whether hold h is still held. */
 unsigned long long sim_stream_hold(CUstream s);
 int sim_hold_running(unsigned long long h);

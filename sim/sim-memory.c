@@ -238,15 +238,31 @@ static cuuint64_t allocation_bytes(const struct sim_graph *g)
     return bytes;
 }
 
+/* What the launches held in flight keep: launches queued on one stream
+ * share, so each stream's largest, summed over the streams (but s). */
+static cuuint64_t running_reserved_beside(CUstream s)
+{
+    cuuint64_t sum = 0, most;
+    size_t i, j;
+
+    for (i = 0; i < running_count; i++) {
+        if (!sim_hold_running(running[i].hold) || (s && running[i].stream == s))
+            continue;
+        for (j = 0; j < i && !(running[j].stream == running[i].stream && sim_hold_running(running[j].hold)); j++)
+            ;
+        if (j < i)
+            continue;   /* its stream was counted */
+        for (most = 0, j = i; j < running_count; j++)
+            if (running[j].stream == running[i].stream && sim_hold_running(running[j].hold) && running[j].reserved > most)
+                most = running[j].reserved;
+        sum += most;
+    }
+    return sum;
+}
+
 static cuuint64_t running_reserved(void)
 {
-    cuuint64_t sum = 0;
-    size_t i;
-
-    for (i = 0; i < running_count; i++)
-        if (sim_hold_running(running[i].hold))
-            sum += running[i].reserved;
-    return sum;
+    return running_reserved_beside(NULL);
 }
 
 void sim_memory_graph_launch(const struct sim_graph *g, CUstream s, int phase)
@@ -259,9 +275,7 @@ void sim_memory_graph_launch(const struct sim_graph *g, CUstream s, int phase)
         return;
     if (phase == 0) {
         (void)hold;
-        for (launch_concurrent = 0, i = 0; i < running_count; i++)
-            if (sim_hold_running(running[i].hold) && running[i].stream != s)
-                launch_concurrent += running[i].reserved;
+        launch_concurrent = running_reserved_beside(s);
         return;
     }
     if (launch_concurrent && launch_concurrent + mine > graph_reserved)

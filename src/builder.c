@@ -345,7 +345,7 @@ static void release(cucap_builder *b, const char *caller)
             status != CU_STREAM_CAPTURE_STATUS_NONE)
             cucap_i_warn(CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's stream is still capturing and was not "
                          "destroyed", caller);
-        else if (b->cached_stream)
+        else if (b->cached_stream && (!cucap_i_hier_direct(b->h) || cucap_i_stream_idle(b->ctx->ctx, b->stream, caller)))
             cucap_i_give_back_stream(b->ctx, b->stream, NULL, 0, caller);   /* its capture is over */
         else if ((rc = cucap_i_drv.cuStreamDestroy(b->stream)) != CUDA_SUCCESS)
             cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing the builder's stream: " CUCAP_I_RESULT_FMT,
@@ -450,6 +450,8 @@ static int keep_for_create(cucap_builder *b)
     if (cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
         status != CU_STREAM_CAPTURE_STATUS_NONE)
         return 0;
+    if (cucap_i_hier_direct(b->h) && !cucap_i_stream_idle(b->ctx->ctx, b->stream, "cucap_builder_destroy"))
+        return 0;   /* its stream is behind work in flight: destroyed (stream-cache.h) */
     if (b->h)   /* ENDED or INVALIDATED */
         start_over(b, "cucap_builder_destroy");
     cucap_i_kept_let_go_all(b, "cucap_builder_destroy");   /* its kept forks were its user's */

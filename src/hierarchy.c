@@ -223,10 +223,11 @@ void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_hier 
     cuuint64_t id = 0;
     CUresult rc;
 
-    if (joined && c->retained && h && cucap_i_defer(&h->deferral, &item, 1, 0, caller) == 0)
+    if (joined && c->retained && h && !h->direct && cucap_i_defer(&h->deferral, &item, 1, 0, caller) == 0)
         return;
     rc = cucap_i_drv.cuStreamGetCaptureInfo(s, &status, &id, NULL, NULL, NULL, NULL);
-    if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE) {
+    if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE &&
+        (!h || !h->direct || cucap_i_stream_idle(c->ctx, s, caller))) {
         cucap_i_give_stream(c, s, caller);
         return;
     }

@@ -149,6 +149,17 @@ CUresult cucap_i_event_record_in(CUcontext ctx, CUevent ev, CUstream s)
     return rc != CUDA_SUCCESS ? rc : left;
 }
 
+int cucap_i_stream_idle(CUcontext ctx, CUstream s, const char *caller)
+{
+    struct cucap_work_scope w;
+    CUresult rc;
+
+    cucap_i_work_enter_quietly(&w, ctx, caller);
+    rc = cucap_i_drv.cuStreamQuery(s);
+    cucap_i_work_leave_quietly(&w, caller);
+    return rc == CUDA_SUCCESS;
+}
+
 static CUresult take(CUcontext ctx, CUdevice dev, int kind, void **out, const char *caller)
 {
     struct cache *c;

@@ -22,6 +22,13 @@ CUresult cucap_i_stream_after(CUcontext ctx, CUstream later, CUstream earlier, C
 /* ev (of ctx) recorded on s, with ctx current where s is the NULL, legacy
  * or per-thread stream.  0, or the driver's error. */
 CUresult cucap_i_event_record_in(CUcontext ctx, CUevent ev, CUstream s);
+/* Whether s (of ctx) has no work left to do, asked in relaxed thread mode
+ * (a query is no call for another thread's global capture to refuse).  A
+ * stream that ran work (an eager run's, or its forks') goes back to the
+ * cache, or with its builder to the builders kept for reuse, only then:
+ * one behind work held in flight would hand the wait on to its next
+ * taker. */
+int cucap_i_stream_idle(CUcontext ctx, CUstream s, const char *caller);
 
 /* Non-blocking streams and timing-free events of device
  * dev's primary context ctx, reused.  A stream given back must not be part

@@ -206,6 +206,19 @@ void conf_rows_measured(void)
     if (inner)
         D.cuGraphDestroy(inner);
 
+    /* a graph in which a conditional handle was made that no node uses, attached as a child graph (seen
+     * by the differential run on an H100: refused) */
+    D.cuGraphCreate(&inner, 0);
+    D.cuGraphAddEmptyNode(&node, inner, NULL, 0);
+    rc = D.cuGraphConditionalHandleCreate(&h, inner, conf_ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT);
+    D.cuGraphCreate(&outer, 0);
+    if (rc == CUDA_SUCCESS)
+        rc = D.cuGraphAddChildGraphNode(&node, outer, NULL, 0, inner);
+    conf_row("cuGraphAddChildGraphNode of a graph that holds a conditional handle no node uses", "-", conf_code(rc),
+             "CUDA_ERROR_NOT_SUPPORTED");
+    D.cuGraphDestroy(outer);
+    D.cuGraphDestroy(inner);
+
     /* a captured graph that holds allocation and free nodes, attached as a child graph */
     {
         CUmemoryPool pool;

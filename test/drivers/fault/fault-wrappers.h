@@ -25,6 +25,7 @@ FAULT_WRAP(cuStreamGetCtx_v2, cuStreamGetCtx, PFN_cuStreamGetCtx_v12050, 12050, 
 #endif
 FAULT_WRAP(cuStreamGetId, cuStreamGetId, PFN_cuStreamGetId_v12000, 12000, (CUstream hStream, unsigned long long *streamId), (hStream, streamId))
 FAULT_WRAP(cuStreamWaitEvent, cuStreamWaitEvent, PFN_cuStreamWaitEvent_v3020, 3020, (CUstream hStream, CUevent hEvent, unsigned int Flags), (hStream, hEvent, Flags))
+FAULT_WRAP(cuStreamQuery, cuStreamQuery, PFN_cuStreamQuery_v2000, 2000, (CUstream hStream), (hStream))
 FAULT_WRAP(cuEventCreate, cuEventCreate, PFN_cuEventCreate_v2000, 2000, (CUevent *phEvent, unsigned int Flags), (phEvent, Flags))
 FAULT_WRAP(cuEventRecord, cuEventRecord, PFN_cuEventRecord_v2000, 2000, (CUevent hEvent, CUstream hStream), (hEvent, hStream))
 FAULT_WRAP(cuEventDestroy, cuEventDestroy, PFN_cuEventDestroy_v4000, 4000, (CUevent hEvent), (hEvent))
@@ -74,7 +75,6 @@ FAULT_WRAP(cuDeviceGet, cuDeviceGet, PFN_cuDeviceGet_v2000, 2000, (CUdevice_v1 *
 FAULT_WRAP(cuDeviceGetName, cuDeviceGetName, PFN_cuDeviceGetName_v2000, 2000, (char *name, int len, CUdevice_v1 dev), (name, len, dev))
 FAULT_WRAP(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, PFN_cuDeviceGetDefaultMemPool_v11020, 11020, (CUmemoryPool *pool_out, CUdevice_v1 dev), (pool_out, dev))
 FAULT_WRAP(cuStreamSynchronize, cuStreamSynchronize, PFN_cuStreamSynchronize_v2000, 2000, (CUstream hStream), (hStream))
-FAULT_WRAP(cuStreamQuery, cuStreamQuery, PFN_cuStreamQuery_v2000, 2000, (CUstream hStream), (hStream))
 FAULT_WRAP(cuStreamIsCapturing, cuStreamIsCapturing, PFN_cuStreamIsCapturing_v10000, 10000, (CUstream hStream, CUstreamCaptureStatus *captureStatus), (hStream, captureStatus))
 FAULT_WRAP(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, PFN_cuStreamBeginCaptureToGraph_v12030, 12030, (CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode), (hStream, hGraph, dependencies, dependencyData, numDependencies, mode))
 FAULT_WRAP(cuGraphCreate, cuGraphCreate, PFN_cuGraphCreate_v10000, 10000, (CUgraph *phGraph, unsigned int flags), (phGraph, flags))
