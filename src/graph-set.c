@@ -739,12 +739,15 @@ static CUresult launch(cucap_graph_set *set, struct entry *e, struct key_exec *x
 }
 
 /* Which of e's executable graphs a run on s launches: one last launched
- * on s (or never), else one whose last launch is done, else NULL when a
- * copy may be made (e's first run on a second stream finds none done:
- * its launches had no event), else the next in turn.  Graphs that
- * allocate run one after another on the set's stream: their first. */
+ * on s (or never); else NULL, a copy for s, when one may be made (so that
+ * each stream keeps a graph of its own and no two streams take turns at
+ * one); else one whose last launch is done (an event behind each launch
+ * once the key ran on two streams says); else the next in turn.  Graphs
+ * that allocate run one after another on the set's stream: their first. */
 static struct key_exec *pick(cucap_graph_set *set, struct entry *e, CUstream s)
 {
+    struct cucap_work_scope w;
+    struct key_exec *done = NULL;
     unsigned int i;
 
     if (e->allocation_bytes)
@@ -752,22 +755,16 @@ static struct key_exec *pick(cucap_graph_set *set, struct entry *e, CUstream s)
     for (i = 0; i < e->exec_count; i++)
         if (e->execs[i].stream == s || !e->execs[i].stream)
             return &e->execs[i];
-    if (!e->several_streams) {
-        e->several_streams = 1;
-    } else {
-        struct cucap_work_scope w;   /* relaxed: a query is no call for another thread's global capture to refuse */
-        struct key_exec *done = NULL;
-        cucap_i_work_enter_quietly(&w, set->hold->ctx, "cucap_graph_set_run");
-        for (i = 0; i < e->exec_count && !done; i++)
-            if (e->execs[i].done && cucap_i_drv.cuEventQuery(e->execs[i].done) == CUDA_SUCCESS)
-                done = &e->execs[i];
-        cucap_i_work_leave_quietly(&w, "cucap_graph_set_run");
-        if (done)
-            return done;
-    }
+    e->several_streams = 1;
     if (!e->capturing && e->exec_count < KEY_EXECS_MAX && !e->no_copies && fits(set, 0, e->nodes))
         return NULL;
-    return &e->execs[e->turn++ % e->exec_count];
+    /* relaxed: a query is no call for another thread's global capture to refuse */
+    cucap_i_work_enter_quietly(&w, set->hold->ctx, "cucap_graph_set_run");
+    for (i = 0; i < e->exec_count && !done; i++)
+        if (e->execs[i].done && cucap_i_drv.cuEventQuery(e->execs[i].done) == CUDA_SUCCESS)
+            done = &e->execs[i];
+    cucap_i_work_leave_quietly(&w, "cucap_graph_set_run");
+    return done ? done : &e->execs[e->turn++ % e->exec_count];
 }
 
 CUresult cucap_graph_set_run(cucap_graph_set *set, const void *key, size_t key_size, cucap_capture_fn fn,

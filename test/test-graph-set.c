@@ -640,6 +640,49 @@ BACKEND_TEST(graph_set, copies_count_against_budget_graphs)
     one_key_on_streams(HELD_PLAIN, 3, 2);
 }
 
+/* A stream keeps a graph of its own: a run on a stream the key's graphs
+ * were not last launched on gets a copy even when they are done, so that
+ * two streams never take turns at one graph (each turn would wait for the
+ * other's launch); at the budget, it takes one that is done. */
+BACKEND_TEST(graph_set, each_stream_keeps_a_graph_of_its_own)
+{
+    cucap_graph_set *set = new_set((size_t)512 << 20, 2, 0);
+    struct held gate;
+    struct held_call call;
+    cucap_graph_set_stats stats;
+    cucap_error *err = NULL;
+    cucap_run_kind how;
+    CUstream streams[3];
+    CUdeviceptr out;
+    unsigned char host[8];
+    uint64_t key = 7;
+    int i, round;
+
+    held_init(&gate);
+    held_release(&gate);   /* open: nothing is held */
+    for (i = 0; i < 3; i++)
+        streams[i] = new_stream();
+    cr_assert_eq(D.cuMemAlloc(&out, 8), CUDA_SUCCESS);
+    call = (struct held_call){ HELD_PLAIN, &gate, out, 0x3c, 0 };
+    for (round = 0; round < 2; round++)
+        for (i = 0; i < 3; i++) {
+            cr_assert_eq(cucap_graph_set_run(set, &key, sizeof key, held_step, &call, NULL, 0, streams[i], &how, &err),
+                         CUDA_SUCCESS, "%s", cucap_error_message(err));
+            cr_assert_eq(D.cuStreamSynchronize(streams[i]), CUDA_SUCCESS);
+            cr_assert_eq(how, round == 0 && i < 2 ? CUCAP_RUN_INSTANTIATED : CUCAP_RUN_LAUNCHED,
+                         "round %d, stream %d: %d", round, i, (int)how);
+        }
+    cucap_graph_set_get_stats(set, &stats);
+    cr_assert_eq(stats.copies, 1, "%zu copies", stats.copies);
+    cr_assert_eq(stats.graphs, 2);
+    cr_assert_eq(D.cuMemcpyDtoH(host, out, 8), CUDA_SUCCESS);
+    cr_assert_eq(host[0], 0x3c);
+    cucap_graph_set_destroy(set);
+    for (i = 0; i < 3; i++)
+        D.cuStreamDestroy(streams[i]);
+    D.cuMemFree(out);
+}
+
 /* ---------------------------------------------------------------- the budget with launches running at once */
 
 /* The issue's budget: three granules of graph memory and 256 KiB of

@@ -47,12 +47,13 @@
  *
  * One executable graph launched on several streams at once runs one launch
  * at a time (H100: 8.1 ms a round of a 1 ms graph on 8 streams, 1.0 ms
- * with an executable graph each).  So a run whose key's graphs are all in
- * flight on other streams captures the step again and launches a copy for
- * its stream, counted in budget_graphs and the budget and made only where
- * it fits without retiring another graph (at most 8 graphs a key; none for
- * graphs with allocation nodes, which run on the set's stream anyway); a
- * run takes the graph last launched on its stream, or one that is done.
+ * with an executable graph each).  So each stream keeps a graph of its
+ * own: a run on a stream none of its key's graphs was last launched on
+ * captures the step again and launches a copy for its stream, counted in
+ * budget_graphs and the budget and made only where it fits without
+ * retiring another graph (at most 8 graphs a key; none for graphs with
+ * allocation nodes, which run on the set's stream anyway); when none can
+ * be made, it takes one whose last launch is done, else the next in turn.
  *
  * The capture function runs on the calling thread with the context that
  * thread has current (none on a fresh thread): the builder it is handed
