@@ -618,12 +618,39 @@ CUresult sim_capture_check_unsafe(void)
     return refused ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
+/* Work queued on the legacy stream waits for every blocking stream of
+ * its context, so it cannot be queued while one of them captures: the
+ * call is refused (STREAM_CAPTURE_IMPLICIT) and that capture invalidated
+ * (CUDA's documentation of cudaErrorStreamCaptureImplicit; a conformance
+ * row holds the GPU to it). */
+static CUresult legacy_enqueue(void)
+{
+    struct sim_ctx *ctx = sim_current_ctx();
+    struct sim_capture *c;
+    int refused = 0;
+    size_t i;
+
+    sim_lock();
+    for (c = captures; c; c = c->next)
+        for (i = 0; c->status == CU_STREAM_CAPTURE_STATUS_ACTIVE && i < c->member_count; i++) {
+            struct sim_stream *st = c->members[i].stream;
+            if (st && st->ctx == ctx && !(st->flags & CU_STREAM_NON_BLOCKING)) {
+                invalidate(c);
+                refused = 1;
+            }
+        }
+    sim_unlock();
+    return refused ? CUDA_ERROR_STREAM_CAPTURE_IMPLICIT : CUDA_SUCCESS;
+}
+
 CUresult sim_stream_enqueue(CUstream s, int *captured)
 {
     struct sim_stream *st;
     CUresult rc = CUDA_SUCCESS;
 
     *captured = 0;
+    if (s == NULL || s == CU_STREAM_LEGACY)
+        return legacy_enqueue();
     if (is_legacy(s))
         return CUDA_SUCCESS;
     sim_lock();
@@ -734,6 +761,26 @@ static CUresult sim_cuStreamDestroy(CUstream s)
 
 /* The legacy stream (NULL too) has one id; the per-thread stream one id
  * in each thread (as measured on the H200: doc/driver-facts.md). */
+static CUresult sim_cuStreamGetFlags(CUstream s, unsigned int *flags)
+{
+    struct sim_stream *st;
+    CUresult rc = CUDA_SUCCESS;
+
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (is_legacy(s)) {
+        *flags = 0;
+        return CUDA_SUCCESS;
+    }
+    sim_lock();
+    if ((st = stream_of(s)) != NULL)
+        *flags = st->flags;
+    else
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    sim_unlock();
+    return rc;
+}
+
 static CUresult sim_cuStreamGetId(CUstream s, unsigned long long *id)
 {
     struct sim_stream *st;
@@ -1026,6 +1073,7 @@ const struct sim_entry sim_stream_entries[] = {
     SIM_ENTRY(cuStreamGetCtx, 9020),
     { "cuStreamGetCtx", 12050, (void *)sim_cuStreamGetCtx_v2 },
     SIM_ENTRY(cuStreamGetId, 12000),
+    SIM_ENTRY(cuStreamGetFlags, 5050),
     SIM_ENTRY(cuStreamWaitEvent, 3020),
     SIM_ENTRY(cuEventCreate, 2000),
     SIM_ENTRY(cuEventDestroy, 4000),

@@ -512,12 +512,23 @@ void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
     pthread_mutex_unlock(&h->lock);
     if (!call[0]) {
         /* no library call failed first: something outside the library did it */
-        if (err && *err && cucap_error_code(*err) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
-            cucap_i_error_add_note(*err, "no libcucapture call on this capture failed before its end: a call made "
-                                         "outside the library invalidated it, such as synchronizing one of its "
-                                         "streams, a synchronous allocation or free (cuMemAlloc, cudaMalloc, "
-                                         "cuMemFree) on the capturing thread in global or thread_local mode, or "
-                                         "another thread's global-mode call such as a legacy-stream operation");
+        unsigned int flags = CU_STREAM_NON_BLOCKING;
+        if (!err || !*err || cucap_error_code(*err) != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+            return;
+        cucap_i_error_add_note(*err, "no libcucapture call on this capture failed before its end: a call made "
+                                     "outside the library invalidated it, such as synchronizing one of its "
+                                     "streams, a synchronous allocation or free (cuMemAlloc, cudaMalloc, "
+                                     "cuMemFree) on the capturing thread in global or thread_local mode, or "
+                                     "another thread's global-mode call such as a legacy-stream operation");
+        if (h->origin && h->origin != CU_STREAM_LEGACY && h->origin != CU_STREAM_PER_THREAD &&
+            cucap_i_drv.cuStreamGetFlags(h->origin, &flags) == CUDA_SUCCESS && !(flags & CU_STREAM_NON_BLOCKING))
+            cucap_i_error_add_note(*err, "the capture's stream is a blocking stream (created without "
+                                         "CU_STREAM_NON_BLOCKING): work that any thread queued on the legacy "
+                                         "default stream while it captured (a memset, copy or kernel launch with "
+                                         "no stream or stream 0, or a synchronous copy) waits for it, which the "
+                                         "driver refuses (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) and which "
+                                         "invalidates the capture; capture a non-blocking stream, or queue that "
+                                         "work on a stream of the capture");
         return;
     }
     if (code == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)

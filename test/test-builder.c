@@ -369,6 +369,57 @@ BACKEND_TEST(builder, an_end_invalidated_from_outside_says_what_invalidates)
     cucap_builder_destroy(b);
 }
 
+/* A capture of a program's own blocking stream, invalidated by work on
+ * the legacy default stream (a memset with stream 0, as a port from eager
+ * code leaves behind) from a fresh thread with no context of its own
+ * (the program's thread), no library call failing: the end names the
+ * blocking stream and what to do. */
+struct legacy_memset {
+    CUcontext ctx;
+    CUdeviceptr d;
+    CUresult rc;
+};
+
+static void *memset_on_the_legacy_stream(void *p)
+{
+    struct legacy_memset *m = p;
+
+    D.cuCtxSetCurrent(m->ctx);
+    m->rc = D.cuMemsetD8Async(m->d, 1, 64, NULL);
+    return NULL;
+}
+
+BACKEND_TEST(builder, an_end_invalidated_by_legacy_stream_work_names_the_blocking_stream)
+{
+    struct legacy_memset m = { NULL, 0, CUDA_SUCCESS };
+    cucap_builder *b = NULL;
+    cucap_error *err = NULL;
+    CUstream s = NULL;
+    pthread_t t;
+    size_t i;
+    int named = 0;
+
+    cr_assert_eq(D.cuCtxGetCurrent(&m.ctx), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamCreate(&s, 0), CUDA_SUCCESS);   /* blocking, as cudaStreamCreate makes it */
+    cr_assert_eq(D.cuMemAlloc(&m.d, 64), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_create_on_stream(s, &b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, &err), CUDA_SUCCESS, "%s",
+                 cucap_error_message(err));
+    cr_assert_eq(D.cuMemsetD8Async(m.d, 2, 64, s), CUDA_SUCCESS);
+    cr_assert_eq(pthread_create(&t, NULL, memset_on_the_legacy_stream, &m), 0);
+    pthread_join(t, NULL);
+    cr_assert_eq(m.rc, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "the legacy-stream memset returned %d", (int)m.rc);
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    for (i = 0; i < cucap_error_note_count(err); i++)
+        named |= strstr(cucap_error_note(err, i), "the capture's stream is a blocking stream") != NULL;
+    cr_assert(named, "no note names the blocking stream: %s", cucap_error_message(err));
+    cucap_error_free(err);
+    cucap_builder_destroy(b);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    D.cuStreamDestroy(s);
+    D.cuMemFree(m.d);
+}
+
 /* The registry finds a stream's capture among several running: a pool
  * call that fails on a fork of one is that capture's first failure, and
  * the other capture's pool calls and end are untouched. */

@@ -183,6 +183,40 @@ void conf_rows_bodies(const char *self)
 
 /* ---------------------------------------------------------------- measured beyond the facts */
 
+struct legacy_work {
+    CUdeviceptr d;
+    CUresult rc;
+};
+
+static void memset_on_the_legacy_stream(void *p)
+{
+    struct legacy_work *w = p;
+
+    w->rc = D.cuMemsetD8Async(w->d, 1, 64, NULL);
+}
+
+/* Work on the legacy stream, from another thread, while a blocking stream
+ * captures in thread_local mode (CUDA documents the refusal as
+ * cudaErrorStreamCaptureImplicit; not yet seen on the GPU when this row
+ * was written). */
+static void legacy_work_beside_a_blocking_capture(void)
+{
+    struct legacy_work w = { 0, CUDA_SUCCESS };
+    CUstream s = NULL;
+    char text[256];
+
+    D.cuMemAlloc(&w.d, 64);
+    D.cuStreamCreate(&s, 0);
+    D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    D.cuMemsetD8Async(w.d, 2, 64, s);
+    conf_on_thread(memset_on_the_legacy_stream, &w);
+    snprintf(text, sizeof text, "%s, capture %s", conf_code(w.rc), conf_status(s));
+    conf_row("cuMemsetD8Async on the legacy stream from another thread while a blocking stream captures",
+             "thread_local", text, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, capture INVALIDATED");
+    conf_drop(s);
+    D.cuMemFree(w.d);
+}
+
 void conf_rows_measured(void)
 {
     char text[512];
@@ -192,6 +226,8 @@ void conf_rows_measured(void)
     CUgraphConditionalHandle h;
     CUgraph body;
     CUgraphNode node;
+
+    legacy_work_beside_a_blocking_capture();
 
     /* a captured graph that holds a conditional node, attached as a child graph */
     D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);

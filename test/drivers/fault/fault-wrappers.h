@@ -26,6 +26,7 @@ FAULT_WRAP(cuStreamGetCtx_v2, cuStreamGetCtx, PFN_cuStreamGetCtx_v12050, 12050, 
 FAULT_WRAP(cuStreamGetId, cuStreamGetId, PFN_cuStreamGetId_v12000, 12000, (CUstream hStream, unsigned long long *streamId), (hStream, streamId))
 FAULT_WRAP(cuStreamWaitEvent, cuStreamWaitEvent, PFN_cuStreamWaitEvent_v3020, 3020, (CUstream hStream, CUevent hEvent, unsigned int Flags), (hStream, hEvent, Flags))
 FAULT_WRAP(cuStreamQuery, cuStreamQuery, PFN_cuStreamQuery_v2000, 2000, (CUstream hStream), (hStream))
+FAULT_WRAP(cuStreamGetFlags, cuStreamGetFlags, PFN_cuStreamGetFlags_v5050, 5050, (CUstream hStream, unsigned int *flags), (hStream, flags))
 FAULT_WRAP(cuEventCreate, cuEventCreate, PFN_cuEventCreate_v2000, 2000, (CUevent *phEvent, unsigned int Flags), (phEvent, Flags))
 FAULT_WRAP(cuEventRecord, cuEventRecord, PFN_cuEventRecord_v2000, 2000, (CUevent hEvent, CUstream hStream), (hEvent, hStream))
 FAULT_WRAP(cuEventDestroy, cuEventDestroy, PFN_cuEventDestroy_v4000, 4000, (CUevent hEvent), (hEvent))
