@@ -35,7 +35,10 @@
 /* What a launch that found the set's stream full returns (no launch of
  * the driver's returns it). */
 #define CUCAP_I_SET_STREAM_FULL CUDA_ERROR_NOT_READY
-#define SET_STREAM_FULL_REASON "the set's stream held 16 launches in flight (a launch behind a longer queue waits on the host)"
+#define SET_STREAM_TEXT(n) #n
+#define SET_STREAM_FULL_REASON_OF(n) \
+    "the set's stream held " SET_STREAM_TEXT(n) " launches in flight (a launch behind a longer queue waits on the host)"
+#define SET_STREAM_FULL_REASON SET_STREAM_FULL_REASON_OF(SET_STREAM_QUEUE)
 
 
 struct kept_exec {
@@ -516,10 +519,10 @@ static CUresult run_eagerly(cucap_graph_set *set, cucap_capture_fn fn, void *use
 
 /* ---------------------------------------------------------------- copies for other streams */
 
-/* A run on s of a key whose executable graphs are all in flight on other
- * streams (the room of one more set aside, e->capturing set): fn captured
- * again and instantiated, a copy of the key's graph counted among the
- * set's graphs, and launched.  When the capture or the instantiation
+/* A run on s, a stream none of the key's executable graphs was last
+ * launched on (the room of one more set aside, e->capturing set): fn
+ * captured again and instantiated, a copy of the key's graph counted
+ * among the set's graphs, and launched.  When the capture or the instantiation
  * fails, the run launches one of the key's graphs (and no copy is tried
  * until the key is retired); when the key was retired meanwhile, the new
  * graph is its graph again. */
