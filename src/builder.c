@@ -152,6 +152,7 @@ static CUresult begin(cucap_builder *b, CUstreamCaptureMode mode, struct cucap_d
      * returns the graph, a join sees the id) */
     if (!(h = run ? cucap_i_hier_new_direct(b->ctx->ctx, b->stream, run) : cucap_i_hier_new_capture(b->ctx->ctx, b->stream)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    cucap_i_hier_set_mode(h, mode);
     if (!run && (rc = cucap_i_drv.cuStreamBeginCapture(b->stream, mode)) != CUDA_SUCCESS) {
         cucap_i_hier_unref(h, caller);
         return cucap_i_fail_driver(err, rc, caller, "cuStreamBeginCapture");

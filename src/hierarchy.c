@@ -45,6 +45,7 @@ struct cucap_hier {
     pthread_mutex_t lock;            /* the short lock: the box list, bodies, the failure record */
     CUcontext ctx;
     CUstream origin;                 /* the stream that began its capture */
+    CUstreamCaptureMode mode;        /* the capture's, as begun */
     struct cucap_params *params;     /* the parameter block its capture's kernels read, or NULL; under
                                         the graph lock */
     struct cucap_kernels *kernels;   /* the kernels its capture named, or NULL; under the graph lock */
@@ -184,6 +185,11 @@ cuuint64_t cucap_i_hier_capture_id(const struct cucap_hier *h)
 int cucap_i_hier_is_capture_over(const struct cucap_hier *h)
 {
     return atomic_load_explicit(&h->capture_over, memory_order_acquire);
+}
+
+void cucap_i_hier_set_mode(struct cucap_hier *h, CUstreamCaptureMode mode)
+{
+    h->mode = mode;
 }
 
 CUstream cucap_i_hier_origin(const struct cucap_hier *h)
@@ -498,6 +504,25 @@ void cucap_i_capture_unlock_stream(struct cucap_hier *h, const char *caller)
     cucap_i_hier_unref(h, caller);
 }
 
+/* What a capture's mode lets through, for the note of a capture that
+ * something outside the library invalidated. */
+static const char *mode_note(CUstreamCaptureMode mode)
+{
+    switch (mode) {
+    case CU_STREAM_CAPTURE_MODE_GLOBAL:
+        return "the capture ran in global mode: a call that capture forbids (a synchronization, a synchronous "
+               "allocation or free) made in global mode by any thread invalidates it; thread_local mode limits "
+               "that to the capturing thread's own calls, relaxed mode lets them all through";
+    case CU_STREAM_CAPTURE_MODE_THREAD_LOCAL:
+        return "the capture ran in thread_local mode: only the capturing thread's own calls that capture "
+               "forbids invalidate it, other threads' do not; relaxed mode lets them through";
+    default:
+        return "the capture ran in relaxed mode: no thread's synchronous allocation or free invalidates it, "
+               "work on one of its streams does (synchronizing it, or legacy-stream work while it is a "
+               "blocking stream)";
+    }
+}
+
 void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
 {
     char call[128], streams[256], doing[640];
@@ -529,6 +554,7 @@ void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
                                          "driver refuses (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) and which "
                                          "invalidates the capture; capture a non-blocking stream, or queue that "
                                          "work on a stream of the capture");
+        cucap_i_error_add_note(*err, "%s", mode_note(h->mode));
         return;
     }
     if (code == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)

@@ -93,6 +93,8 @@ cuuint64_t cucap_i_hier_capture_id(const struct cucap_hier *h);
 int cucap_i_hier_is_capture_over(const struct cucap_hier *h);
 /* The stream that began its capture (it names the capture in messages). */
 CUstream cucap_i_hier_origin(const struct cucap_hier *h);
+/* The mode its capture began in (for the notes of its end). */
+void cucap_i_hier_set_mode(struct cucap_hier *h, CUstreamCaptureMode mode);
 CUcontext cucap_i_hier_context(const struct cucap_hier *h);
 /* Whether the hierarchy owns a graph (its capture ended with one). */
 int cucap_i_hier_is_owned(struct cucap_hier *h);

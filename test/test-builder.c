@@ -360,11 +360,16 @@ BACKEND_TEST(builder, an_end_invalidated_from_outside_says_what_invalidates)
     cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     cr_assert_eq(cucap_builder_end(b, &err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
-    cr_assert_eq(cucap_error_note_count(err), 1, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_error_note_count(err), 2, "%s", cucap_error_message(err));
     cr_assert_not_null(strstr(cucap_error_note(err, 0), "a synchronous allocation or free"), "%s",
                        cucap_error_note(err, 0));
     cr_assert_not_null(strstr(cucap_error_note(err, 0), "no libcucapture call on this capture failed"), "%s",
                        cucap_error_note(err, 0));
+    /* the mode it ran in, and what the others would have let through */
+    cr_assert_not_null(strstr(cucap_error_note(err, 1), "the capture ran in global mode"), "%s",
+                       cucap_error_note(err, 1));
+    cr_assert_not_null(strstr(cucap_error_note(err, 1), "relaxed mode lets them all through"), "%s",
+                       cucap_error_note(err, 1));
     cucap_error_free(err);
     cucap_builder_destroy(b);
 }
@@ -410,9 +415,12 @@ BACKEND_TEST(builder, an_end_invalidated_by_legacy_stream_work_names_the_blockin
     pthread_join(t, NULL);
     cr_assert_eq(m.rc, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "the legacy-stream memset returned %d", (int)m.rc);
     cr_assert_eq(cucap_builder_end(b, &err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
-    for (i = 0; i < cucap_error_note_count(err); i++)
+    for (i = 0; i < cucap_error_note_count(err); i++) {
         named |= strstr(cucap_error_note(err, i), "the capture's stream is a blocking stream") != NULL;
-    cr_assert(named, "no note names the blocking stream: %s", cucap_error_message(err));
+        named |= (strstr(cucap_error_note(err, i), "the capture ran in thread_local mode") != NULL) << 1;
+    }
+    cr_assert(named & 1, "no note names the blocking stream: %s", cucap_error_message(err));
+    cr_assert(named & 2, "no note names the capture's mode: %s", cucap_error_message(err));
     cucap_error_free(err);
     cucap_builder_destroy(b);
     cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
@@ -2671,9 +2679,10 @@ static void each_capture_names_its_own_failure(int by_create)
     cucap_error_free(err);
     err = capture_again(&b, by_create, d, 1, 0);
     cr_assert_eq(cucap_error_code(err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
-    cr_assert_eq(cucap_error_note_count(err), 1);
+    cr_assert_eq(cucap_error_note_count(err), 2);
     cr_assert_not_null(strstr(cucap_error_note(err, 0), "no libcucapture call on this capture failed"), "%s",
                        cucap_error_note(err, 0));
+    cr_assert_not_null(strstr(cucap_error_note(err, 1), "the capture ran in"), "%s", cucap_error_note(err, 1));
     cucap_error_free(err);
     cr_assert_null(capture_again(&b, by_create, d, 0, 0), "after two invalidated captures");
     cr_assert_eq(cucap_builder_get_state(b), CUCAP_BUILDER_ENDED);
