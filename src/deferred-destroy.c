@@ -103,8 +103,3 @@ void cucap_i_deferred_destroys_sweep(const char *caller)
         free(e);
     }
 }
-
-int cucap_i_deferred_destroys_pending(void)
-{
-    return atomic_load(&waiting_count);
-}

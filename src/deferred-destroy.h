@@ -17,7 +17,5 @@ void cucap_i_exec_destroy_when_done(CUgraphExec exec, CUcontext ctx, CUevent don
 /* Destroy the executable graphs handed over whose last launch is done;
  * the others stay.  Waits for nothing. */
 void cucap_i_deferred_destroys_sweep(const char *caller);
-/* How many wait still (for tests and cucapture info). */
-int cucap_i_deferred_destroys_pending(void);
 
 #endif
