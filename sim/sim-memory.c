@@ -794,13 +794,84 @@ static CUresult sim_cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t bytes, 
     return rc;
 }
 
+/* Pinned host memory (cuMemAllocHost): host memory the driver copies from
+ * without staging it. */
+struct pinned {
+    struct pinned *next;
+    char *p;
+    size_t bytes;
+};
+static struct pinned *pinned;
+
+static int is_pinned(const void *p, size_t bytes)
+{
+    struct pinned *at;
+
+    for (at = pinned; at; at = at->next)
+        if ((const char *)p >= at->p && (const char *)p + bytes <= at->p + at->bytes)
+            return 1;
+    return 0;
+}
+
+static CUresult sim_cuMemAllocHost(void **out, size_t bytes)
+{
+    struct pinned *at;
+    CUresult rc;
+
+    if (!out || !bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_current_ctx())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return rc;
+    if (!(at = calloc(1, sizeof *at)) || !(at->p = malloc(bytes))) {
+        free(at);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    at->bytes = bytes;
+    sim_lock();
+    at->next = pinned;
+    pinned = at;
+    sim_unlock();
+    *out = at->p;
+    return CUDA_SUCCESS;
+}
+
+static CUresult sim_cuMemFreeHost(void *p)
+{
+    struct pinned **at, *gone = NULL;
+
+    sim_lock();
+    for (at = &pinned; *at; at = &(*at)->next)
+        if ((*at)->p == p) {
+            gone = *at;
+            *at = gone->next;
+            break;
+        }
+    sim_unlock();
+    if (!gone)
+        return CUDA_ERROR_INVALID_VALUE;
+    free(gone->p);
+    free(gone);
+    return CUDA_SUCCESS;
+}
+
+/* Measured (doc/driver-facts.md): from pageable memory, up to 64 KiB the
+ * driver takes the values at the call; above, the call waits until the
+ * stream reaches the copy. */
+#define PAGEABLE_STAGED_MAX 65536
+
 static CUresult sim_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream s)
 {
+    int waits;
     CUresult rc;
 
     sim_lock();
+    waits = bytes > PAGEABLE_STAGED_MAX && !is_pinned(src, bytes) && !sim_stream_in_capture(s);
     rc = enqueue_copy(sim_memory(dst, bytes), src, bytes, s);
     sim_unlock();
+    if (rc == CUDA_SUCCESS && waits)
+        sim_wait_for_hold(sim_stream_hold(s), "cuMemcpyHtoDAsync");
     return rc;
 }
 
@@ -879,6 +950,8 @@ const struct sim_entry sim_memory_entries[] = {
     SIM_ENTRY(cuMemsetD8Async, 3020),
     SIM_ENTRY(cuMemcpyDtoHAsync, 3020),
     SIM_ENTRY(cuMemcpyHtoDAsync, 3020),
+    SIM_ENTRY(cuMemAllocHost, 3020),
+    SIM_ENTRY(cuMemFreeHost, 2000),
     SIM_ENTRY(cuMemcpyDtoDAsync, 3020),
     SIM_ENTRY(cuMemcpyAsync, 4000),
     SIM_ENTRY(cuLaunchHostFunc, 10000),

@@ -73,8 +73,8 @@ static CUresult unmodelled(const char *call, atomic_int *said)
     X(cuStreamGetPriority) X(cuStreamAddCallback) X(cuStreamWaitValue32) X(cuStreamWriteValue32) \
     X(cuStreamWaitValue64) X(cuStreamWriteValue64) X(cuMemcpy) X(cuMemcpyDtoD)                  \
     X(cuMemcpyPeerAsync) X(cuMemcpy2DAsync) X(cuMemcpy3DAsync) X(cuMemsetD16) X(cuMemsetD32)    \
-    X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuMemsetD2D8Async) X(cuMemAllocHost)               \
-    X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostRegister) X(cuMemHostUnregister)              \
+    X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuMemsetD2D8Async)               \
+    X(cuMemHostAlloc) X(cuMemHostRegister) X(cuMemHostUnregister)              \
     X(cuMemAllocManaged) X(cuMemAllocPitch) X(cuMemPrefetchAsync)                \
     X(cuPointerGetAttribute) X(cuLaunchKernelEx) X(cuLaunchCooperativeKernel)                   \
     X(cuModuleGetGlobal) X(cuLibraryLoadData) X(cuLibraryGetKernel) X(cuFuncGetAttribute)        \

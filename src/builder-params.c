@@ -23,9 +23,8 @@ static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUd
     if (!block)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: block is NULL", caller);
     *block = 0;
-    if (size == 0 || size > CUCAP_PARAMS_MAX)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a parameter block holds 1 to %d bytes, not %zu",
-                            caller, CUCAP_PARAMS_MAX, size);
+    if (size == 0)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: a parameter block of 0 bytes", caller);
     if (b->kind == CUCAP_BUILDER_BODY)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: a conditional body captures on its own, and its graph is launched with its "

@@ -13,14 +13,17 @@
 #include "eager-run.h"
 #include "error.h"
 #include "hierarchy.h"
+#include "staging.h"
 #include "stream-cache.h"
 
 /* The direct run of one step: its values, and the block made for them. */
 struct cucap_eager_run {
     struct cucap_direct_run direct;  /* first: the builders see this */
+    struct ctx_hold *hold;
     const void *values;              /* the parameter block's values, or NULL */
     size_t size;
     CUdeviceptr block;               /* made by cucap_builder_params, freed behind the run */
+    struct cucap_staging_ring staged;   /* the pinned buffer of values above 64 KiB */
 };
 
 /* The run's block: memory of the run, from the device's pool in stream
@@ -46,8 +49,8 @@ static CUresult eager_params(struct cucap_direct_run *direct, CUcontext ctx, CUd
         cucap_i_fail_driver(err, rc, caller, "cuDeviceGetMemPool");
     else if ((rc = cucap_i_drv.cuMemAllocFromPoolAsync(&run->block, size, pool, s)) != CUDA_SUCCESS)
         cucap_i_fail_driver(err, rc, caller, "cuMemAllocFromPoolAsync");
-    else if (run->values && (rc = cucap_i_drv.cuMemcpyHtoDAsync(run->block, run->values, size, s)) != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuMemcpyHtoDAsync");
+    else if (run->values)
+        rc = cucap_i_staging_copy(&run->staged, run->hold, run->block, run->values, size, s, caller, err);
     if (rc == CUDA_SUCCESS)
         *block = run->block;
     return cucap_i_work_leave(&w, rc, caller, err);
@@ -96,18 +99,20 @@ static CUresult call_eagerly(cucap_capture_fn fn, cucap_builder *b, void *user_d
     return rc;
 }
 
-CUresult cucap_i_run_eagerly(CUdevice dev, CUcontext ctx, cucap_capture_fn fn, void *user_data, const void *values,
+CUresult cucap_i_run_eagerly(struct ctx_hold *hold, cucap_capture_fn fn, void *user_data, const void *values,
                              size_t values_size, CUstream s, const char *caller, cucap_error **err)
 {
+    CUcontext ctx = hold->ctx;
     struct cucap_eager_run run;
     cucap_builder *b = NULL;
     CUresult rc, done;
 
     memset(&run, 0, sizeof run);
     run.direct.params = eager_params;
+    run.hold = hold;
     run.values = values;
     run.size = values_size;
-    if ((rc = cucap_builder_create(dev, &b, err)) != CUDA_SUCCESS)
+    if ((rc = cucap_builder_create(hold->dev, &b, err)) != CUDA_SUCCESS)
         return rc;
     if ((rc = order_after(ctx, cucap_builder_stream(b), s, caller, err)) == CUDA_SUCCESS &&
         (rc = cucap_i_builder_begin_direct(b, &run.direct, caller, err)) == CUDA_SUCCESS) {
@@ -125,6 +130,7 @@ CUresult cucap_i_run_eagerly(CUdevice dev, CUcontext ctx, cucap_capture_fn fn, v
         done = order_after(ctx, s, cucap_builder_stream(b), caller, rc == CUDA_SUCCESS ? err : NULL);
         rc = rc == CUDA_SUCCESS ? done : rc;
     }
+    cucap_i_staging_ring_give_back(&run.staged);
     cucap_builder_destroy(b);
     return rc;
 }

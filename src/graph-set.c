@@ -508,7 +508,7 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
 static CUresult run_eagerly(cucap_graph_set *set, cucap_capture_fn fn, void *user_data, const void *values,
                             size_t values_size, CUstream s, const char *why, const char *caller, cucap_error **err)
 {
-    CUresult rc = cucap_i_run_eagerly(set->dev, set->hold->ctx, fn, user_data, values, values_size, s, caller, err);
+    CUresult rc = cucap_i_run_eagerly(set->hold, fn, user_data, values, values_size, s, caller, err);
 
     pthread_mutex_lock(&set->lock);
     set->stats.eager_runs++;

@@ -1,8 +1,9 @@
 /* The parameter block of a capture: one allocation of device memory whose
  * address the captured kernels take, and the host-to-device copy of each
  * launch's values into it.  A copy goes on the launch's stream just before
- * the launch, from pageable memory (which the driver stages at the call,
- * so the caller's values may change at once), and after an event recorded
+ * the launch, from the caller's pageable memory up to 64 KiB (which the
+ * driver stages at the call, so the caller's values may change at once),
+ * through pinned memory of the library's above (staging.c), and after an event recorded
  * behind the block's last launch when that launch was on another stream:
  * so the values of a launch never change what an earlier one reads, with
  * any number of launches queued on any streams.  "Another stream" is told
@@ -29,6 +30,7 @@
 #include "driver.h"
 #include "error.h"
 #include "params.h"
+#include "staging.h"
 #include "stream-cache.h"
 
 struct cucap_params {
@@ -40,6 +42,7 @@ struct cucap_params {
     pthread_mutex_t lock;            /* one launch at a time; guards the fields below */
     CUevent last_launch;             /* recorded behind the last launch */
     unsigned long long last_stream;  /* the id of the last launch's stream, 0 before the first */
+    struct cucap_staging_ring staged;   /* the pinned buffers of values above 64 KiB */
 };
 
 #define BLOCK_POOL_DEVICES 64
@@ -203,6 +206,7 @@ void cucap_i_params_unref(struct cucap_params *p, const char *caller)
     }
     if ((rc = cucap_i_drv.cuEventDestroy(p->last_launch)) != CUDA_SUCCESS)
         cucap_i_warn(rc, "%s: cuEventDestroy failed: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
+    cucap_i_staging_ring_give_back(&p->staged);
     cucap_i_work_leave_quietly(&w, caller);
     cucap_i_ctx_hold_release(p->hold);
     pthread_mutex_destroy(&p->lock);
@@ -242,8 +246,9 @@ CUresult cucap_i_params_launch(struct cucap_params *p, CUgraphExec exec, const v
     if (p->last_stream && (!id || p->last_stream != id) &&
         (rc = cucap_i_drv.cuStreamWaitEvent(s, p->last_launch, 0)) != CUDA_SUCCESS)
         cucap_i_fail_driver(err, rc, caller, "cuStreamWaitEvent");
-    else if (values && (rc = cucap_i_drv.cuMemcpyHtoDAsync(p->block, values, p->size, s)) != CUDA_SUCCESS)
-        cucap_i_fail_driver(err, rc, caller, "cuMemcpyHtoDAsync");
+    else if (values && (rc = cucap_i_staging_copy(&p->staged, p->hold, p->block, values, p->size, s, caller, err)) !=
+                           CUDA_SUCCESS)
+        ;
     else if ((rc = cucap_i_drv.cuGraphLaunch(exec, s)) != CUDA_SUCCESS)
         cucap_i_fail_driver(err, rc, caller, "cuGraphLaunch");
     else if ((rc = cucap_i_drv.cuEventRecord(p->last_launch, s)) != CUDA_SUCCESS)

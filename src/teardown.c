@@ -12,6 +12,7 @@
 #include "error.h"
 #include "pool-internal.h"
 #include "stream-cache.h"
+#include "staging.h"
 
 void cucap_release_cached(void)
 {
@@ -20,6 +21,7 @@ void cucap_release_cached(void)
     cucap_i_deferred_destroys_sweep("cucap_release_cached");   /* those whose launches are done */
     cucap_i_builder_kept_drain();   /* first: they hold streams and contexts */
     cucap_i_pool_device_pools_drain();   /* they hold contexts, and their pools memory */
+    cucap_i_staging_drain();   /* they hold contexts */
     cucap_i_ctx_holds_drain();
     cucap_i_builder_free_lists_drain();
     cucap_i_hier_free_list_drain();

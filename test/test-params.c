@@ -13,6 +13,7 @@
 #include <cudaTypedefs.h>
 
 #include "backend.h"
+#include "held-work.h"
 
 BACKEND_SUITES(params, 120);
 FAULT_BACKEND_SUITES(params, 120);
@@ -346,11 +347,15 @@ BACKEND_TEST(params, bad_inputs_are_refused_and_change_nothing)
     cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_params(b, 16, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
     cr_assert_eq(cucap_builder_params(b, 0, &block, &err), CUDA_ERROR_INVALID_VALUE);
-    cr_assert_not_null(strstr(cucap_error_message(err), "1 to 65536 bytes, not 0"), "%s", cucap_error_message(err));
+    cr_assert_not_null(strstr(cucap_error_message(err), "of 0 bytes"), "%s", cucap_error_message(err));
     cucap_error_free(err);
     err = NULL;
-    cr_assert_eq(cucap_builder_params(b, CUCAP_PARAMS_MAX + 1, &block, NULL), CUDA_ERROR_INVALID_VALUE);
+    /* no constant caps a block: more than the device holds is the driver's refusal */
+    cr_assert_eq(cucap_builder_params(b, (size_t)1 << 50, &block, &err), CUDA_ERROR_OUT_OF_MEMORY);
+    cr_assert_not_null(strstr(cucap_error_message(err), "cuMemAllocFromPoolAsync"), "%s", cucap_error_message(err));
     cr_assert_eq(block, 0);
+    cucap_error_free(err);
+    err = NULL;
     cr_assert_eq(cucap_builder_create_condition(b, 0, 1, &c, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_if(b, c, &body, NULL), CUDA_SUCCESS);
     cr_assert_eq(cucap_builder_begin(body, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
@@ -831,4 +836,175 @@ BACKEND_TEST(params, a_block_made_for_a_type_refuses_values_of_another)
     cucap_exec_destroy(exec);
     cucap_builder_destroy(b);
     D.cuMemFree(out);
+}
+
+/* ---------------------------------------------------------------- values of any size */
+
+/* A graph that copies its block to pinned host memory, then checks there,
+ * in a host node, that the launch read whole the values it was given: a
+ * header (thread, sequence number) and a pattern of both in every word
+ * after it; each thread's launches must arrive in its order. */
+struct big_check {
+    size_t size;
+    uint64_t *seen;                   /* pinned, size bytes */
+    uint32_t next[4];                 /* each thread's next sequence number */
+    uint32_t checked, torn;
+};
+
+static uint64_t word_of(uint32_t thread, uint32_t seq, size_t k)
+{
+    return ((uint64_t)thread << 56 | (uint64_t)seq << 32 | (uint32_t)k) * 0x9e3779b97f4a7c15ull;
+}
+
+static void CUDA_CB check_big(void *p)
+{
+    struct big_check *c = p;
+    uint32_t thread = (uint32_t)(c->seen[0] >> 32), seq = (uint32_t)c->seen[0];
+    size_t k, words = c->size / 8;
+
+    if (thread >= 4 || seq != c->next[thread]) {
+        c->torn++;
+        return;
+    }
+    for (k = 1; k < words; k++)
+        if (c->seen[k] != word_of(thread, seq, k)) {
+            c->torn++;
+            return;
+        }
+    for (k = words * 8; k < c->size; k++)
+        if (((unsigned char *)c->seen)[k] != (unsigned char)(thread + seq)) {
+            c->torn++;
+            return;
+        }
+    c->next[thread]++;
+    c->checked++;
+}
+
+static void fill_big(uint64_t *v, size_t size, uint32_t thread, uint32_t seq)
+{
+    size_t k, words = size / 8;
+
+    v[0] = (uint64_t)thread << 32 | seq;
+    for (k = 1; k < words; k++)
+        v[k] = word_of(thread, seq, k);
+    for (k = words * 8; k < size; k++)
+        ((unsigned char *)v)[k] = (unsigned char)(thread + seq);
+}
+
+struct big_launcher {
+    cucap_exec *exec;
+    CUcontext ctx;
+    struct held *gate;
+    pthread_barrier_t *all_held;      /* every thread's held launches queued */
+    size_t size;
+    uint32_t thread, launches, held;  /* the first `held` launches queue behind the gate */
+    CUresult rc;
+    char message[256];
+};
+
+static void *launch_big(void *p)
+{
+    struct big_launcher *t = p;
+    cucap_error *err = NULL;
+    uint64_t *values = malloc(t->size < 8 ? 8 : t->size);
+    CUstream s = NULL;
+    uint32_t i;
+
+    /* a fresh thread: only its stream needs a context, the launches do not */
+    if (!values || (t->rc = D.cuCtxSetCurrent(t->ctx)) != CUDA_SUCCESS ||
+        (t->rc = D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS ||
+        (t->rc = D.cuLaunchHostFunc(s, t->gate->fn, t->gate->data)) != CUDA_SUCCESS ||
+        (t->rc = D.cuCtxSetCurrent(NULL)) != CUDA_SUCCESS) {
+        free(values);
+        return NULL;
+    }
+    for (i = 0; i < t->launches && t->rc == CUDA_SUCCESS; i++) {
+        if (i == t->held && pthread_barrier_wait(t->all_held) == PTHREAD_BARRIER_SERIAL_THREAD)
+            held_release(t->gate);
+        if (i == t->held)
+            pthread_barrier_wait(t->all_held);
+        fill_big(values, t->size, t->thread, i);
+        if ((t->rc = cucap_exec_launch_params(t->exec, values, t->size, s, &err)) != CUDA_SUCCESS)
+            snprintf(t->message, sizeof t->message, "launch %u: %s", i, cucap_error_message(err));
+        memset(values, 0xee, t->size);   /* the values were taken at the call */
+    }
+    cucap_error_free(err);
+    if (t->rc == CUDA_SUCCESS && (t->rc = D.cuCtxSetCurrent(t->ctx)) == CUDA_SUCCESS)
+        t->rc = D.cuStreamSynchronize(s);
+    D.cuStreamDestroy(s);
+    free(values);
+    return NULL;
+}
+
+/* size bytes a launch, 100 launches from each of `threads` fresh threads
+ * on streams of their own, the first ones queued behind work held in
+ * flight: no call waits for it, and every launch reads its own values
+ * whole, although the caller overwrites them as soon as the call returns. */
+static void launch_values_of_size(size_t size, uint32_t threads)
+{
+    struct big_launcher t[4];
+    struct big_check *c = calloc(1, sizeof *c);
+    const char *call = NULL;
+    cucap_builder *b = NULL;
+    cucap_exec *exec = NULL;
+    cucap_error *err = NULL;
+    CUdeviceptr block = 0;
+    CUcontext ctx = NULL;
+    struct held gate;
+    pthread_t id[4];
+    uint32_t i, held = (uint32_t)((64u << 20) / size);
+
+    pthread_barrier_t all_held;
+
+    held = held < 1 ? 1 : held > 16 ? 16 : held;   /* well below a stream's queue of host-node launches (56) */
+    pthread_barrier_init(&all_held, NULL, threads);
+    held_init(&gate);
+    cr_assert_not_null(c);
+    c->size = size;
+    cr_assert_eq(D.cuCtxGetCurrent(&ctx), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemAllocHost((void **)&c->seen, size < 8 ? 8 : size), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_params(b, size, &block, &err), CUDA_SUCCESS, "%zu bytes: %s", size,
+                 cucap_error_message(err));
+    cr_assert_eq(D.cuMemcpyDtoHAsync(c->seen, block, size, cucap_builder_stream(b)), CUDA_SUCCESS);
+    cr_assert_eq(D.cuLaunchHostFunc(cucap_builder_stream(b), check_big, c), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_complete(b, NULL, &exec, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    for (i = 0; i < threads; i++)
+        t[i] = (struct big_launcher){ exec, ctx, &gate, &all_held, size, i, 100, held, CUDA_SUCCESS, "" };
+    for (i = 0; i < threads; i++)
+        cr_assert_eq(pthread_create(&id[i], NULL, launch_big, &t[i]), 0);
+    for (i = 0; i < threads; i++)
+        cr_assert_eq(pthread_join(id[i], NULL), 0);
+    for (i = 0; i < threads; i++)
+        cr_assert_eq(t[i].rc, CUDA_SUCCESS, "%zu bytes, thread %u: %s %s", size, i, cucap_result_name(t[i].rc),
+                     t[i].message);
+    cr_assert_not(gate.gpu.timed_out, "%zu bytes: a launch waited for the work held before it", size);
+    cr_assert_eq(held_waits(&call), 0, "%zu bytes: %s waited for the work held before it", size, call);
+    cr_assert_eq(c->torn, 0, "%zu bytes: %u launches read values not their own, or out of order", size, c->torn);
+    cr_assert_eq(c->checked, 100 * threads, "%zu bytes: %u launches checked", size, c->checked);
+    pthread_barrier_destroy(&all_held);
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(b);
+    D.cuMemFreeHost(c->seen);
+    free(c);
+}
+
+static const size_t any_sizes[] = { 16, 65536 + 1, 256 << 10, 1 << 20, 16 << 20 };
+
+BACKEND_TEST(params, values_of_any_size_from_one_thread)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof any_sizes / sizeof *any_sizes; i++)
+        launch_values_of_size(any_sizes[i], 1);
+}
+
+BACKEND_TEST(params, values_of_any_size_from_four_threads_on_their_own_streams)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof any_sizes / sizeof *any_sizes; i++)
+        launch_values_of_size(any_sizes[i], 4);
 }
