@@ -588,31 +588,39 @@ static double alloc_raw_relaxed(void *p)
 
 /* ---------------------------------------------------------------- a replayed graph launched with new values */
 
-/* The same graph, a copy out of a 16-byte block its launches fill, made
- * twice: through the library, whose block cucap_exec_launch_params fills,
- * and by hand, whose block the program fills with cuMemcpyHtoDAsync
- * before cuGraphLaunch.  One stream. */
+/* The same graph, a copy out of a block its launches fill, made twice:
+ * through the library, whose block cucap_exec_launch_params fills, and by
+ * hand, whose block the program fills with cuMemcpyHtoDAsync before
+ * cuGraphLaunch.  16 bytes go from the program's pageable memory, as the
+ * driver takes them at the call; 256 KiB the hand-written side copies
+ * through pinned buffers of its own, each reused once an event behind its
+ * last copy is reached, as it must to change the values at once without
+ * waiting for the stream.  One stream. */
 #define PARAMS_LAUNCHES 200
+#define PARAMS_PINNED 8   /* the hand-written side's pinned buffers, taken in turn */
 
 struct params_launch {
     CUstream s;
+    size_t size;
+    uint64_t *values;                /* the program's, pageable */
     cucap_exec *lib;
     CUgraphExec raw;
     CUdeviceptr raw_block;
+    void *pinned[PARAMS_PINNED];     /* the hand-written side's, above 64 KiB */
+    CUevent copied[PARAMS_PINNED];
 };
 
 static double params_lib(void *p)
 {
     struct params_launch *x = p;
-    uint64_t v[2] = { 0, 0 };
     double t0;
     int i;
 
     D.cuStreamSynchronize(x->s);
     t0 = now_us();
     for (i = 0; i < PARAMS_LAUNCHES; i++) {
-        v[0] = (uint64_t)i;
-        cucap_exec_launch_params(x->lib, v, sizeof v, x->s, NULL);
+        x->values[0] = (uint64_t)i;
+        cucap_exec_launch_params(x->lib, x->values, x->size, x->s, NULL);
     }
     return (now_us() - t0) / PARAMS_LAUNCHES;
 }
@@ -620,42 +628,55 @@ static double params_lib(void *p)
 static double params_raw(void *p)
 {
     struct params_launch *x = p;
-    uint64_t v[2] = { 0, 0 };
     double t0;
-    int i;
+    int i, k;
 
     D.cuStreamSynchronize(x->s);
     t0 = now_us();
     for (i = 0; i < PARAMS_LAUNCHES; i++) {
-        v[0] = (uint64_t)i;
-        D.cuMemcpyHtoDAsync(x->raw_block, v, sizeof v, x->s);
+        x->values[0] = (uint64_t)i;
+        if (!x->pinned[0]) {
+            D.cuMemcpyHtoDAsync(x->raw_block, x->values, x->size, x->s);
+        } else {
+            k = i % PARAMS_PINNED;
+            D.cuEventSynchronize(x->copied[k]);
+            memcpy(x->pinned[k], x->values, x->size);
+            D.cuMemcpyHtoDAsync(x->raw_block, x->pinned[k], x->size, x->s);
+            D.cuEventRecord(x->copied[k], x->s);
+        }
         D.cuGraphLaunch(x->raw, x->s);
     }
     return (now_us() - t0) / PARAMS_LAUNCHES;
 }
 
-/* 0 when the graphs could not be made (the row says so). */
-static int params_row(CUstream s, CUdeviceptr out, int reps, int warm)
+/* 0 when the graphs could not be made (the row says so).  out holds size
+ * bytes. */
+static int params_row(CUstream s, CUdeviceptr out, size_t size, int reps, int warm)
 {
-    static const char name[] = "a launch with new values (16 bytes), per launch";
-    struct params_launch x = { s, NULL, NULL, 0 };
+    struct params_launch x = { s, size, NULL, NULL, NULL, 0, { NULL }, { NULL } };
     CUDA_GRAPH_INSTANTIATE_PARAMS ip;
     cucap_builder *b = NULL;
     cucap_graph *lib_graph = NULL;
     CUdeviceptr block = 0;
     CUgraph g = NULL;
-    int ok;
+    char name[64];
+    int ok, k;
 
+    snprintf(name, sizeof name, "a launch with new values (%s), per launch", size < 1024 ? "16 bytes" : "256 KiB");
     memset(&ip, 0, sizeof ip);
-    ok = cucap_builder_create(0, &b, NULL) == CUDA_SUCCESS &&
+    ok = (x.values = calloc(1, size)) != NULL;
+    for (k = 0; ok && size > 65536 && k < PARAMS_PINNED; k++)
+        ok = D.cuMemAllocHost(&x.pinned[k], size) == CUDA_SUCCESS &&
+             D.cuEventCreate(&x.copied[k], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+    ok = ok && cucap_builder_create(0, &b, NULL) == CUDA_SUCCESS &&
          cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL) == CUDA_SUCCESS &&
-         cucap_builder_params(b, 16, &block, NULL) == CUDA_SUCCESS &&
-         D.cuMemcpyDtoDAsync(out, block, 16, cucap_builder_stream(b)) == CUDA_SUCCESS &&
+         cucap_builder_params(b, size, &block, NULL) == CUDA_SUCCESS &&
+         D.cuMemcpyDtoDAsync(out, block, size, cucap_builder_stream(b)) == CUDA_SUCCESS &&
          cucap_builder_end(b, NULL) == CUDA_SUCCESS && cucap_builder_complete(b, NULL, &x.lib, NULL) == CUDA_SUCCESS &&
          cucap_builder_graph(b, &lib_graph, NULL) == CUDA_SUCCESS &&
-         D.cuMemAlloc(&x.raw_block, 16) == CUDA_SUCCESS &&
+         D.cuMemAlloc(&x.raw_block, size) == CUDA_SUCCESS &&
          D.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS &&
-         D.cuMemcpyDtoDAsync(out, x.raw_block, 16, s) == CUDA_SUCCESS &&
+         D.cuMemcpyDtoDAsync(out, x.raw_block, size, s) == CUDA_SUCCESS &&
          D.cuStreamEndCapture(s, &g) == CUDA_SUCCESS && same_shape(name, cucap_graph_handle(lib_graph), g) &&
          D.cuGraphInstantiateWithParams(&x.raw, g, &ip) == CUDA_SUCCESS;
     if (ok)
@@ -669,9 +690,31 @@ static int params_row(CUstream s, CUdeviceptr out, int reps, int warm)
         D.cuGraphDestroy(g);
     if (x.raw_block)
         D.cuMemFree(x.raw_block);
+    for (k = 0; k < PARAMS_PINNED; k++) {
+        if (x.copied[k])
+            D.cuEventDestroy(x.copied[k]);
+        if (x.pinned[k])
+            D.cuMemFreeHost(x.pinned[k]);
+    }
+    free(x.values);
     cucap_exec_destroy(x.lib);
     cucap_graph_unref(lib_graph);
     cucap_builder_destroy(b);
+    return ok;
+}
+
+/* The 256 KiB row, into an output buffer of its own. */
+static int params_values_row(CUstream s, int reps, int warm)
+{
+    CUdeviceptr out = 0;
+    int ok;
+
+    if (D.cuMemAlloc(&out, 256 << 10) != CUDA_SUCCESS) {
+        printf("| %-52s | not timed: no device memory for its output |\n", "a launch with new values (256 KiB)");
+        return 0;
+    }
+    ok = params_row(s, out, 256 << 10, reps, warm);
+    D.cuMemFree(out);
     return ok;
 }
 
@@ -1356,7 +1399,9 @@ int tool_bench(int argc, char **argv)
     row("pool alloc + free (4 KiB), stream-ordered, per pair", alloc_lib, alloc_raw, &a, reps, 2);
     row("the same, raw calls in relaxed mode as the library's", alloc_lib, alloc_raw_relaxed, &a, reps, 2);
     D.cuStreamSynchronize(c.origin);
-    if (!params_row(c.origin, c.d, reps, quick ? 1 : 5))
+    if (!params_row(c.origin, c.d, 16, reps, quick ? 1 : 5))
+        mismatched++;
+    if (!params_values_row(c.origin, reps, quick ? 1 : 5))
         mismatched++;
 
     if (!loop_open(&l, c.d)) {

@@ -27,6 +27,7 @@
     X(cuEventCreate, PFN_cuEventCreate_v2000)                                                \
     X(cuEventDestroy, PFN_cuEventDestroy_v4000)                                              \
     X(cuEventRecord, PFN_cuEventRecord_v2000)                                                \
+    X(cuEventSynchronize, PFN_cuEventSynchronize_v2000)                                      \
     X(cuGraphDestroy, PFN_cuGraphDestroy_v10000)                                             \
     X(cuGraphExecDestroy, PFN_cuGraphExecDestroy_v10000)                                     \
     X(cuGraphExecUpdate, PFN_cuGraphExecUpdate_v12000)                                       \
@@ -35,8 +36,10 @@
     X(cuGraphInstantiateWithParams, PFN_cuGraphInstantiateWithParams_v12000)                 \
     X(cuGraphLaunch, PFN_cuGraphLaunch_v10000)                                               \
     X(cuMemAlloc, PFN_cuMemAlloc_v3020)                                                      \
+    X(cuMemAllocHost, PFN_cuMemAllocHost_v3020)                                              \
     X(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync_v11020)                           \
     X(cuMemFree, PFN_cuMemFree_v3020)                                                        \
+    X(cuMemFreeHost, PFN_cuMemFreeHost_v2000)                                                \
     X(cuMemFreeAsync, PFN_cuMemFreeAsync_v11020)                                             \
     X(cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute_v11020)                               \
     X(cuMemPoolSetAttribute, PFN_cuMemPoolSetAttribute_v11020)                               \
