@@ -328,7 +328,12 @@ CUCAP_API CUresult cucap_builder_reset(cucap_builder *b, cucap_error **err);
  */
 CUCAP_API void cucap_builder_abandon(cucap_builder *b);
 
-/** The largest parameter block, in bytes (cucap_builder_params()). */
+/**
+ * Values up to this many bytes go from the caller's memory straight to the
+ * parameter block; larger ones through pinned memory of the library's
+ * (cucap_exec_launch_params()).  Before 1.6 it was the largest block; a
+ * block may now have any size the device's memory holds.
+ */
 #define CUCAP_PARAMS_MAX 65536
 
 /**
@@ -361,11 +366,12 @@ CUCAP_API void cucap_builder_abandon(cucap_builder *b);
  *
  * \param       b       A CAPTURING PRIMARY or FORKED builder (a fork's block
  *                      is its capture's).
- * \param       size    1 to CUCAP_PARAMS_MAX bytes.
+ * \param       size    Bytes, 1 or more (any size since 1.6; up to 1.5,
+ *                      CUCAP_PARAMS_MAX at most).
  * \param       block   Receives the block's device address (0 on failure).
  * \param       err     Receives the error on failure (may be NULL).
  * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for a NULL builder or
- *              block, or a size of 0 or above CUCAP_PARAMS_MAX;
+ *              block, or a size of 0;
  *              CUDA_ERROR_ILLEGAL_STATE for a builder that is not capturing,
  *              a conditional body (make the block in the parent's capture),
  *              or a capture that has its block already; the driver's error

@@ -148,7 +148,22 @@ CUCAP_API CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **er
  * cucap_exec_launch() of such a graph keeps the same order and reads the
  * values the last launch left.  Costs a cuMemcpyHtoDAsync and a
  * cuEventRecord beside the cuGraphLaunch (see "Choosing a loop" in
- * cucap_exec(3)).
+ * cucap_graph(3)).
+ *
+ * Values of any size are taken at the call without waiting for the GPU.
+ * Up to CUCAP_PARAMS_MAX (64 KiB) the driver copies them from the caller's
+ * memory; above that a pageable copy would wait until the stream reaches
+ * it, so the library first copies them into pinned memory of its own and
+ * queues the copy from there, with an event behind it: a pinned buffer is
+ * written again only once that event is reached, and the block keeps as
+ * many as its launches in flight need (given back to the library when the
+ * block goes, freed by cucap_release_cached()).  Such values cannot be
+ * launched into a capturing stream (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+ * the capture would read the pinned buffer at its own launches).
+ * Work the program queued on s before the call runs before the block is
+ * written, and the launch's work after it: a buffer of the program's that
+ * a cuMemcpyHtoDAsync queued on s before the call fills is ready for the
+ * graph, as on any stream.
  *
  * \param       e       An executable graph that reads a parameter block.
  * \param       values  The values, size bytes.
