@@ -45,7 +45,8 @@
  * A thread needs no current context: every call makes the context it
  * needs current and gives the thread's own back.
  *
- * Calls that can block: none waits for the GPU.  The last release of a
+ * Calls that can block: none waits for the GPU, but cucap_release_cached()
+ * where it frees pinned host memory (it says when).  The last release of a
  * capture's parameter block (from cucap_exec_destroy(),
  * cucap_graph_unref(), cucap_builder_destroy(), cucap_builder_reset(),
  * the updates and cucap_builder_params()) gives the block back to the
@@ -192,7 +193,11 @@ CUCAP_API cucap_driver_fn cucap_driver_entry_point_version(const char *symbol, i
  * destroyed; what the library keeps after this call, it keeps again until
  * the next one.  Call it while no other thread is inside a library call.
  * The pool pointers returned by cucap_device_pool() before the call are
- * not valid after it (call cucap_device_pool() again).  Failures of the
+ * not valid after it (call cucap_device_pool() again).  It waits for the
+ * GPU only where the driver does: freeing pinned host memory
+ * (cuMemFreeHost) waits until all the device's work is done, so when it
+ * has pinned buffers to free (a block's values above 64 KiB were
+ * launched), call it once the program's GPU work is done.  Failures of the
  * driver's destroy calls go to the warning handler.  Does not unload the
  * driver.  New in 1.6.
  */
