@@ -26,6 +26,11 @@ void cucap_i_fork_release(cucap_builder *f, const char *caller);
 CUresult cucap_i_builder_begin_direct(cucap_builder *b, struct cucap_direct_run *run, const char *caller,
                                       cucap_error **err);
 
+/* The block a NOT_STARTED PRIMARY builder's next capture takes when it
+ * asks for one of p's size, instead of a new one (a graph set updating a
+ * kept executable graph, whose block it is); a reference on p. */
+void cucap_i_builder_offer_params(cucap_builder *b, struct cucap_params *p);
+
 /* Driver calls on the streams of a running capture take its hierarchy's
  * graph lock (cucap_i_hier_lock): one thread at a time adds to a capture
  * graph, and no fork, body or join of one thread ever calls into a

@@ -66,6 +66,15 @@ static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUd
     return rc;
 }
 
+void cucap_i_builder_offer_params(cucap_builder *b, struct cucap_params *p)
+{
+    if (b->kind != CUCAP_BUILDER_PRIMARY || b->params == p)
+        return;
+    cucap_i_params_ref(p);
+    cucap_i_params_unref(b->params, "cucap_graph_set_run");
+    b->params = p;
+}
+
 CUresult cucap_builder_params(cucap_builder *b, size_t size, CUdeviceptr *block, cucap_error **err)
 {
     return make_params(b, size, NULL, block, "cucap_builder_params", err);

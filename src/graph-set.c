@@ -12,11 +12,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "builder-internal.h"
 #include "context-hold.h"
 #include "driver.h"
 #include "eager-run.h"
 #include "error.h"
 #include "graph-set-keys.h"
+#include "graph.h"
+#include "params.h"
 #include "stream-cache.h"
 
 #define RETRY_CAP 64                 /* the longest wait, in runs of the key, before a capture is tried again */
@@ -202,7 +205,10 @@ static int make_room(cucap_graph_set *set, size_t bytes, size_t nodes, char *why
                  "alone pass the budget (%zu bytes)", bytes, may_take(bytes, nodes), set->opts.budget_bytes);
         return -1;
     }
-    measure_graph_memory(set);
+    /* a graph without allocations adds no graph memory: the last figure
+     * serves unless it stands in the way */
+    if (bytes || taken(set) + set->making_bytes + may_take(0, nodes) > set->opts.budget_bytes)
+        measure_graph_memory(set);
     while (!fits(set, bytes, nodes) && (set->kept || set->keys.oldest || set->making)) {
         if (!set->kept && !set->keys.oldest) {
             pthread_cond_wait(&set->settled, &set->lock);
@@ -296,17 +302,19 @@ static void reason_from(char *why, size_t size, const char *what, CUresult rc, c
 }
 
 /* Capture fn on a new builder of the set: the builder, ENDED, or NULL
- * with the reason in why. */
-static cucap_builder *capture(cucap_graph_set *set, cucap_capture_fn fn, void *user_data, double *us, char *why,
-                              size_t why_size)
+ * with the reason in why.  A block of offer's size that fn asks for is
+ * offer (NULL: a new one). */
+static cucap_builder *capture(cucap_graph_set *set, cucap_capture_fn fn, void *user_data, struct cucap_params *offer,
+                              double *us, char *why, size_t why_size)
 {
     cucap_builder *b = NULL;
     cucap_error *e = NULL;
     double t0 = now_us();
     CUresult rc;
 
-    if ((rc = cucap_builder_create(set->dev, &b, &e)) != CUDA_SUCCESS ||
-        (rc = cucap_builder_begin(b, set->opts.capture_mode, &e)) != CUDA_SUCCESS) {
+    if ((rc = cucap_builder_create(set->dev, &b, &e)) == CUDA_SUCCESS && offer)
+        cucap_i_builder_offer_params(b, offer);
+    if (rc != CUDA_SUCCESS || (rc = cucap_builder_begin(b, set->opts.capture_mode, &e)) != CUDA_SUCCESS) {
         reason_from(why, why_size, "the capture could not begin", rc, e);
     } else if ((rc = fn(b, user_data, &e)) != CUDA_SUCCESS) {
         reason_from(why, why_size, "the capture function failed while capturing", rc, e);
@@ -430,7 +438,8 @@ static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_
         cucap_i_keys_link_newest(&set->keys, e);
         set->stats.graphs++;
         set->stats.footprint += footprint;
-        measure_graph_memory(set);
+        if (bytes)
+            measure_graph_memory(set);
         if (how == CUCAP_RUN_UPDATED)
             set->stats.updates++;
         else
@@ -444,6 +453,34 @@ static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_
     return made;
 }
 
+/* The block of the executable graph that the next update will try first
+ * (the first kept one, or the oldest key's when the count of graphs will
+ * retire it into the kept ones), when no launch reads it any more: a
+ * reference, or NULL.  A capture that takes it gives the update the block
+ * the executable graph reads already, and needs no new one; a graph
+ * instantiated from it instead shares it, its launches ordered after that
+ * graph's, which are done. */
+static struct cucap_params *kept_block(cucap_graph_set *set)
+{
+    struct cucap_params *p = NULL;
+    struct entry *oldest;
+    cucap_exec *next = NULL;
+
+    pthread_mutex_lock(&set->lock);
+    if (set->kept)
+        next = set->kept->exec;
+    else if (set->opts.kept_for_update && set->opts.budget_graphs &&
+             set->stats.graphs + set->making >= set->opts.budget_graphs && (oldest = set->keys.oldest) &&
+             !oldest->memory_nodes && oldest->exec_count)
+        next = oldest->execs[0].exec;
+    if ((p = cucap_i_exec_params(next)) && cucap_i_params_idle(p))
+        cucap_i_params_ref(p);
+    else
+        p = NULL;
+    pthread_mutex_unlock(&set->lock);
+    return p;
+}
+
 /* Make e's graph (e->capturing is set; the lock is not held): captured
  * and instantiated (or a kept one updated) side by side with other
  * threads' graphs, the room it may take set aside under the lock first,
@@ -455,7 +492,8 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
     char why[256] = "", refusal[256] = "";
     double capture_us = 0, t0;
     size_t nodes = 0, bytes = 0, memory_nodes = 0;
-    cucap_builder *b = capture(set, fn, user_data, &capture_us, why, sizeof why);
+    struct cucap_params *offer = kept_block(set);
+    cucap_builder *b = capture(set, fn, user_data, offer, &capture_us, why, sizeof why);
     cucap_graph *g = NULL;
     cucap_exec *exec = NULL;
     struct cucap_work_scope w;
@@ -466,6 +504,7 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
               weigh(cucap_graph_handle(g), &nodes, &bytes, &memory_nodes) != CUDA_SUCCESS))
         snprintf(why, sizeof why, "the captured graph could not be read");
     cucap_graph_unref(g);
+    cucap_i_params_unref(offer, "cucap_graph_set_run");
     m.memory_nodes = memory_nodes;
     if (!b || why[0]) {
         cucap_builder_destroy(b);
@@ -532,7 +571,7 @@ static CUresult run_on_copy(cucap_graph_set *set, struct entry *e, cucap_capture
 {
     char why[256] = "";
     double capture_us = 0;
-    cucap_builder *b = capture(set, fn, user_data, &capture_us, why, sizeof why);
+    cucap_builder *b = capture(set, fn, user_data, NULL, &capture_us, why, sizeof why);
     cucap_exec *exec = b ? instantiate(b, s, why, sizeof why) : NULL;
     cucap_run_kind how = CUCAP_RUN_LAUNCHED;
     struct key_exec *x = NULL;

@@ -43,6 +43,11 @@ struct cucap_exec {
     pthread_mutex_t launch_lock;
 };
 
+struct cucap_params *cucap_i_exec_params(const cucap_exec *e)
+{
+    return e ? e->params : NULL;
+}
+
 cucap_graph *cucap_i_hier_graph(struct cucap_hier *h, struct cucap_box *box)
 {
     cucap_graph *g = malloc(sizeof *g);

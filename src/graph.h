@@ -23,6 +23,9 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
 CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_hier *h, cucap_update_refusal *refusal, const char *caller,
                              cucap_error **err);
 
+/* The parameter block e's graph reads, or NULL; e's, not a reference. */
+struct cucap_params *cucap_i_exec_params(const cucap_exec *e);
+
 /* Destroy an executable graph in ctx, in relaxed thread mode; failures go
  * to the warning handler. */
 void cucap_i_exec_destroy_handle(CUgraphExec exec, CUcontext ctx, const char *caller);

@@ -218,6 +218,11 @@ CUdeviceptr cucap_i_params_block(const struct cucap_params *p)
     return p->block;
 }
 
+int cucap_i_params_idle(const struct cucap_params *p)
+{
+    return cucap_i_drv.cuEventQuery(p->last_launch) == CUDA_SUCCESS;
+}
+
 const void *cucap_i_params_type(const struct cucap_params *p)
 {
     return p->type;

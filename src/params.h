@@ -21,6 +21,9 @@ void cucap_i_params_ref(struct cucap_params *p);
  * failures go to the warning handler as caller's. */
 void cucap_i_params_unref(struct cucap_params *p, const char *caller);
 CUdeviceptr cucap_i_params_block(const struct cucap_params *p);
+/* Whether every launch that reads the block is done (the event behind the
+ * last one reached). */
+int cucap_i_params_idle(const struct cucap_params *p);
 /* The pools of blocks destroyed (cucap_release_cached); blocks still
  * alive keep theirs until they are freed. */
 void cucap_i_params_pools_drain(void);
