@@ -856,10 +856,10 @@ static CUresult sim_cuMemFreeHost(void *p)
     return CUDA_SUCCESS;
 }
 
-/* Measured (doc/driver-facts.md): from pageable memory, up to 64 KiB the
- * driver takes the values at the call; above, the call waits until the
- * stream reaches the copy. */
-#define PAGEABLE_STAGED_MAX 65536
+/* Measured on the H100 (doc/driver-facts.md): a pageable copy queued
+ * behind held work returned at once up to 1 MiB, and waited until the
+ * stream reached it at 16 MiB; the simulator waits above 1 MiB. */
+#define PAGEABLE_STAGED_MAX ((size_t)1 << 20)
 
 static CUresult sim_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream s)
 {
