@@ -1,8 +1,10 @@
 /* Copies of a launch's values through pinned memory of the library's.
  *
- * Above 64 KiB the driver copies pageable host memory to the device only
- * once the stream reaches the copy, and the call waits for that; from
- * pinned memory it queues the copy and returns.  So the values go first
+ * Above 64 KiB the driver does not promise to take pageable values at the
+ * call: it may stage them only once the stream reaches the copy, and the
+ * call waits for that (on the H100 a copy of 16 MiB behind held work
+ * waited, one of 1 MiB did not); from pinned memory it queues the copy and
+ * returns.  So the values go first
  * into a pinned buffer of the library's (host memcpy), then to the device
  * on the stream, and the buffer is not written again until an event
  * behind that copy has been reached.  An object's copies run in the order
