@@ -152,7 +152,7 @@ CUCAP_API CUresult cucap_exec_launch(cucap_exec *e, CUstream s, cucap_error **er
  *
  * Values of any size are taken at the call without waiting for the GPU.
  * Up to CUCAP_PARAMS_MAX (64 KiB) the driver copies them from the caller's
- * memory; above that a pageable copy would wait until the stream reaches
+ * memory; above that a pageable copy may wait until the stream reaches
  * it, so the library first copies them into pinned memory of its own and
  * queues the copy from there, with an event behind it: a pinned buffer is
  * written again only once that event is reached, and the block keeps as
