@@ -99,12 +99,30 @@ static CUresult call_eagerly(cucap_capture_fn fn, cucap_builder *b, void *user_d
     return rc;
 }
 
+/* The run's builder: on s itself, borrowed, when s is a stream of hold's
+ * context that a builder can borrow (the run's work then follows s's and
+ * precedes what s queues next with no stream of its own, none left behind
+ * work in flight); otherwise on a stream of the library's. */
+static CUresult builder_for(struct ctx_hold *hold, CUstream s, cucap_builder **b, int *borrowed, cucap_error **err)
+{
+    CUcontext ctx = NULL;
+
+    *borrowed = 0;
+    if (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && cucap_i_drv.cuStreamGetCtx(s, &ctx) == CUDA_SUCCESS &&
+        ctx == hold->ctx && cucap_builder_create_on_stream(s, b, NULL) == CUDA_SUCCESS) {
+        *borrowed = 1;
+        return CUDA_SUCCESS;
+    }
+    return cucap_builder_create(hold->dev, b, err);
+}
+
 CUresult cucap_i_run_eagerly(struct ctx_hold *hold, cucap_capture_fn fn, void *user_data, const void *values,
                              size_t values_size, CUstream s, const char *caller, cucap_error **err)
 {
     CUcontext ctx = hold->ctx;
     struct cucap_eager_run run;
     cucap_builder *b = NULL;
+    int borrowed = 0;
     CUresult rc, done;
 
     memset(&run, 0, sizeof run);
@@ -112,9 +130,9 @@ CUresult cucap_i_run_eagerly(struct ctx_hold *hold, cucap_capture_fn fn, void *u
     run.hold = hold;
     run.values = values;
     run.size = values_size;
-    if ((rc = cucap_builder_create(hold->dev, &b, err)) != CUDA_SUCCESS)
+    if ((rc = builder_for(hold, s, &b, &borrowed, err)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = order_after(ctx, cucap_builder_stream(b), s, caller, err)) == CUDA_SUCCESS &&
+    if ((borrowed || (rc = order_after(ctx, cucap_builder_stream(b), s, caller, err)) == CUDA_SUCCESS) &&
         (rc = cucap_i_builder_begin_direct(b, &run.direct, caller, err)) == CUDA_SUCCESS) {
         rc = call_eagerly(fn, b, user_data, caller, err);
         /* forks left open are joined: their work is the step's too */
@@ -127,8 +145,10 @@ CUresult cucap_i_run_eagerly(struct ctx_hold *hold, cucap_capture_fn fn, void *u
          * once s's work is done (forks were joined into b) */
         if (run.block)
             free_eager_block(ctx, &run, cucap_builder_stream(b), caller);
-        done = order_after(ctx, s, cucap_builder_stream(b), caller, rc == CUDA_SUCCESS ? err : NULL);
-        rc = rc == CUDA_SUCCESS ? done : rc;
+        if (!borrowed) {
+            done = order_after(ctx, s, cucap_builder_stream(b), caller, rc == CUDA_SUCCESS ? err : NULL);
+            rc = rc == CUDA_SUCCESS ? done : rc;
+        }
     }
     cucap_i_staging_ring_give_back(&run.staged);
     cucap_builder_destroy(b);
