@@ -1108,6 +1108,34 @@ BACKEND_TEST(graph_set, a_step_that_leaves_a_fork_open_runs_eagerly)
     D.cuStreamDestroy(s);
 }
 
+/* A key whose allocations alone pass the budget runs eagerly on any
+ * stream: one a builder can borrow, the legacy stream and the per-thread
+ * stream, its work after what the stream had queued. */
+BACKEND_TEST(graph_set, eager_runs_on_every_kind_of_stream)
+{
+    cucap_graph_set *set = new_set((size_t)8 << 20, 0, 0);
+    CUstream streams[3] = { new_stream(), NULL, CU_STREAM_PER_THREAD };
+    struct step st;
+    cucap_run_kind kind;
+    cucap_error *err = NULL;
+    uint64_t key = 3;   /* 12 MiB of allocations */
+    int i;
+
+    memset(&st, 0, sizeof st);
+    cr_assert_eq(D.cuMemAlloc(&st.out, 2 * sizeof(struct values)), CUDA_SUCCESS);
+    for (i = 0; i < 3; i++) {
+        cr_assert_eq(D.cuMemsetD8Async(st.out, 0xff, 2 * sizeof(struct values), streams[i]), CUDA_SUCCESS);
+        cr_assert_eq(run_step(set, &st, (uint64_t)i + 1, key, streams[i], &kind, &err), CUDA_SUCCESS, "%s",
+                     cucap_error_message(err));
+        cr_assert_eq(kind, CUCAP_RUN_EAGER, "stream %d", i);
+        cr_assert_eq(D.cuStreamSynchronize(streams[i]), CUDA_SUCCESS);
+        check_out(st.out, (uint64_t)i + 1, key);
+    }
+    cucap_graph_set_destroy(set);
+    D.cuMemFree(st.out);
+    D.cuStreamDestroy(streams[0]);
+}
+
 /* An instantiation that runs out of memory: eager, nothing leaked. */
 FAULT_BACKEND_TEST(graph_set, an_instantiation_out_of_memory_runs_eagerly)
 {
