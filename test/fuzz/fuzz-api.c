@@ -757,14 +757,17 @@ static void set_op(unsigned op, unsigned a, unsigned c)
         rc = cucap_graph_set_get_key_stats(st.set, &key, 1, &ks, &err);
         checked(rc, err, "cucap_graph_set_get_key_stats");
         break;
-    default: {   /* parameter blocks outside sets */
+    default: {   /* parameter blocks outside sets, some of them above 64 KiB (staged through pinned memory) */
+        static unsigned char large[65536 + 4096];
         CUdeviceptr block = 0;
-        size_t size = 1 + c % 16;
+        size_t size = (a & 2) ? 65537 + c % 4096 : 1 + c % 8;
         if (a & 1) {
             rc = cucap_builder_params(st.b[c % BUILDERS], size, &block, &err);
             checked(rc, err, "cucap_builder_params");
         } else {
-            rc = cucap_exec_launch_params(st.e[c % EXECS], &values, size, st.spare, &err);
+            large[0] = (unsigned char)c;
+            rc = cucap_exec_launch_params(st.e[c % EXECS], size > sizeof values ? (const void *)large : &values, size,
+                                          st.spare, &err);
             checked(rc, err, "cucap_exec_launch_params");
         }
         break;
