@@ -348,6 +348,8 @@ static void release(cucap_builder *b, const char *caller)
                          "destroyed", caller);
         else if (b->cached_stream && (!cucap_i_hier_direct(b->h) || cucap_i_stream_idle(b->ctx->ctx, b->stream, caller)))
             cucap_i_give_back_stream(b->ctx, b->stream, NULL, 0, caller);   /* its capture is over */
+        else if (b->cached_stream && cucap_i_direct_keep_stream(b->h, b->ctx->ctx, b->stream))
+            ;   /* behind the run's work, for a later run */
         else if ((rc = cucap_i_drv.cuStreamDestroy(b->stream)) != CUDA_SUCCESS)
             cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing the builder's stream: " CUCAP_I_RESULT_FMT,
                          caller, CUCAP_I_RESULT_ARGS(rc));

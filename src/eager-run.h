@@ -13,4 +13,8 @@
 CUresult cucap_i_run_eagerly(struct ctx_hold *hold, cucap_capture_fn fn, void *user_data, const void *values,
                              size_t values_size, CUstream s, const char *caller, cucap_error **err);
 
+/* The streams kept behind earlier runs destroyed (cucap_release_cached);
+ * failures go to the warning handler. */
+void cucap_i_eager_streams_drain(void);
+
 #endif

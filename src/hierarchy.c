@@ -237,6 +237,8 @@ void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_hier 
         cucap_i_give_stream(c, s, caller);
         return;
     }
+    if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE && cucap_i_direct_keep_stream(h, c->ctx, s))
+        return;
     /* a capture id not learned yet (no join saw it): not provably this
      * capture, so destroyed rather than kept */
     item.joined = 0;
@@ -255,6 +257,21 @@ struct cucap_hier *cucap_i_hier_new_direct(CUcontext ctx, CUstream origin, struc
     if (h)
         h->direct = run;
     return h;
+}
+
+size_t cucap_i_direct_take_streams(const struct cucap_hier *h, CUcontext ctx, size_t n, CUstream *out)
+{
+    size_t i = 0;
+
+    if (h && h->direct && h->direct->take_stream)
+        while (i < n && (out[i] = h->direct->take_stream(h->direct, ctx)) != NULL)
+            i++;
+    return i;
+}
+
+int cucap_i_direct_keep_stream(const struct cucap_hier *h, CUcontext ctx, CUstream s)
+{
+    return h && h->direct && h->direct->keep_stream && h->direct->keep_stream(h->direct, ctx, s);
 }
 
 struct cucap_direct_run *cucap_i_hier_direct(const struct cucap_hier *h)

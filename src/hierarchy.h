@@ -132,8 +132,24 @@ struct cucap_direct_run {
      * (device dev), made on the first cucap_builder_params. */
     CUresult (*params)(struct cucap_direct_run *run, CUcontext ctx, CUdevice dev, CUstream s, size_t size,
                        CUdeviceptr *block, const char *caller, cucap_error **err);
+    /* A stream of ctx for a fork that the owner kept from an earlier run
+     * (keep_stream), or NULL: a new fork's work may queue behind that
+     * run's, which the run's origin follows already. */
+    CUstream (*take_stream)(struct cucap_direct_run *run, CUcontext ctx);
+    /* Keep stream s of ctx, still behind the run's work, for a later run
+     * (1), or not (0: it is destroyed).  A stream behind work in flight
+     * never goes back to the cache (stream-cache.h), and a new one each
+     * run would make the driver's cuStreamCreate wait once enough are left
+     * behind it (measured: doc/driver-facts.md). */
+    int (*keep_stream)(struct cucap_direct_run *run, CUcontext ctx, CUstream s);
 };
 struct cucap_direct_run *cucap_i_hier_direct(const struct cucap_hier *h);   /* NULL: a real capture */
+/* Up to n streams of ctx that h's direct run kept from earlier runs (none
+ * for a capture): how many were written to out. */
+size_t cucap_i_direct_take_streams(const struct cucap_hier *h, CUcontext ctx, size_t n, CUstream *out);
+/* Stream s of ctx, behind work in flight, kept by h's direct run (1) or
+ * not (0; always 0 for a capture). */
+int cucap_i_direct_keep_stream(const struct cucap_hier *h, CUcontext ctx, CUstream s);
 /* The list of the kernels its capture named (kernel-names.h), NULL until
  * one is named; under the graph lock. */
 struct cucap_kernels;

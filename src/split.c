@@ -66,12 +66,16 @@ static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t
 {
     struct cucap_deferral *d = cucap_i_hier_deferral(b->h);
     const char *failed = "cuEventCreate";
-    size_t joined = 0, i;
+    size_t joined = 0, kept = 0, i;
     CUresult rc;
 
     if (on == b->ctx) {
         if (on->retained && (joined = cucap_i_deferral_take_joined(d, on->ctx, n, streams)) == n && *ev)
             return CUDA_SUCCESS;
+        /* a direct run's streams kept from earlier runs next (none in a capture) */
+        if ((kept = cucap_i_direct_take_streams(b->h, on->ctx, n - joined, streams + joined)) == n - joined && *ev)
+            return CUDA_SUCCESS;
+        joined += kept;
         rc = *ev ? cucap_i_take_streams(on, n - joined, streams + joined, caller)
                  : cucap_i_take_streams_and_event(on, n - joined, streams + joined, ev, &failed, caller);
         if (rc != CUDA_SUCCESS) {
@@ -82,11 +86,14 @@ static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t
                     b->split_event = NULL;
                 *ev = NULL;
             }
-            for (i = 0; i < joined; i++) {   /* still in this capture: back to wait for its end */
+            for (i = 0; i < joined - kept; i++) {   /* still in this capture: back to wait for its end */
                 struct cucap_cache_item item = { on->ctx, on->dev, streams[i], 0, 1 };
                 if (cucap_i_defer(d, &item, 1, 0, caller) != 0)
                     cucap_i_drv.cuStreamDestroy(streams[i]);   /* legal in a capture */
             }
+            for (; i < joined; i++)   /* back to the direct run that kept them */
+                if (!cucap_i_direct_keep_stream(b->h, on->ctx, streams[i]))
+                    cucap_i_drv.cuStreamDestroy(streams[i]);
             return cucap_i_fail_driver(err, rc, caller, failed);
         }
         return CUDA_SUCCESS;

@@ -7,6 +7,7 @@
 #include "context-hold.h"
 #include "deferred-destroy.h"
 #include "driver.h"
+#include "eager-run.h"
 #include "hierarchy.h"
 #include "params.h"
 #include "error.h"
@@ -20,6 +21,7 @@ void cucap_release_cached(void)
         return;   /* nothing was ever kept */
     cucap_i_deferred_destroys_sweep("cucap_release_cached");   /* those whose launches are done */
     cucap_i_builder_kept_drain();   /* first: they hold streams and contexts */
+    cucap_i_eager_streams_drain();
     cucap_i_pool_device_pools_drain();   /* they hold contexts, and their pools memory */
     cucap_i_staging_drain();   /* they hold contexts */
     cucap_i_ctx_holds_drain();
