@@ -169,6 +169,11 @@ void sim_wait_for_hold(unsigned long long h, const char *call);
 /* A graph launch queued on s: counted as a wait when s's queue behind
  * held work is full (sim-stream.c).  The caller holds the lock. */
 void sim_stream_queue_launch(CUstream s, int host_nodes, int memory_nodes);
+/* A copy of bytes from pageable host memory queued on s: counted as a
+ * wait when the driver would stage it only once s reaches it (behind
+ * held work: above 2 MiB, or the third above 64 KiB).  The caller holds
+ * the lock. */
+void sim_stream_queue_pageable(CUstream s, size_t bytes);
 /* The hold s's work waits behind (0: none), and whether hold h is still held. */
 unsigned long long sim_stream_hold(CUstream s);
 int sim_hold_running(unsigned long long h);

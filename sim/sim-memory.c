@@ -856,22 +856,16 @@ static CUresult sim_cuMemFreeHost(void *p)
     return CUDA_SUCCESS;
 }
 
-/* Measured on the H100 (doc/driver-facts.md): a pageable copy queued
- * behind held work returned at once up to 1 MiB, and waited until the
- * stream reached it at 16 MiB; the simulator waits above 1 MiB. */
-#define PAGEABLE_STAGED_MAX ((size_t)1 << 20)
-
 static CUresult sim_cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t bytes, CUstream s)
 {
-    int waits;
+    int pageable;
     CUresult rc;
 
     sim_lock();
-    waits = bytes > PAGEABLE_STAGED_MAX && !is_pinned(src, bytes) && !sim_stream_in_capture(s);
-    rc = enqueue_copy(sim_memory(dst, bytes), src, bytes, s);
+    pageable = !is_pinned(src, bytes) && !sim_stream_in_capture(s);
+    if ((rc = enqueue_copy(sim_memory(dst, bytes), src, bytes, s)) == CUDA_SUCCESS && pageable)
+        sim_stream_queue_pageable(s, bytes);
     sim_unlock();
-    if (rc == CUDA_SUCCESS && waits)
-        sim_wait_for_hold(sim_stream_hold(s), "cuMemcpyHtoDAsync");
     return rc;
 }
 

@@ -43,6 +43,7 @@ struct sim_stream {
     size_t edge_cap;
     unsigned long long held;         /* its work is in flight until hold `held` is released */
     unsigned int held_slots;         /* launch slots taken behind that hold (sim_stream_queue_launch) */
+    unsigned int held_pageable;      /* pageable copies above 64 KiB queued behind it (sim_stream_queue_pageable) */
 };
 
 struct sim_event {
@@ -173,6 +174,29 @@ void sim_stream_queue_launch(CUstream s, int host_nodes, int memory_nodes)
             snprintf(held_wait_call, sizeof held_wait_call, "cuGraphLaunch");
         }
         st->held_slots += slots;
+    }
+}
+
+/* Measured on the H100 (doc/driver-facts.md): behind held work, one
+ * pageable copy above 2 MiB waited for it, and the third pageable copy
+ * above 64 KiB did, whatever its size. */
+#define PAGEABLE_STAGED 65536
+#define PAGEABLE_ALONE ((size_t)2 << 20)
+#define PAGEABLE_QUEUED 2
+
+void sim_stream_queue_pageable(CUstream s, size_t bytes)
+{
+    struct sim_stream *st = is_legacy(s) ? NULL : stream_of(s);
+
+    if (bytes <= PAGEABLE_STAGED || !st)
+        return;
+    if (!is_held(st->held)) {
+        st->held_pageable = 0;
+        return;
+    }
+    if (bytes > PAGEABLE_ALONE || ++st->held_pageable > PAGEABLE_QUEUED) {
+        held_waits++;
+        snprintf(held_wait_call, sizeof held_wait_call, "cuMemcpyHtoDAsync");
     }
 }
 

@@ -2,9 +2,9 @@
  *
  * Above 64 KiB the driver does not promise to take pageable values at the
  * call: it may stage them only once the stream reaches the copy, and the
- * call waits for that (on the H100 a copy of 16 MiB behind held work
- * waited, one of 1 MiB did not); from pinned memory it queues the copy and
- * returns.  So the values go first
+ * call waits for that (on the H100, behind held work, one copy above 2 MiB
+ * waited, and the third above 64 KiB); from pinned memory it queues the
+ * copy and returns.  So the values go first
  * into a pinned buffer of the library's (host memcpy), then to the device
  * on the stream, and the buffer is not written again until an event
  * behind that copy has been reached.  An object's copies run in the order

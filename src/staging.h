@@ -11,8 +11,8 @@
 
 /* Up to this size the driver takes a pageable host-to-device copy's
  * values at the call without waiting for the stream (CUDA's documents);
- * above it, it may wait for the work queued before the copy (measured at
- * 16 MiB). */
+ * above it, it may wait for the work queued before the copy (measured:
+ * the third such copy behind held work waited, whatever its size). */
 #define CUCAP_I_PAGEABLE_COPY_MAX ((size_t)65536)
 
 struct cucap_staging;
