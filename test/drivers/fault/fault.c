@@ -96,13 +96,40 @@ static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 /* CUDAFAULT_SLOW_MS: a call forwarded that took longer is reported on
  * stderr with the stack that made it (a call that waited for the GPU). */
 static double slow_ms = -1;
+/* CUDAFAULT_TIMES: each entry point's calls and the time spent in the
+ * driver under them, printed on stderr at exit, most time first (where a
+ * library call's time goes on the real driver). */
+static double spent_ms[ENTRY_COUNT];
+static int print_times_at_exit;
+
+__attribute__((destructor)) static void print_times(void)
+{
+    int order[ENTRY_COUNT], i, j, t;
+
+    if (!print_times_at_exit)
+        return;
+    for (i = 0; i < ENTRY_COUNT; i++)
+        order[i] = i;
+    for (i = 1; i < ENTRY_COUNT; i++)
+        for (j = i; j > 0 && spent_ms[order[j]] > spent_ms[order[j - 1]]; j--)
+            t = order[j], order[j] = order[j - 1], order[j - 1] = t;
+    fprintf(stderr, "cudafault: %-40s %10s %12s %10s\n", "entry point", "calls", "ms", "us a call");
+    for (i = 0; i < ENTRY_COUNT && calls[order[i]]; i++)
+        fprintf(stderr, "cudafault: %-40s %10ld %12.3f %10.3f\n", entry_names[order[i]], calls[order[i]],
+                spent_ms[order[i]], spent_ms[order[i]] * 1e3 / calls[order[i]]);
+}
 
 static void read_environment(void)
 {
-    const char *slow = getenv("CUDAFAULT_SLOW_MS");
+    const char *slow = getenv("CUDAFAULT_SLOW_MS"), *times = getenv("CUDAFAULT_TIMES");
 
     if (slow && *slow)
         slow_ms = strtod(slow, NULL);
+    if (times && *times && strcmp(times, "0") != 0) {
+        if (slow_ms < 0)
+            slow_ms = 1e300;   /* time every call; report none as slow */
+        print_times_at_exit = 1;
+    }
     if (parse_rules(getenv("CUDAFAULT_RULES")) != 0)
         fprintf(stderr, "cudafault: ignoring malformed CUDAFAULT_RULES\n");
 }
@@ -159,7 +186,11 @@ static void report_slow(int entry, double ms)
             return real_##field args;                                           \
         t0 = ms_now();                                                          \
         rc = real_##field args;                                                 \
-        if ((ms = ms_now() - t0) > slow_ms)                                     \
+        ms = ms_now() - t0;                                                     \
+        pthread_mutex_lock(&lock);                                              \
+        spent_ms[IDX_##field] += ms;                                            \
+        pthread_mutex_unlock(&lock);                                            \
+        if (ms > slow_ms)                                                       \
             report_slow(IDX_##field, ms);                                       \
         return rc;                                                              \
     }
