@@ -196,6 +196,18 @@ static cuuint64_t graph_used(void)
     return used;
 }
 
+/* The high-water marks, noted whenever the figures change or are read. */
+static cuuint64_t graph_used_high, graph_reserved_high;
+
+static void note_graph_highs(void)
+{
+    if (graph_used() > graph_used_high)
+        graph_used_high = graph_used();
+    if (graph_reserved > graph_reserved_high)
+        graph_reserved_high = graph_reserved;
+}
+
+
 void sim_memory_alloc_node(CUdeviceptr p)
 {
     struct allocation *a = find(p, 0, 1);
@@ -206,6 +218,7 @@ void sim_memory_alloc_node(CUdeviceptr p)
     used = (graph_used() + GRAPH_MEMORY_GRANULE - 1) / GRAPH_MEMORY_GRANULE * GRAPH_MEMORY_GRANULE;
     if (used > graph_reserved)
         graph_reserved = used;
+    note_graph_highs();
 }
 
 /* Allocating launches held in flight: their graph memory stays theirs
@@ -280,6 +293,7 @@ void sim_memory_graph_launch(const struct sim_graph *g, CUstream s, int phase)
     }
     if (launch_concurrent && launch_concurrent + mine > graph_reserved)
         graph_reserved = launch_concurrent + mine;
+    note_graph_highs();
     for (kept = 0, i = 0; i < running_count; i++)   /* the released ones out */
         if (sim_hold_running(running[i].hold))
             running[kept++] = running[i];
@@ -605,6 +619,7 @@ static CUresult sim_cuMemFreeAsync(CUdeviceptr ptr, CUstream s)
 static CUresult sim_cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void *value)
 {
     cuuint64_t *out = value;
+    CUresult rc = CUDA_SUCCESS;
 
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
@@ -613,13 +628,16 @@ static CUresult sim_cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attrib
     if (dev < 0 || dev >= sim_device_count())
         return CUDA_ERROR_INVALID_DEVICE;
     sim_lock();
+    note_graph_highs();
     switch (attr) {
     case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *out = graph_used(); break;
     case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT: *out = graph_reserved; break;
-    default: *out = graph_reserved; break;   /* the high marks: the reserve is one */
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: *out = graph_used_high; break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: *out = graph_reserved_high; break;
+    default: rc = CUDA_ERROR_INVALID_VALUE; break;
     }
     sim_unlock();
-    return CUDA_SUCCESS;
+    return rc;
 }
 
 static CUresult sim_cuDeviceGraphMemTrim(CUdevice dev)
@@ -629,6 +647,7 @@ static CUresult sim_cuDeviceGraphMemTrim(CUdevice dev)
     if (dev < 0 || dev >= sim_device_count())
         return CUDA_ERROR_INVALID_DEVICE;
     sim_lock();
+    note_graph_highs();
     graph_reserved = in_granules(graph_used()) + running_reserved();   /* held launches keep theirs */
     sim_unlock();
     return CUDA_SUCCESS;

@@ -17,6 +17,7 @@
 #include "driver.h"
 #include "eager-run.h"
 #include "error.h"
+#include "graph-memory.h"
 #include "graph-set-keys.h"
 #include "graph.h"
 #include "params.h"
@@ -79,19 +80,9 @@ static double now_us(void)
 
 /* The graph memory reserved on the device now, or fallback when the
  * driver does not say. */
-static size_t reserved_graph_memory(const cucap_graph_set *set, size_t fallback)
-{
-    cuuint64_t reserved = 0;
-
-    if (cucap_i_drv.cuDeviceGetGraphMemAttribute(set->dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) !=
-        CUDA_SUCCESS)
-        return fallback;
-    return (size_t)reserved;
-}
-
 static void measure_graph_memory(cucap_graph_set *set)
 {
-    set->stats.graph_memory = reserved_graph_memory(set, set->stats.graph_memory);
+    set->stats.graph_memory = cucap_i_graph_memory_reserved(set->dev, set->stats.graph_memory);
 }
 
 static size_t taken(const cucap_graph_set *set)
@@ -182,7 +173,7 @@ static int fits(const cucap_graph_set *set, size_t bytes, size_t nodes)
 
 static void trim(cucap_graph_set *set)
 {
-    if (cucap_i_drv.cuDeviceGraphMemTrim(set->dev) == CUDA_SUCCESS)
+    if (cucap_i_graph_memory_trim(set->dev) == CUDA_SUCCESS)
         set->stats.trims++;
     measure_graph_memory(set);
 }
@@ -993,7 +984,7 @@ void cucap_graph_set_destroy(cucap_graph_set *set)
     for (i = 0; i < SET_STREAM_QUEUE; i++)
         if (set->queued[i])
             (void)cucap_i_drv.cuEventDestroy(set->queued[i]);
-    (void)cucap_i_drv.cuDeviceGraphMemTrim(set->dev);
+    (void)cucap_i_graph_memory_trim(set->dev);
     cucap_i_work_leave_quietly(&w, "cucap_graph_set_destroy");
     cucap_i_ctx_hold_release(set->hold);
     pthread_mutex_destroy(&set->lock);

@@ -26,6 +26,7 @@ fork-links 6
 stream-cache 5
 params 5
 staging 5
+graph-memory 5
 builder-object 5
 relaxed-scope 5
 context-hold 4

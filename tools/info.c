@@ -31,7 +31,7 @@ int tool_info(void)
     for (dev = 0; dev < count; dev++) {
         char name[256] = "?";
         int pools = 0, major = 0, minor = 0;
-        cuuint64_t used = 0, reserved = 0;
+        cucap_graph_memory graph_memory;
         cucap_pool *pool = NULL;
         cuuint64_t threshold = 0;
         CUmemoryPool handle = NULL;
@@ -53,10 +53,10 @@ int tool_info(void)
         }
         (void)pool;
         printf("  memory pools: %s\n", pools ? "supported" : "not supported");
-        if (D.cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS &&
-            D.cuDeviceGetGraphMemAttribute(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS)
-            printf("  graph memory: %llu bytes used, %llu reserved\n", (unsigned long long)used,
-                   (unsigned long long)reserved);
+        if (cucap_device_graph_memory(dev, &graph_memory, NULL) == CUDA_SUCCESS)
+            printf("  graph memory: %llu bytes used (at most %llu), %llu reserved (at most %llu)\n",
+                   (unsigned long long)graph_memory.used, (unsigned long long)graph_memory.used_high,
+                   (unsigned long long)graph_memory.reserved, (unsigned long long)graph_memory.reserved_high);
         else
             printf("  graph memory: unreadable\n");
         printf("  conditional nodes: %s\n",

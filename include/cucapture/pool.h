@@ -16,6 +16,7 @@
 #define CUCAPTURE_POOL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <cuda.h>
 #include <cucapture/error.h>
 
@@ -145,6 +146,60 @@ CUCAP_API CUresult cucap_pool_close(cucap_pool *p, cucap_error **err);
  * \since       1.4.0 (LIBCUCAPTURE_1.4)
  */
 CUCAP_API void cucap_pool_destroy(cucap_pool *p);
+
+/**
+ * \brief       What the driver reports of a device's graph memory
+ *
+ * Graph memory is the device memory that the allocation nodes of
+ * executable graphs use (cuDeviceGetGraphMemAttribute): `used` is what
+ * allocations of launched graphs hold now, `reserved` what the driver
+ * keeps for graph allocations (it grows as graphs need and shrinks only
+ * when trimmed), each with its high-water mark since the process began
+ * using the device.  All in bytes.
+ *
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+typedef struct cucap_graph_memory {
+    uint64_t used;
+    uint64_t used_high;
+    uint64_t reserved;
+    uint64_t reserved_high;
+} cucap_graph_memory;
+
+/**
+ * \brief       A device's graph memory now
+ *
+ * Reads the four figures of cucap_graph_memory on device dev.  A thread
+ * needs no current context (the device's primary context is made current
+ * for the call, and the thread's own given back), and the call runs in
+ * relaxed thread mode, so no capture refuses it.  Graph sets read the
+ * same figures (cucap_graph_set(3)).
+ *
+ * \param       dev     A device ordinal of the loaded driver.
+ * \param       out     Receives the figures; unchanged on failure.
+ * \param       err     Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for a NULL out or a
+ *              device out of range; the loader's error (see cucap_init());
+ *              a driver error.
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_device_graph_memory(CUdevice dev, cucap_graph_memory *out, cucap_error **err);
+
+/**
+ * \brief       Give a device's unused graph memory back (cuDeviceGraphMemTrim)
+ *
+ * What the driver reserves for graph allocations beyond what the
+ * allocations of executable graphs hold goes back to the device.  Each
+ * executable graph with allocation nodes pays a remap at its next launch.
+ * Reserved memory that launches in flight use stays reserved until they
+ * are done; the call does not wait for them.  Like
+ * cucap_device_graph_memory(): no current context needed, relaxed mode.
+ *
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for a device out of
+ *              range; the loader's error; a driver error.
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_device_graph_memory_trim(CUdevice dev, cucap_error **err);
 
 #ifdef __cplusplus
 }
