@@ -52,6 +52,11 @@
     } while (0)
 
 static cudasim_live_fn sim_live;
+/* The simulator's held work (held-work.h): a host function that holds its
+ * stream, and everything behind it, in flight until released; not in
+ * differential mode (the GPU has no such gate). */
+static CUhostFn sim_gate;
+static void (*sim_release)(void);
 static cudafault_set_rules_fn set_rules;
 static cudafault_last_injected_fn last_injected;
 static cudafault_injected_fn injected;
@@ -148,6 +153,8 @@ int fuzz_setup(void)
     if (!hs || !hf)
         return -1;
     sim_live = (cudasim_live_fn)dlsym(hs, "cudasim_live");
+    sim_gate = (CUhostFn)dlsym(hs, "cudasim_gate");
+    sim_release = (void (*)(void))dlsym(hs, "cudasim_release");
     set_rules = (cudafault_set_rules_fn)dlsym(hf, "cudafault_set_rules");
     last_injected = (cudafault_last_injected_fn)dlsym(hf, "cudafault_last_injected");
     injected = (cudafault_injected_fn)dlsym(hf, "cudafault_injected");
@@ -462,7 +469,10 @@ static void run_step(struct input *in)
         }
         break;
     case 7:
-        record(D.cuMemsetD8Async(st.buffer + (c % 16) * 64, (unsigned char)c, 64, stream_of(in)));
+        if (!differential && sim_gate && (c & 0x80))   /* work held in flight behind this, until released */
+            record(D.cuLaunchHostFunc(stream_of(in), sim_gate, NULL));
+        else
+            record(D.cuMemsetD8Async(st.buffer + (c % 16) * 64, (unsigned char)c, 64, stream_of(in)));
         note_fault();
         break;
     case 8:
@@ -642,6 +652,8 @@ static void run_step(struct input *in)
         break;
     default:
         set_rules("");
+        if (!differential && sim_release && (c & 1))
+            sim_release();
         break;
     }
     note_fault();   /* whatever the step's calls were, a fault in a release counts */
@@ -784,6 +796,8 @@ static void teardown(struct input *in)
     long n;
 
     set_rules("");
+    if (!differential && sim_release)
+        sim_release();   /* what is held finishes, so that everything can be given back */
     D.cuStreamSynchronize(st.spare);
     cucap_graph_set_destroy(st.set);
     st.set = NULL;
