@@ -1,7 +1,8 @@
 /* What builder.c gives the split, join, conditional, embed and
  * parameter-block calls (split.c, join.c, conditional.c, embed.c,
- * builder-params.c), cucap_release_cached (teardown.c) and the runs
- * without capture of graph sets, which stand above it.  Internal. */
+ * builder-params.c), cucap_release_cached (teardown.c), and what graph
+ * sets, which stand above it, use: runs without capture (eager-run.c) and
+ * the block a capture for an update takes (graph-set.c).  Internal. */
 #ifndef CUCAPTURE_BUILDER_INTERNAL_H
 #define CUCAPTURE_BUILDER_INTERNAL_H
 
