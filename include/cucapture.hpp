@@ -194,6 +194,22 @@ inline cucap_driver_fn driver_entry_point(const char *symbol) noexcept { return 
 /** \brief       cucap_result_name() */
 inline const char *result_name(CUresult code) noexcept { return cucap_result_name(code); }
 
+/** \brief       cucap_device_graph_memory(): the device's graph memory now (throws on failure) */
+inline cucap_graph_memory device_graph_memory(CUdevice dev = 0)
+{
+    detail::error_slot e;
+    cucap_graph_memory m{};
+    e.check(cucap_device_graph_memory(dev, &m, e.out()));
+    return m;
+}
+
+/** \brief       cucap_device_graph_memory_trim() (throws on failure) */
+inline void device_graph_memory_trim(CUdevice dev = 0)
+{
+    detail::error_slot e;
+    e.check(cucap_device_graph_memory_trim(dev, e.out()));
+}
+
 class builder;
 class graph;
 

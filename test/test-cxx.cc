@@ -877,6 +877,16 @@ BACKEND_TEST(cxx, library_functions)
     cr_assert_not_null(cucap::driver_entry_point("cuMemsetD8Async"));
     cr_assert_str_eq(cucap::result_name(CUDA_ERROR_OUT_OF_MEMORY), "CUDA_ERROR_OUT_OF_MEMORY");
     cr_assert_eq(cucap::result_category().message(CUDA_SUCCESS), std::string("CUDA_SUCCESS"));
+    cucap_graph_memory m = cucap::device_graph_memory(0);
+    cr_assert_geq(m.reserved_high, m.reserved);
+    cucap::device_graph_memory_trim(0);
+    bool threw = false;
+    try {
+        cucap::device_graph_memory(-1);
+    } catch (const cucap::error &e) {
+        threw = e.code() == CUDA_ERROR_INVALID_VALUE;
+    }
+    cr_assert(threw, "a device out of range did not throw CUDA_ERROR_INVALID_VALUE");
 }
 
 // ---------------------------------------------------------------- under injected faults
