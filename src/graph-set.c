@@ -59,6 +59,7 @@ struct cucap_graph_set {
     cucap_graph_set_options opts;
     struct key_table keys;           /* newest and oldest: the keys with a graph, by their last run */
     struct kept_exec *kept;          /* not while a thread tries them for an update */
+    int offering;                    /* a capture has a kept graph's block (kept_block): one at a time */
     CUstream stream;                 /* where graphs that allocate are launched (made on first need) */
     CUevent handoff;                 /* from a run's stream to the set's */
     CUevent queued[SET_STREAM_QUEUE];   /* behind each launch on the set's stream still in flight, the oldest at
@@ -446,11 +447,13 @@ static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_
 
 /* The block of the executable graph that the next update will try first
  * (the first kept one, or the oldest key's when the count of graphs will
- * retire it into the kept ones), when no launch reads it any more: a
- * reference, or NULL.  A capture that takes it gives the update the block
+ * retire it into the kept ones), when no launch reads it any more and no
+ * other capture has it: a reference, or NULL (given back with
+ * kept_block_done).  A capture that takes it gives the update the block
  * the executable graph reads already, and needs no new one; a graph
  * instantiated from it instead shares it, its launches ordered after that
- * graph's, which are done. */
+ * graph's, which are done.  Two captures at once never share one: a
+ * capture writes what its block holds (cucap_builder_params_typed). */
 static struct cucap_params *kept_block(cucap_graph_set *set)
 {
     struct cucap_params *p = NULL;
@@ -458,18 +461,32 @@ static struct cucap_params *kept_block(cucap_graph_set *set)
     cucap_exec *next = NULL;
 
     pthread_mutex_lock(&set->lock);
-    if (set->kept)
+    if (set->offering)
+        ;
+    else if (set->kept)
         next = set->kept->exec;
     else if (set->opts.kept_for_update && set->opts.budget_graphs &&
              set->stats.graphs + set->making >= set->opts.budget_graphs && (oldest = set->keys.oldest) &&
              !oldest->memory_nodes && oldest->exec_count)
         next = oldest->execs[0].exec;
-    if ((p = cucap_i_exec_params(next)) && cucap_i_params_idle(p))
+    if ((p = cucap_i_exec_params(next)) && cucap_i_params_idle(p)) {
         cucap_i_params_ref(p);
-    else
+        set->offering = 1;
+    } else {
         p = NULL;
+    }
     pthread_mutex_unlock(&set->lock);
     return p;
+}
+
+static void kept_block_done(cucap_graph_set *set, struct cucap_params *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&set->lock);
+    set->offering = 0;
+    pthread_mutex_unlock(&set->lock);
+    cucap_i_params_unref(p, "cucap_graph_set_run");
 }
 
 /* Make e's graph (e->capturing is set; the lock is not held): captured
@@ -495,7 +512,7 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
               weigh(cucap_graph_handle(g), &nodes, &bytes, &memory_nodes) != CUDA_SUCCESS))
         snprintf(why, sizeof why, "the captured graph could not be read");
     cucap_graph_unref(g);
-    cucap_i_params_unref(offer, "cucap_graph_set_run");
+    kept_block_done(set, offer);
     m.memory_nodes = memory_nodes;
     if (!b || why[0]) {
         cucap_builder_destroy(b);
