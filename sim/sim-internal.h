@@ -48,7 +48,7 @@ int sim_device_count(void);
 /* cuStreamWaitEvent was called (for cudasim_counter) */
 void sim_count_wait(void);
 /* live objects, by kind, for cudasim_live() */
-enum sim_kind { SIM_STREAM, SIM_EVENT, SIM_GRAPH, SIM_EXEC, SIM_POOL, SIM_ALLOCATION, SIM_KIND_COUNT };
+enum sim_kind { SIM_STREAM, SIM_EVENT, SIM_GRAPH, SIM_EXEC, SIM_POOL, SIM_ALLOCATION, SIM_PINNED, SIM_KIND_COUNT };
 void sim_live_add(enum sim_kind kind, int delta);
 void sim_track(void *object);     /* keep a live object reachable */
 void sim_untrack(void *object);

@@ -852,6 +852,7 @@ static CUresult sim_cuMemAllocHost(void **out, size_t bytes)
     at->next = pinned;
     pinned = at;
     sim_unlock();
+    sim_live_add(SIM_PINNED, 1);
     *out = at->p;
     return CUDA_SUCCESS;
 }
@@ -870,6 +871,7 @@ static CUresult sim_cuMemFreeHost(void *p)
     sim_unlock();
     if (!gone)
         return CUDA_ERROR_INVALID_VALUE;
+    sim_live_add(SIM_PINNED, -1);
     free(gone->p);
     free(gone);
     return CUDA_SUCCESS;

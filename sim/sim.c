@@ -80,7 +80,7 @@ void sim_count_wait(void)
 }
 static atomic_long live[SIM_KIND_COUNT];
 static const char *const live_names[SIM_KIND_COUNT] = {
-    "stream", "event", "graph", "exec", "pool", "allocation",
+    "stream", "event", "graph", "exec", "pool", "allocation", "pinned host memory",
 };
 
 void sim_live_add(enum sim_kind kind, int delta)

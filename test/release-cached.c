@@ -61,6 +61,33 @@ static CUresult fail(struct work *w, cucap_error *err, const char *doing)
     return w->rc;
 }
 
+/* A block of 256 KiB launched twice: its values go through pinned
+ * buffers of the library's. */
+static CUresult large_values(struct work *w, int round)
+{
+    static _Thread_local unsigned char values[256 << 10];
+    cucap_builder *b = NULL;
+    cucap_exec *exec = NULL;
+    cucap_error *err = NULL;
+    CUdeviceptr block = 0;
+    CUresult rc;
+
+    memset(values, round, sizeof values);
+    if ((rc = cucap_builder_create(0, &b, &err)) != CUDA_SUCCESS ||
+        (rc = cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, &err)) != CUDA_SUCCESS ||
+        (rc = cucap_builder_params(b, sizeof values, &block, &err)) != CUDA_SUCCESS ||
+        (rc = cucap_builder_end(b, &err)) != CUDA_SUCCESS ||
+        (rc = cucap_builder_complete(b, NULL, &exec, &err)) != CUDA_SUCCESS ||
+        (rc = cucap_exec_launch_params(exec, values, sizeof values, cucap_builder_stream(b), &err)) != CUDA_SUCCESS ||
+        (rc = cucap_exec_launch_params(exec, values, sizeof values, cucap_builder_stream(b), &err)) != CUDA_SUCCESS)
+        fail(w, err, "a round's large values");
+    else
+        cucap_error_free(err);
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(b);
+    return rc;
+}
+
 /* One round: a capture with a split, a kept split and a parameter block,
  * its graph referenced, instantiated and launched, a pool allocation on a
  * fork; everything destroyed in an order of its own. */
@@ -94,7 +121,8 @@ static CUresult round_of(struct work *w, int round)
         cucap_builder_graph(b, &g, &err) != CUDA_SUCCESS ||
         cucap_graph_instantiate(g, NULL, &exec, &err) != CUDA_SUCCESS)
         goto failed;
-    if (cucap_exec_launch_params(exec, &value, sizeof value, cucap_builder_stream(b), &err) != CUDA_SUCCESS)
+    if (cucap_exec_launch_params(exec, &value, sizeof value, cucap_builder_stream(b), &err) != CUDA_SUCCESS ||
+        large_values(w, round) != CUDA_SUCCESS)
         goto failed;
     if (round % 2) {   /* the builder first, then what it handed out */
         cucap_builder_destroy(b);
@@ -172,7 +200,7 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if ((loaded = load_driver(on_gpu)) <= 0)
         return loaded == 0 ? 0 : 1;
-    printf("1..%d\n", on_gpu ? 3 : 9);
+    printf("1..%d\n", on_gpu ? 3 : 10);
     memset(w, 0, sizeof w);
     for (i = 0; i < THREADS; i++) {
         w[i].index = i;
@@ -198,7 +226,7 @@ int main(void)
               "after cucap_release_cached no retain of device 0's primary context is left");
     } else {
         static const char *const kinds[] = { "stream", "event", "graph", "exec", "pool", "allocation",
-                                             "primary context retain" };
+                                             "pinned host memory", "primary context retain" };
         char what[128];
         for (i = 0; i < (int)(sizeof kinds / sizeof kinds[0]); i++) {
             long live = sim_live(kinds[i]);

@@ -116,6 +116,7 @@ struct ptr {
     int pool;
 };
 
+#define KINDS 7   /* of live driver objects (kinds below) */
 static struct state {
     cucap_builder *b[BUILDERS];
     cucap_builder_state seen[BUILDERS];
@@ -129,11 +130,12 @@ static struct state {
     CUstream spare;
     cucap_graph_set *set;
     int fault_in_release;            /* a destroy-like call failed: leaks are the driver's */
-    long baseline[6];                /* live objects before the input (earlier inputs may have lost some
+    long baseline[KINDS];            /* live objects before the input (earlier inputs may have lost some
                                         to failed destroys) */
 } st;
 
-static const char *const kinds[6] = { "stream", "event", "graph", "exec", "pool", "allocation" };
+static const char *const kinds[KINDS] = { "stream", "event", "graph", "exec", "pool", "allocation",
+                                          "pinned host memory" };
 
 int fuzz_setup(void)
 {
@@ -840,7 +842,7 @@ static void teardown(struct input *in)
     }
     cucap_release_cached();
     if (!st.fault_in_release)
-        for (i = 0; i < 6; i++) {
+        for (i = 0; i < KINDS; i++) {
             n = sim_live(kinds[i]) - st.baseline[i];
             CHECK(n == 0, "%ld more live %s(s) after everything was destroyed than before the input", n, kinds[i]);
         }
@@ -858,7 +860,7 @@ void fuzz_one(const uint8_t *data, size_t size)
     set_rules("");
     cucap_set_warning_handler(quiet, NULL);
     cucap_release_cached();
-    for (i = 0; i < 6; i++)
+    for (i = 0; i < KINDS; i++)
         st.baseline[i] = sim_live(kinds[i]);
     {
         /* relaxed: a capture that an earlier input's faults left running must not refuse these */
