@@ -119,6 +119,8 @@ __attribute__((destructor)) static void print_times(void)
                 spent_ms[order[i]], spent_ms[order[i]] * 1e3 / calls[order[i]]);
 }
 
+static void forget_watchdog_in_child(void);
+
 static void read_environment(void)
 {
     const char *slow = getenv("CUDAFAULT_SLOW_MS"), *times = getenv("CUDAFAULT_TIMES");
@@ -130,6 +132,8 @@ static void read_environment(void)
             slow_ms = 1e300;   /* time every call; report none as slow */
         print_times_at_exit = 1;
     }
+    if (slow_ms >= 0)
+        pthread_atfork(NULL, NULL, forget_watchdog_in_child);
     if (parse_rules(getenv("CUDAFAULT_RULES")) != 0)
         fprintf(stderr, "cudafault: ignoring malformed CUDAFAULT_RULES\n");
 }
@@ -165,6 +169,92 @@ static double ms_now(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
+/* Under CUDAFAULT_SLOW_MS, a watchdog reports a call still running after
+ * that long (a call that never returns: a hang), and a process whose
+ * threads made no call for that long while one of its threads stays in
+ * the library (which is then waiting on something else than the driver). */
+#define WATCHED_THREADS 256
+static struct {
+    pthread_t thread;
+    int entry;                       /* -1: in no call */
+    double since;
+    int reported;
+} watched[WATCHED_THREADS];
+static int watched_count, watchdog_running;
+static __thread int my_watch = -1;
+static double last_return_ms;
+static int last_return_entry = -1;
+
+static double ms_now(void);
+
+static void *watchdog(void *unused)
+{
+    int quiet_reported = 0, i;
+
+    (void)unused;
+    for (;;) {
+        struct timespec pause = { 0, 250 * 1000 * 1000 };
+        double now;
+        nanosleep(&pause, NULL);
+        now = ms_now();
+        pthread_mutex_lock(&lock);
+        for (i = 0; i < watched_count; i++)
+            if (watched[i].entry >= 0 && !watched[i].reported && now - watched[i].since > slow_ms) {
+                fprintf(stderr, "cudafault: %s still running after %.0f ms on thread %lu\n",
+                        entry_names[watched[i].entry], now - watched[i].since, (unsigned long)watched[i].thread);
+                watched[i].reported = 1;
+            }
+        if (last_return_entry >= 0 && now - last_return_ms > slow_ms && !quiet_reported) {
+            fprintf(stderr, "cudafault: no driver call returned for %.0f ms (the last: %s)\n", now - last_return_ms,
+                    entry_names[last_return_entry]);
+            quiet_reported = 1;
+        } else if (now - last_return_ms <= slow_ms) {
+            quiet_reported = 0;
+        }
+        pthread_mutex_unlock(&lock);
+    }
+    return NULL;
+}
+
+static void forget_watchdog_in_child(void)
+{
+    watchdog_running = 0;
+    watched_count = 0;
+    my_watch = -1;
+}
+
+static void call_began(int entry, double t0)
+{
+    pthread_t t;
+
+    pthread_mutex_lock(&lock);
+    if (!watchdog_running && slow_ms < 1e299 && pthread_create(&t, NULL, watchdog, NULL) == 0) {
+        pthread_detach(t);
+        watchdog_running = 1;
+    }
+    if (my_watch < 0 && watched_count < WATCHED_THREADS) {
+        my_watch = watched_count++;
+        watched[my_watch].thread = pthread_self();
+    }
+    if (my_watch >= 0) {
+        watched[my_watch].entry = entry;
+        watched[my_watch].since = t0;
+        watched[my_watch].reported = 0;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+static void call_ended(int entry, double t1, double ms)
+{
+    pthread_mutex_lock(&lock);
+    spent_ms[entry] += ms;
+    if (my_watch >= 0)
+        watched[my_watch].entry = -1;
+    last_return_ms = t1;
+    last_return_entry = entry;
+    pthread_mutex_unlock(&lock);
+}
+
 static void report_slow(int entry, double ms)
 {
     void *frames[24];
@@ -185,11 +275,10 @@ static void report_slow(int entry, double ms)
         if (slow_ms < 0)                                                        \
             return real_##field args;                                           \
         t0 = ms_now();                                                          \
+        call_began(IDX_##field, t0);                                            \
         rc = real_##field args;                                                 \
         ms = ms_now() - t0;                                                     \
-        pthread_mutex_lock(&lock);                                              \
-        spent_ms[IDX_##field] += ms;                                            \
-        pthread_mutex_unlock(&lock);                                            \
+        call_ended(IDX_##field, t0 + ms, ms);                                   \
         if (ms > slow_ms)                                                       \
             report_slow(IDX_##field, ms);                                       \
         return rc;                                                              \
