@@ -96,6 +96,7 @@ static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 /* CUDAFAULT_SLOW_MS: a call forwarded that took longer is reported on
  * stderr with the stack that made it (a call that waited for the GPU). */
 static double slow_ms = -1;
+static int trace_calls;              /* CUDAFAULT_TRACE: each call on stderr as it returns */
 /* CUDAFAULT_TIMES: each entry point's calls and the time spent in the
  * driver under them, printed on stderr at exit, most time first (where a
  * library call's time goes on the real driver). */
@@ -123,7 +124,7 @@ static void forget_watchdog_in_child(void);
 
 static void read_environment(void)
 {
-    const char *slow = getenv("CUDAFAULT_SLOW_MS"), *times = getenv("CUDAFAULT_TIMES");
+    const char *slow = getenv("CUDAFAULT_SLOW_MS"), *times = getenv("CUDAFAULT_TIMES"), *trace = getenv("CUDAFAULT_TRACE");
 
     if (slow && *slow)
         slow_ms = strtod(slow, NULL);
@@ -131,6 +132,11 @@ static void read_environment(void)
         if (slow_ms < 0)
             slow_ms = 1e300;   /* time every call; report none as slow */
         print_times_at_exit = 1;
+    }
+    if (trace && *trace && strcmp(trace, "0") != 0) {
+        trace_calls = 1;
+        if (slow_ms < 0)
+            slow_ms = 1e300;
     }
     if (slow_ms >= 0)
         pthread_atfork(NULL, NULL, forget_watchdog_in_child);
@@ -252,6 +258,8 @@ static void call_ended(int entry, double t1, double ms)
         watched[my_watch].entry = -1;
     last_return_ms = t1;
     last_return_entry = entry;
+    if (trace_calls)
+        fprintf(stderr, "cudafault: thread %d %s %.3f ms\n", my_watch, entry_names[entry], ms);
     pthread_mutex_unlock(&lock);
 }
 
