@@ -312,6 +312,8 @@ static CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream s)
         sim_memory_graph_launch(e->snapshot, s, 1);
         sim_launch_stream(NULL);
         e->held = sim_stream_hold(s);
+        if (e->memory_nodes)
+            sim_stream_queue_allocation(s);
     }
     sim_unlock();
     return rc;

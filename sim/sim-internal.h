@@ -169,6 +169,10 @@ void sim_wait_for_hold(unsigned long long h, const char *call);
 /* A graph launch queued on s: counted as a wait when s's queue behind
  * held work is full (sim-stream.c).  The caller holds the lock. */
 void sim_stream_queue_launch(CUstream s, int host_nodes, int memory_nodes);
+/* Stream-ordered allocation work queued on s (an allocation, a free, a
+ * launch of a graph with memory nodes): in flight while s is held
+ * (sim-stream.c's model of a thread's exit).  The caller holds the lock. */
+void sim_stream_queue_allocation(CUstream s);
 /* A copy of bytes from pageable host memory queued on s: counted as a
  * wait when the driver would stage it only once s reaches it (behind
  * held work: above 2 MiB, or the third above 64 KiB).  The caller holds

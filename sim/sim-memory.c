@@ -579,6 +579,8 @@ static CUresult sim_cuMemAllocFromPoolAsync(CUdeviceptr *out, size_t bytes, CUme
                 node->u.alloc.size = bytes;
             }
             *out = ptr;
+            if (!captured)
+                sim_stream_queue_allocation(s);
         }
     }
     sim_unlock();
@@ -608,6 +610,7 @@ static CUresult sim_cuMemFreeAsync(CUdeviceptr ptr, CUstream s)
                 rc = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             sim_memory_release(ptr);
+            sim_stream_queue_allocation(s);
         }
     }
     sim_unlock();

@@ -1,6 +1,8 @@
 /* Streams, events and stream capture, with the rules of doc/driver-facts.md:
  * per-thread capture modes, the unsafe-call rules, forks joining through
  * events, and every way a capture can end. */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,7 @@ struct sim_stream {
     unsigned long long held;         /* its work is in flight until hold `held` is released */
     unsigned int held_slots;         /* launch slots taken behind that hold (sim_stream_queue_launch) */
     unsigned int held_pageable;      /* pageable copies above 64 KiB queued behind it (sim_stream_queue_pageable) */
+    unsigned long long alloc_held;   /* stream-ordered allocations queued behind hold `alloc_held`, or waited for */
 };
 
 struct sim_event {
@@ -54,6 +57,7 @@ struct sim_event {
     struct sim_node **deps;
     size_t dep_count;
     unsigned long long held;         /* reached only once hold `held` is released */
+    unsigned long long alloc_held;   /* behind allocations in flight until hold `alloc_held` is released */
 };
 
 static struct sim_capture *captures;     /* ongoing ones, ACTIVE or INVALIDATED */
@@ -200,6 +204,68 @@ void sim_stream_queue_pageable(CUstream s, size_t bytes)
     }
 }
 
+/* Measured on the H100 (doc/driver-facts.md): a thread whose per-thread
+ * stream waits, by an event or in its own queue, for stream-ordered
+ * allocations (cuMemAllocAsync and the like, or a graph's memory nodes)
+ * still in flight hangs in the driver when it exits; a wait for a value
+ * (cuStreamWaitValue64) is no such wait.  Here such an exit behind held
+ * work is counted as a held wait. */
+static pthread_key_t per_thread_exit;
+static pthread_once_t per_thread_exit_once = PTHREAD_ONCE_INIT;
+
+static void per_thread_stream_exits(void *alloc_held)
+{
+    sim_lock();
+    if (is_held((unsigned long long)(uintptr_t)alloc_held)) {
+        held_waits++;
+        snprintf(held_wait_call, sizeof held_wait_call, "thread exit (per-thread stream behind allocations)");
+    }
+    sim_unlock();
+}
+
+static void make_per_thread_exit_key(void)
+{
+    (void)pthread_key_create(&per_thread_exit, per_thread_stream_exits);
+}
+
+static void per_thread_stream_waits_for(unsigned long long alloc_held)
+{
+    pthread_once(&per_thread_exit_once, make_per_thread_exit_key);
+    if (alloc_held > (unsigned long long)(uintptr_t)pthread_getspecific(per_thread_exit))
+        (void)pthread_setspecific(per_thread_exit, (void *)(uintptr_t)alloc_held);
+}
+
+void sim_stream_queue_allocation(CUstream s)
+{
+    struct sim_stream *st = is_legacy(s) ? NULL : stream_of(s);
+
+    if (st && is_held(st->held))
+        st->alloc_held = st->held;
+}
+
+/* Values written by streams behind held work, written once it is released. */
+struct pending_write {
+    CUdeviceptr addr;
+    cuuint64_t value;
+    unsigned long long hold;
+};
+static struct pending_write *pending_writes;
+static size_t pending_count, pending_cap;
+
+static void write_released_values(void)
+{
+    size_t i, kept = 0;
+    void *p;
+
+    for (i = 0; i < pending_count; i++) {
+        if (is_held(pending_writes[i].hold))
+            pending_writes[kept++] = pending_writes[i];
+        else if ((p = sim_memory(pending_writes[i].addr, sizeof(cuuint64_t))))
+            memcpy(p, &pending_writes[i].value, sizeof(cuuint64_t));
+    }
+    pending_count = kept;
+}
+
 CUDASIM_EXPORT void CUDA_CB cudasim_gate(void *unused);
 CUDASIM_EXPORT void cudasim_release(void);
 CUDASIM_EXPORT long cudasim_held_waits(const char **last_call);
@@ -215,6 +281,7 @@ CUDASIM_EXPORT void cudasim_release(void)
     sim_lock();
     hold_released = hold_next - 1;
     destroyed_behind_held = 0;
+    write_released_values();
     sim_unlock();
 }
 
@@ -986,6 +1053,7 @@ static CUresult sim_cuEventRecord(CUevent e, CUstream s)
         set_deps(&ev->deps, &ev->dep_count, NULL, 0);
         st = stream_of(s);
         ev->held = st && is_held(st->held) ? st->held : is_legacy(s) && is_held(newest_blocking_hold) ? newest_blocking_hold : 0;
+        ev->alloc_held = st && is_held(st->alloc_held) ? st->alloc_held : 0;
     }
     sim_unlock();
     return rc;
@@ -1046,6 +1114,12 @@ static CUresult sim_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
         goto done;
     }
     from = capture_by_id(ev->capture_id);
+    if (!from && !(st && st->cap) && is_held(ev->alloc_held)) {
+        if (st && ev->alloc_held > st->alloc_held)
+            st->alloc_held = ev->alloc_held;
+        else if (s == CU_STREAM_PER_THREAD)
+            per_thread_stream_waits_for(ev->alloc_held);
+    }
     if (!from && !(st && st->cap) && is_held(ev->held)) {
         if (st)
             hold(st, ev->held);
@@ -1095,6 +1169,108 @@ done:
     return rc;
 }
 
+/* The work of every stream done: a wait, counted, when any is held. */
+static CUresult sim_cuCtxSynchronize(void)
+{
+    CUresult rc;
+
+    if (!sim_current_ctx())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if ((rc = sim_capture_check_unsafe()) != CUDA_SUCCESS)
+        return rc;
+    sim_wait_for_held("cuCtxSynchronize", 1);
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- stream memory operations */
+
+static int value_passes(cuuint64_t now, cuuint64_t value, unsigned int flags)
+{
+    switch (flags & 0xf) {
+    case CU_STREAM_WAIT_VALUE_GEQ:
+        return (int64_t)(now - value) >= 0;
+    case CU_STREAM_WAIT_VALUE_EQ:
+        return now == value;
+    case CU_STREAM_WAIT_VALUE_AND:
+        return (now & value) != 0;
+    case CU_STREAM_WAIT_VALUE_NOR:
+        return ~(now | value) != 0;
+    default:
+        return 0;
+    }
+}
+
+/* Not modelled in a capture (the library captures none): refused there. */
+static CUresult value_op_enqueue(CUstream s, CUdeviceptr addr, void **mem)
+{
+    int captured;
+    CUresult rc = sim_stream_enqueue(s, &captured);
+
+    if (rc == CUDA_SUCCESS && captured) {
+        sim_stream_invalidate_capture(s);
+        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (rc == CUDA_SUCCESS && !(*mem = sim_memory(addr, sizeof(cuuint64_t))))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    return rc;
+}
+
+static CUresult sim_cuStreamWriteValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    struct sim_stream *st;
+    struct pending_write *grown;
+    void *mem = NULL;
+    CUresult rc;
+
+    (void)flags;
+    sim_lock();
+    st = is_legacy(s) ? NULL : stream_of(s);
+    if ((rc = value_op_enqueue(s, addr, &mem)) == CUDA_SUCCESS) {
+        if (st && is_held(st->held)) {
+            if (pending_count == pending_cap &&
+                (grown = realloc(pending_writes, (pending_cap ? 2 * pending_cap : 16) * sizeof *grown))) {
+                pending_writes = grown;
+                pending_cap = pending_cap ? 2 * pending_cap : 16;
+            }
+            if (pending_count < pending_cap)
+                pending_writes[pending_count++] = (struct pending_write){ addr, value, st->held };
+            else
+                rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            memcpy(mem, &value, sizeof value);
+        }
+    }
+    sim_unlock();
+    return rc;
+}
+
+/* A wait for a value no queued write gives is reached at once (not
+ * modelled: on a GPU the stream would wait until something wrote it). */
+static CUresult sim_cuStreamWaitValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+    struct sim_stream *st;
+    cuuint64_t now;
+    void *mem = NULL;
+    CUresult rc;
+    size_t i;
+
+    sim_lock();
+    st = is_legacy(s) ? NULL : stream_of(s);
+    if ((rc = value_op_enqueue(s, addr, &mem)) == CUDA_SUCCESS) {
+        memcpy(&now, mem, sizeof now);
+        for (i = pending_count; !value_passes(now, value, flags) && i-- > 0;)
+            if (pending_writes[i].addr == addr && value_passes(pending_writes[i].value, value, flags)) {
+                if (st)
+                    hold(st, pending_writes[i].hold);
+                else if (!(s == CU_STREAM_PER_THREAD) && pending_writes[i].hold > newest_blocking_hold)
+                    newest_blocking_hold = pending_writes[i].hold;
+                break;
+            }
+    }
+    sim_unlock();
+    return rc;
+}
+
 const struct sim_entry sim_stream_entries[] = {
     SIM_ENTRY(cuStreamBeginCapture, 10010),
     SIM_ENTRY(cuStreamBeginCaptureToGraph, 12030),
@@ -1112,6 +1288,9 @@ const struct sim_entry sim_stream_entries[] = {
     SIM_ENTRY(cuStreamGetId, 12000),
     SIM_ENTRY(cuStreamGetFlags, 5050),
     SIM_ENTRY(cuStreamWaitEvent, 3020),
+    SIM_ENTRY(cuCtxSynchronize, 2000),
+    SIM_ENTRY(cuStreamWriteValue64, 11070),
+    SIM_ENTRY(cuStreamWaitValue64, 11070),
     SIM_ENTRY(cuEventCreate, 2000),
     SIM_ENTRY(cuEventDestroy, 4000),
     SIM_ENTRY(cuEventRecord, 2000),

@@ -68,10 +68,10 @@ static CUresult unmodelled(const char *call, atomic_int *said)
         return unmodelled(#name, &said);                              \
     }
 #define SIM_UNMODELLED_LIST(X)                                                                   \
-    X(cuCtxSynchronize) X(cuCtxCreate) X(cuCtxDestroy) X(cuCtxPushCurrent) X(cuCtxPopCurrent)   \
+    X(cuCtxCreate) X(cuCtxDestroy) X(cuCtxPushCurrent) X(cuCtxPopCurrent)   \
     X(cuEventElapsedTime) X(cuStreamCreateWithPriority)                         \
     X(cuStreamGetPriority) X(cuStreamAddCallback) X(cuStreamWaitValue32) X(cuStreamWriteValue32) \
-    X(cuStreamWaitValue64) X(cuStreamWriteValue64) X(cuMemcpy) X(cuMemcpyDtoD)                  \
+    X(cuMemcpy) X(cuMemcpyDtoD)                                                                 \
     X(cuMemcpyPeerAsync) X(cuMemcpy2DAsync) X(cuMemcpy3DAsync) X(cuMemsetD16) X(cuMemsetD32)    \
     X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuMemsetD2D8Async)               \
     X(cuMemHostAlloc) X(cuMemHostRegister) X(cuMemHostUnregister)              \

@@ -37,6 +37,8 @@ CUCAP_DRIVER_ENTRY(cuStreamGetCtx_v2, cuStreamGetCtx, 12050, 1)   /* with the gr
 #endif
 CUCAP_DRIVER_ENTRY(cuStreamGetId, cuStreamGetId, 12000, 0)   /* a stream's identity (handles are reused) */
 CUCAP_DRIVER_ENTRY(cuStreamWaitEvent, cuStreamWaitEvent, 3020, 0)
+CUCAP_DRIVER_ENTRY(cuStreamWriteValue64, cuStreamWriteValue64, 11070, 0)
+CUCAP_DRIVER_ENTRY(cuStreamWaitValue64, cuStreamWaitValue64, 11070, 0)
 CUCAP_DRIVER_ENTRY(cuStreamQuery, cuStreamQuery, 2000, 0)
 CUCAP_DRIVER_ENTRY(cuStreamGetFlags, cuStreamGetFlags, 5050, 0)   /* a blocking stream, named in an invalidated capture's notes */
 CUCAP_DRIVER_ENTRY(cuEventCreate, cuEventCreate, 2000, 0)

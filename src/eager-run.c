@@ -13,6 +13,7 @@
 #include "driver.h"
 #include "eager-run.h"
 #include "error.h"
+#include "hand-back.h"
 #include "hierarchy.h"
 #include "staging.h"
 #include "stream-cache.h"
@@ -164,6 +165,17 @@ static CUresult order_after(CUcontext ctx, CUstream later, CUstream earlier, con
     return CUDA_SUCCESS;
 }
 
+/* s waits for the run's work on from (hand-back.h). */
+static CUresult hand_back(struct ctx_hold *hold, CUstream s, CUstream from, const char *caller, cucap_error **err)
+{
+    CUresult rc = cucap_i_hand_back(hold, s, from, NULL, caller);
+
+    if (rc != CUDA_SUCCESS)
+        return cucap_i_fail_driver(err, rc, caller, "handing the run's work back to its stream (cuEventRecord and "
+                                   "cuStreamWaitEvent, or cuStreamWriteValue64 and cuStreamWaitValue64)");
+    return CUDA_SUCCESS;
+}
+
 /* fn on b; a failure without an error object gets one. */
 static CUresult call_eagerly(cucap_capture_fn fn, cucap_builder *b, void *user_data, const char *caller,
                              cucap_error **err)
@@ -235,7 +247,7 @@ CUresult cucap_i_run_eagerly(struct ctx_hold *hold, cucap_capture_fn fn, void *u
         if (run.block)
             free_eager_block(ctx, &run, cucap_builder_stream(b), caller);
         if (!borrowed) {
-            done = order_after(ctx, s, cucap_builder_stream(b), caller, rc == CUDA_SUCCESS ? err : NULL);
+            done = hand_back(hold, s, cucap_builder_stream(b), caller, rc == CUDA_SUCCESS ? err : NULL);
             rc = rc == CUDA_SUCCESS ? done : rc;
         }
     }

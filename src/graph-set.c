@@ -20,6 +20,7 @@
 #include "graph-memory.h"
 #include "graph-set-keys.h"
 #include "graph.h"
+#include "hand-back.h"
 #include "params.h"
 #include "stream-cache.h"
 
@@ -747,7 +748,7 @@ static CUresult launch_on_set_stream(cucap_graph_set *set, cucap_exec *exec, con
                 : cucap_exec_launch(exec, set->stream, err);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if ((rc = cucap_i_stream_after(set->hold->ctx, s, set->stream, *back)) != CUDA_SUCCESS)
+    if ((rc = cucap_i_hand_back(set->hold, s, set->stream, *back, caller)) != CUDA_SUCCESS)
         return cucap_i_fail(err, rc, "%s: the launch was queued on the set's stream, but the run's stream could not "
                             "be made to wait for it: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
     set->queued_count++;

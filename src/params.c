@@ -52,7 +52,7 @@ static _Atomic(CUmemoryPool) block_pools[BLOCK_POOL_DEVICES];
 
 /* dev's pool of blocks, made on first use (two threads may both make one:
  * the first kept, the other destroyed) */
-static CUresult block_pool(CUdevice dev, CUmemoryPool *out, const char *caller, cucap_error **err)
+CUresult cucap_i_params_pool(CUdevice dev, CUmemoryPool *out, const char *caller, cucap_error **err)
 {
     CUmemoryPool pool = NULL, none = NULL;
     CUmemPoolProps props;
@@ -107,7 +107,7 @@ static CUresult allocate(struct cucap_params *p, const char *caller, cucap_error
     CUstream s;
     CUresult rc;
 
-    if ((rc = block_pool(p->hold->dev, &pool, caller, err)) != CUDA_SUCCESS)
+    if ((rc = cucap_i_params_pool(p->hold->dev, &pool, caller, err)) != CUDA_SUCCESS)
         return rc;
     if ((rc = cucap_i_take_stream(p->hold, &s, caller)) != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");

@@ -22,6 +22,7 @@ body 7
 kept-forks 7
 hierarchy 6
 builder-memory 6
+hand-back 6
 fork-links 6
 stream-cache 5
 params 5

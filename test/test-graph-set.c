@@ -4,6 +4,7 @@
  * step must write; eager runs when a capture is invalidated by another
  * thread or an instantiation runs out of memory; threads sharing keys;
  * bad input refused and nothing changed. */
+#define _GNU_SOURCE                  /* pthread_timedjoin_np */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -913,6 +914,83 @@ BACKEND_TEST(graph_set, allocating_keys_on_the_null_and_per_thread_streams_from_
         D.cuMemFree(r.out);
     }
     cucap_graph_set_destroy(set);
+}
+
+struct exiting_thread {
+    cucap_graph_set *graphs, *eager;
+    struct alloc_call call;
+    cucap_run_kind kinds[3];
+    char why[256];
+};
+
+/* On its per-thread stream, from a fresh thread: an allocating key run
+ * twice through the set's stream, and once eagerly (its allocations pass
+ * the other set's budget), every run held in flight; then the thread
+ * returns at once. */
+static void *run_and_exit(void *p)
+{
+    struct exiting_thread *t = p;
+    cucap_error *err = NULL;
+    uint64_t key = 1, values;
+    int i;
+
+    for (i = 0; i < 3 && !t->why[0]; i++) {
+        values = 50 + (uint64_t)i;
+        if (cucap_graph_set_run(i < 2 ? t->graphs : t->eager, &key, sizeof key, alloc_step, &t->call, &values, 8,
+                                CU_STREAM_PER_THREAD, &t->kinds[i], &err) != CUDA_SUCCESS)
+            snprintf(t->why, sizeof t->why, "run %d: %s", i, cucap_error_message(err));
+    }
+    cucap_error_free(err);
+    return NULL;
+}
+
+/* A thread whose per-thread stream waits, by an event, for stream-ordered
+ * allocations still in flight hangs in the driver when it exits (measured
+ * on the H100: doc/driver-facts.md).  The set hands a run's work back to
+ * the per-thread stream without such a wait: the thread's exit returns
+ * while its runs are held (the simulator counts an exit that would hang). */
+BACKEND_TEST(graph_set, a_thread_exits_while_its_per_thread_stream_waits_for_held_allocating_runs)
+{
+    struct exiting_thread t;
+    struct timespec until;
+    struct held gate;
+    pthread_t thread;
+    const char *call;
+    uint64_t got[2];
+    CUdeviceptr out;
+    long waits;
+    int joined;
+
+    held_init(&gate);
+    cr_assert_eq(D.cuMemAlloc(&out, sizeof got), CUDA_SUCCESS);
+    memset(&t, 0, sizeof t);
+    t.graphs = new_set_in_mode(CONCURRENT_BUDGET, 0, 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    t.eager = new_set_in_mode(1u << 20, 0, 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    t.call = (struct alloc_call){ &gate, out, 0 };
+    cr_assert_eq(pthread_create(&thread, NULL, run_and_exit, &t), 0);
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    joined = pthread_timedjoin_np(thread, NULL, &until) == 0;
+    waits = held_waits(&call);
+    held_release(&gate);
+    if (!joined) {
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 10;
+        if (pthread_timedjoin_np(thread, NULL, &until) != 0)
+            pthread_detach(thread);
+    }
+    cr_assert(joined, "the thread's exit hung while its runs were held");
+    cr_assert_eq(waits, 0, "%ld calls waited for the held runs, the last %s", waits, call);
+    cr_assert_not(t.why[0], "%s", t.why);
+    cr_assert(t.kinds[0] == CUCAP_RUN_INSTANTIATED && t.kinds[1] == CUCAP_RUN_LAUNCHED && t.kinds[2] == CUCAP_RUN_EAGER,
+              "the runs went %d, %d, %d", (int)t.kinds[0], (int)t.kinds[1], (int)t.kinds[2]);
+    cr_assert_eq(D.cuCtxSynchronize(), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemcpyDtoH(got, out, 8), CUDA_SUCCESS);
+    cr_assert_eq(got[0], 52, "the last run wrote %llu", (unsigned long long)got[0]);
+    cr_assert_not(gate.gpu.timed_out, "a call waited for the held runs");
+    cucap_graph_set_destroy(t.graphs);
+    cucap_graph_set_destroy(t.eager);
+    D.cuMemFree(out);
 }
 
 BACKEND_TEST(graph_set, allocating_keys_from_one_thread_stay_within_the_budget)

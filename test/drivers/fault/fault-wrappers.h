@@ -25,6 +25,8 @@ FAULT_WRAP(cuStreamGetCtx_v2, cuStreamGetCtx, PFN_cuStreamGetCtx_v12050, 12050, 
 #endif
 FAULT_WRAP(cuStreamGetId, cuStreamGetId, PFN_cuStreamGetId_v12000, 12000, (CUstream hStream, unsigned long long *streamId), (hStream, streamId))
 FAULT_WRAP(cuStreamWaitEvent, cuStreamWaitEvent, PFN_cuStreamWaitEvent_v3020, 3020, (CUstream hStream, CUevent hEvent, unsigned int Flags), (hStream, hEvent, Flags))
+FAULT_WRAP(cuStreamWriteValue64, cuStreamWriteValue64, PFN_cuStreamWriteValue64_v11070, 11070, (CUstream stream, CUdeviceptr_v2 addr, cuuint64_t value, unsigned int flags), (stream, addr, value, flags))
+FAULT_WRAP(cuStreamWaitValue64, cuStreamWaitValue64, PFN_cuStreamWaitValue64_v11070, 11070, (CUstream stream, CUdeviceptr_v2 addr, cuuint64_t value, unsigned int flags), (stream, addr, value, flags))
 FAULT_WRAP(cuStreamQuery, cuStreamQuery, PFN_cuStreamQuery_v2000, 2000, (CUstream hStream), (hStream))
 FAULT_WRAP(cuStreamGetFlags, cuStreamGetFlags, PFN_cuStreamGetFlags_v5050, 5050, (CUstream hStream, unsigned int *flags), (hStream, flags))
 FAULT_WRAP(cuEventCreate, cuEventCreate, PFN_cuEventCreate_v2000, 2000, (CUevent *phEvent, unsigned int Flags), (phEvent, Flags))
@@ -79,6 +81,7 @@ FAULT_WRAP(cuDeviceGet, cuDeviceGet, PFN_cuDeviceGet_v2000, 2000, (CUdevice_v1 *
 FAULT_WRAP(cuDeviceGetName, cuDeviceGetName, PFN_cuDeviceGetName_v2000, 2000, (char *name, int len, CUdevice_v1 dev), (name, len, dev))
 FAULT_WRAP(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, PFN_cuDeviceGetDefaultMemPool_v11020, 11020, (CUmemoryPool *pool_out, CUdevice_v1 dev), (pool_out, dev))
 FAULT_WRAP(cuStreamSynchronize, cuStreamSynchronize, PFN_cuStreamSynchronize_v2000, 2000, (CUstream hStream), (hStream))
+FAULT_WRAP(cuCtxSynchronize, cuCtxSynchronize, PFN_cuCtxSynchronize_v2000, 2000, (void), ())
 FAULT_WRAP(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, PFN_cuStreamBeginCaptureToGraph_v12030, 12030, (CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode), (hStream, hGraph, dependencies, dependencyData, numDependencies, mode))
 FAULT_WRAP(cuGraphCreate, cuGraphCreate, PFN_cuGraphCreate_v10000, 10000, (CUgraph *phGraph, unsigned int flags), (phGraph, flags))
 FAULT_WRAP(cuGraphGetEdges, cuGraphGetEdges, PFN_cuGraphGetEdges_v12030, 12030, (CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *edgeData, size_t *numEdges), (hGraph, from, to, edgeData, numEdges))
