@@ -448,14 +448,17 @@ static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_
 
 /* The block of the executable graph that the next update will try first
  * (the first kept one, or the oldest key's when the count of graphs will
- * retire it into the kept ones), when no launch reads it any more and no
- * other capture has it: a reference, or NULL (given back with
- * kept_block_done).  A capture that takes it gives the update the block
- * the executable graph reads already, and needs no new one; a graph
- * instantiated from it instead shares it, its launches ordered after that
- * graph's, which are done.  Two captures at once never share one: a
- * capture writes what its block holds (cucap_builder_params_typed). */
-static struct cucap_params *kept_block(cucap_graph_set *set)
+ * retire it into the kept ones), when what the run launches on s (NULL:
+ * a warm-up, which launches nothing) follows every launch that reads it
+ * (the last one was on s, or all are done) and no other capture has it:
+ * a reference, or NULL (given back with kept_block_done).  A capture that
+ * takes it gives the update the block the executable graph reads already,
+ * and needs no new one; a graph instantiated from it instead shares it,
+ * its launches ordered after that graph's, which s's work (or the set's
+ * stream, which waits for s) follows already.  Two captures at once
+ * never share one: a capture writes what its block holds
+ * (cucap_builder_params_typed). */
+static struct cucap_params *kept_block(cucap_graph_set *set, CUstream s, int launching)
 {
     struct cucap_params *p = NULL;
     struct entry *oldest;
@@ -470,7 +473,7 @@ static struct cucap_params *kept_block(cucap_graph_set *set)
              set->stats.graphs + set->making >= set->opts.budget_graphs && (oldest = set->keys.oldest) &&
              !oldest->memory_nodes && oldest->exec_count)
         next = oldest->execs[0].exec;
-    if ((p = cucap_i_exec_params(next)) && cucap_i_params_idle(p)) {
+    if ((p = cucap_i_exec_params(next)) && (launching ? cucap_i_params_free_for(p, s) : cucap_i_params_idle(p))) {
         cucap_i_params_ref(p);
         set->offering = 1;
     } else {
@@ -501,7 +504,7 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
     char why[256] = "", refusal[256] = "";
     double capture_us = 0, t0;
     size_t nodes = 0, bytes = 0, memory_nodes = 0;
-    struct cucap_params *offer = kept_block(set);
+    struct cucap_params *offer = kept_block(set, s, first != NULL);
     cucap_builder *b = capture(set, fn, user_data, offer, &capture_us, why, sizeof why);
     cucap_graph *g = NULL;
     cucap_exec *exec = NULL;

@@ -223,6 +223,19 @@ int cucap_i_params_idle(const struct cucap_params *p)
     return cucap_i_drv.cuEventQuery(p->last_launch) == CUDA_SUCCESS;
 }
 
+int cucap_i_params_free_for(struct cucap_params *p, CUstream s)
+{
+    unsigned long long id = 0;
+    int same;
+
+    if (cucap_i_drv.cuStreamGetId(s, &id) != CUDA_SUCCESS)
+        id = 0;
+    pthread_mutex_lock(&p->lock);
+    same = id && p->last_stream == id;
+    pthread_mutex_unlock(&p->lock);
+    return same || cucap_i_params_idle(p);
+}
+
 const void *cucap_i_params_type(const struct cucap_params *p)
 {
     return p->type;

@@ -24,6 +24,9 @@ CUdeviceptr cucap_i_params_block(const struct cucap_params *p);
 /* Whether every launch that reads the block is done (the event behind the
  * last one reached). */
 int cucap_i_params_idle(const struct cucap_params *p);
+/* Whether work queued on s from now on follows every launch that reads
+ * the block: the last one was on s, or all are done. */
+int cucap_i_params_free_for(struct cucap_params *p, CUstream s);
 /* dev's pool of blocks (made on first use), for the library's other small
  * stream-ordered memory too. */
 CUresult cucap_i_params_pool(CUdevice dev, CUmemoryPool *out, const char *caller, cucap_error **err);

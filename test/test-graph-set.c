@@ -1285,6 +1285,48 @@ FAULT_BACKEND_TEST(graph_set, a_miss_served_by_an_update_makes_no_new_block)
     D.cuStreamDestroy(s);
 }
 
+/* The same with every launch held in flight on the one stream the runs
+ * use: a run on the stream of the block's last launch follows it, so the
+ * capture takes the block all the same, and nothing waits on the host. */
+FAULT_BACKEND_TEST(graph_set, a_miss_served_by_an_update_behind_held_launches_makes_no_new_block)
+{
+    cucap_graph_set *set = new_set((size_t)64 << 20, 1, 1);
+    struct step st;
+    cucap_run_kind kind;
+    cucap_error *err = NULL;
+    CUstream s = new_stream();
+    struct held gate;
+    const char *call;
+    uint64_t step, key;
+    long allocations = -1, waits;
+
+    held_init(&gate);
+    memset(&st, 0, sizeof st);
+    st.per_key = 1;
+    cr_assert_eq(D.cuMemAlloc(&st.out, 9 * 2 * sizeof(struct values)), CUDA_SUCCESS);
+    cr_assert_eq(D.cuLaunchHostFunc(s, gate.fn, gate.data), CUDA_SUCCESS);
+    for (step = 1; step <= 24; step++) {
+        key = 2 * (step % 4 + 1);
+        if (step == 5)
+            allocations = calls("cuMemAllocFromPoolAsync");
+        cr_assert_eq(run_step(set, &st, step, key, s, &kind, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+        if (step > 2)
+            cr_assert_eq(kind, CUCAP_RUN_UPDATED, "step %llu ran as %d", (unsigned long long)step, (int)kind);
+    }
+    waits = held_waits(&call);
+    held_release(&gate);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(waits, 0, "%ld calls waited for the held launches, the last %s", waits, call);
+    cr_assert_not(gate.gpu.timed_out, "a call waited for the launches in flight");
+    cr_assert_eq(calls("cuMemAllocFromPoolAsync") - allocations, 0, "20 misses allocated %ld blocks",
+                 calls("cuMemAllocFromPoolAsync") - allocations);
+    for (step = 21; step <= 24; step++)
+        check_out(st.out + 2 * (step % 4 + 1) * 2 * sizeof(struct values), step, 2 * (step % 4 + 1));
+    cucap_graph_set_destroy(set);
+    D.cuMemFree(st.out);
+    D.cuStreamDestroy(s);
+}
+
 /* ---------------------------------------------------------------- threads */
 
 struct worker {
