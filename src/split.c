@@ -222,6 +222,62 @@ static int kept_as_last_time(cucap_builder *b, size_t n, cucap_builder **forks)
 
 /* Every split: count - 1 forks of b whose streams are of context `on`,
  * new ones (their builders in one slab) or, kept, b's kept forks. */
+/* The n forks' streams made to wait on ev, where b stands, and so
+ * joined to its capture (kept forks their own streams, new ones from the
+ * slab on streams[]): *made of them started; on a failure the streams
+ * not started are given back. */
+static CUresult start_forks(cucap_builder *b, struct ctx_hold *on, CUevent ev, size_t n, cucap_builder **forks,
+                           CUstream *streams, struct builder_slab *slab, int kept, size_t *made, const char *caller,
+                           cucap_error **err)
+{
+    CUresult rc = CUDA_SUCCESS;
+    size_t i;
+
+    for (*made = 0; *made < n; ++*made) {
+        CUstream s = kept ? forks[*made]->stream : streams[*made];
+        cucap_builder *f;
+        if ((rc = fork_wait(on, b->ctx, s, ev)) != CUDA_SUCCESS) {
+            rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuStreamWaitEvent", NULL, err);
+            /* it may have joined nothing, or the capture: destroying is legal; the rest joined nothing */
+            cucap_i_drv.cuStreamDestroy(s);
+            if (kept)
+                forks[*made]->stream = NULL;   /* the fork takes a new one next time */
+            for (i = *made + 1; i < n && !kept; i++)
+                cucap_i_give_stream(on, streams[i], caller);
+            break;
+        }
+        if (kept) {
+            f = forks[*made];
+            f->kept_serial = b->capture_serial;
+            f->joined_in_capture = 0;
+        } else {
+            f = forks[*made] = cucap_i_builder_slab_take(slab, *made, CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING,
+                                                         s, 1, on);
+            f->cached_stream = 1;
+        }
+        f->state = CUCAP_BUILDER_CAPTURING;
+        f->h = b->h;
+    }
+    if (!kept)
+        cucap_i_ctx_hold_ref_by(on, *made);
+    return rc;
+}
+
+/* A failed split hands out nothing: forks that did no work join
+ * nothing, and those in the capture (the first `made`) leave it. */
+static void hand_out_nothing(cucap_builder **forks, size_t n, size_t made, int kept, const char *caller)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (i < made && kept)
+            (void)cucap_i_builder_close_as(forks[i], caller, "closing a fork of a split that failed", NULL);
+        else if (i < made)
+            cucap_builder_destroy(forks[i]);
+        forks[i] = NULL;
+    }
+}
+
 static CUresult split(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks, int kept,
                       const char *caller, cucap_error **err)
 {
@@ -274,33 +330,7 @@ static CUresult split(cucap_builder *b, struct ctx_hold *on, size_t count, cucap
         cucap_i_hier_unlock(b->h);
         goto out;
     }
-    for (made = 0; made < n; made++) {
-        CUstream s = kept ? forks[made]->stream : streams[made];
-        cucap_builder *f;
-        if ((rc = fork_wait(on, b->ctx, s, ev)) != CUDA_SUCCESS) {
-            rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuStreamWaitEvent", NULL, err);
-            /* it may have joined nothing, or the capture: destroying is legal; the rest joined nothing */
-            cucap_i_drv.cuStreamDestroy(s);
-            if (kept)
-                forks[made]->stream = NULL;   /* the fork takes a new one next time */
-            for (i = made + 1; i < n && !kept; i++)
-                cucap_i_give_stream(on, streams[i], caller);
-            break;
-        }
-        if (kept) {
-            f = forks[made];
-            f->kept_serial = b->capture_serial;
-            f->joined_in_capture = 0;
-        } else {
-            f = forks[made] = cucap_i_builder_slab_take(slab, made, CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, s,
-                                                        1, on);
-            f->cached_stream = 1;
-        }
-        f->state = CUCAP_BUILDER_CAPTURING;
-        f->h = b->h;
-    }
-    if (!kept)
-        cucap_i_ctx_hold_ref_by(on, made);
+    rc = start_forks(b, on, ev, n, forks, streams, slab, kept, &made, caller, err);
     if (rc == CUDA_SUCCESS && cucap_i_fork_links_add(b, forks, n) != 0)
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     split_done(b, keep_split_event(b, on, ev), forks, made, caller);
@@ -309,15 +339,8 @@ out:
         cucap_i_builder_slab_done(slab, made);
     if (streams != streams_local)
         free(streams);
-    /* a failed split hands out nothing: forks that did no work join
-     * nothing, and those in the capture leave it */
-    for (i = 0; i < n && rc != CUDA_SUCCESS; i++) {
-        if (i < made && kept)
-            (void)cucap_i_builder_close_as(forks[i], caller, "closing a fork of a split that failed", NULL);
-        else if (i < made)
-            cucap_builder_destroy(forks[i]);
-        forks[i] = NULL;
-    }
+    if (rc != CUDA_SUCCESS)
+        hand_out_nothing(forks, n, made, kept, caller);
     for (i = 0; i < n && rc == CUDA_SUCCESS && kept; i++)
         cucap_i_kept_handed_out(forks[i]);
     return rc;
