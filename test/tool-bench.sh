@@ -7,7 +7,7 @@ out=$(env -u CUCAPTURE_REQUIRE_GPU CUCAPTURE_DRIVER="$CUCAPTURE_TEST_SIM" ./tool
 echo "1..9"
 if [ "$rc" -eq 0 ]; then echo "ok 1 - cucapture bench --quick exits 0"; else echo "not ok 1 - exits $rc"; printf '%s\n' "$out" | sed 's/^/# /'; fi
 rows=$(printf '%s\n' "$out" | grep -c -E '^\| [a-z].*\| +[0-9.]+ \| +[0-9.]+ \| +[0-9.]+ \| .*\[.*\] \|$')
-if [ "$rows" -eq 21 ]; then echo "ok 2 - 21 timed rows with their spread"; else echo "not ok 2 - $rows timed rows"; fi
+if [ "$rows" -eq 22 ]; then echo "ok 2 - 22 timed rows with their spread"; else echo "not ok 2 - $rows timed rows"; fi
 if printf '%s\n' "$out" | grep -q 'not timed'; then echo "not ok 3 - a row was not timed"; else echo "ok 3 - every row's graphs have the same shape"; fi
 if printf '%s\n' "$out" | head -n 1 | grep -q 'simulated driver, not a GPU'; then echo "ok 4 - the header says the simulated driver ran"
 else echo "not ok 4 - the header does not name the simulated driver"; fi

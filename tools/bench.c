@@ -595,7 +595,11 @@ static double alloc_raw_relaxed(void *p)
  * driver takes them at the call; 256 KiB the hand-written side copies
  * through pinned buffers of its own, each reused once an event behind its
  * last copy is reached, as it must to change the values at once without
- * waiting for the stream.  One stream. */
+ * waiting for the stream.  One stream.  A third row gives the 16 bytes'
+ * hand-written side an event recorded behind each launch, as a program
+ * must that may launch the graph from another stream next (and as
+ * cucap_exec_launch_params does): the difference the library's ordering
+ * of a block's launches across streams costs, apart. */
 #define PARAMS_LAUNCHES 200
 #define PARAMS_PINNED 8   /* the hand-written side's pinned buffers, taken in turn */
 
@@ -608,6 +612,7 @@ struct params_launch {
     CUdeviceptr raw_block;
     void *pinned[PARAMS_PINNED];     /* the hand-written side's, above 64 KiB */
     CUevent copied[PARAMS_PINNED];
+    CUevent behind;                  /* recorded behind each hand-written launch, or NULL */
 };
 
 static double params_lib(void *p)
@@ -645,15 +650,17 @@ static double params_raw(void *p)
             D.cuEventRecord(x->copied[k], x->s);
         }
         D.cuGraphLaunch(x->raw, x->s);
+        if (x->behind)
+            D.cuEventRecord(x->behind, x->s);
     }
     return (now_us() - t0) / PARAMS_LAUNCHES;
 }
 
 /* 0 when the graphs could not be made (the row says so).  out holds size
  * bytes. */
-static int params_row(CUstream s, CUdeviceptr out, size_t size, int reps, int warm)
+static int params_row(CUstream s, CUdeviceptr out, size_t size, int with_event, int reps, int warm)
 {
-    struct params_launch x = { s, size, NULL, NULL, NULL, 0, { NULL }, { NULL } };
+    struct params_launch x = { s, size, NULL, NULL, NULL, 0, { NULL }, { NULL }, NULL };
     CUDA_GRAPH_INSTANTIATE_PARAMS ip;
     cucap_builder *b = NULL;
     cucap_graph *lib_graph = NULL;
@@ -662,9 +669,13 @@ static int params_row(CUstream s, CUdeviceptr out, size_t size, int reps, int wa
     char name[64];
     int ok, k;
 
-    snprintf(name, sizeof name, "a launch with new values (%s), per launch", size < 1024 ? "16 bytes" : "256 KiB");
+    if (with_event)
+        snprintf(name, sizeof name, "the same, an event behind each raw launch too");
+    else
+        snprintf(name, sizeof name, "a launch with new values (%s), per launch", size < 1024 ? "16 bytes" : "256 KiB");
     memset(&ip, 0, sizeof ip);
-    ok = (x.values = calloc(1, size)) != NULL;
+    ok = (x.values = calloc(1, size)) != NULL &&
+         (!with_event || D.cuEventCreate(&x.behind, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
     for (k = 0; ok && size > 65536 && k < PARAMS_PINNED; k++)
         ok = D.cuMemAllocHost(&x.pinned[k], size) == CUDA_SUCCESS &&
              D.cuEventCreate(&x.copied[k], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
@@ -696,6 +707,8 @@ static int params_row(CUstream s, CUdeviceptr out, size_t size, int reps, int wa
         if (x.pinned[k])
             D.cuMemFreeHost(x.pinned[k]);
     }
+    if (x.behind)
+        D.cuEventDestroy(x.behind);
     free(x.values);
     cucap_exec_destroy(x.lib);
     cucap_graph_unref(lib_graph);
@@ -713,7 +726,7 @@ static int params_values_row(CUstream s, int reps, int warm)
         printf("| %-52s | not timed: no device memory for its output |\n", "a launch with new values (256 KiB)");
         return 0;
     }
-    ok = params_row(s, out, 256 << 10, reps, warm);
+    ok = params_row(s, out, 256 << 10, 0, reps, warm);
     D.cuMemFree(out);
     return ok;
 }
@@ -1399,7 +1412,8 @@ int tool_bench(int argc, char **argv)
     row("pool alloc + free (4 KiB), stream-ordered, per pair", alloc_lib, alloc_raw, &a, reps, 2);
     row("the same, raw calls in relaxed mode as the library's", alloc_lib, alloc_raw_relaxed, &a, reps, 2);
     D.cuStreamSynchronize(c.origin);
-    if (!params_row(c.origin, c.d, 16, reps, quick ? 1 : 5))
+    if (!params_row(c.origin, c.d, 16, 0, reps, quick ? 1 : 5) ||
+        !params_row(c.origin, c.d, 16, 1, reps, quick ? 1 : 5))
         mismatched++;
     if (!params_values_row(c.origin, reps, quick ? 1 : 5))
         mismatched++;
