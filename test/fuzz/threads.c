@@ -17,6 +17,11 @@
  *      allocate inside the step, read the parameter block or make a call
  *      the capture forbids (eager runs), under a budget of two graphs
  *      that retires at nearly every miss; every run's values checked.
+ *   4. threads that run a graph set on their per-thread streams, every run
+ *      held in flight behind a gate, and return at once (the driver hangs
+ *      the exit of a thread whose per-thread stream waits by an event for
+ *      allocations in flight: doc/driver-facts.md); each exit must return,
+ *      and the simulated driver counts none that would hang.
  * Built as fuzz-threads (the simulated driver; CI runs it under
  * ThreadSanitizer: a plain TAP program, since Criterion's runner does not
  * start under TSan) and fuzz-threads-gpu (the real driver).
@@ -24,12 +29,14 @@
 #define _GNU_SOURCE 1   /* dladdr, for the crash report */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "crash-report.h"
 #include "cucapture.h"
@@ -322,22 +329,38 @@ struct set_worker {
 struct set_call {
     unsigned key;
     CUdeviceptr out;
+    CUhostFn gate;                   /* queued at the end of the step when set */
+    void *gate_data;
 };
 
 /* The step of a key: the run's values, through the parameter block, to
  * out; key % 4 says how (directly, through a fork, through 1 MiB
  * allocated inside the step, or after a forbidden call, eagerly). */
+static CUresult set_step_without_gate(cucap_builder *b, struct set_call *c, CUdeviceptr block, cucap_error **err);
+
 static CUresult set_step(cucap_builder *b, void *user_data, cucap_error **err)
 {
     struct set_call *c = user_data;
-    CUstream s = cucap_builder_stream(b);
-    cucap_builder *fork = NULL;
-    CUdeviceptr block, tmp;
-    cucap_pool *pool;
+    CUdeviceptr block;
     CUresult rc;
 
     if ((rc = cucap_builder_params(b, 8, &block, err)) != CUDA_SUCCESS)
         return rc;
+    if (c->gate && (rc = set_step_without_gate(b, c, block, err)) == CUDA_SUCCESS)
+        rc = D.cuLaunchHostFunc(cucap_builder_stream(b), c->gate, c->gate_data);
+    if (c->gate)
+        return rc;
+    return set_step_without_gate(b, c, block, err);
+}
+
+static CUresult set_step_without_gate(cucap_builder *b, struct set_call *c, CUdeviceptr block, cucap_error **err)
+{
+    CUstream s = cucap_builder_stream(b);
+    cucap_builder *fork = NULL;
+    CUdeviceptr tmp;
+    cucap_pool *pool;
+    CUresult rc;
+
     switch (c->key % 4) {
     case 1:
         if ((rc = cucap_builder_split(b, 2, &fork, err)) != CUDA_SUCCESS)
@@ -377,6 +400,7 @@ static void *set_work(void *p)
     }
     for (round = 0; round < rounds; round++) {
         unsigned key = (unsigned)w->index << 8 | rnd_of(&w->rng) % 8;   /* a graph writes where its capture said */
+        memset(&call, 0, sizeof call);
         call.key = key;
         call.out = w->out;
         values = ((uint64_t)w->rng << 8) | round;
@@ -436,6 +460,155 @@ static int one_set(int threads, unsigned seed_value)
     return failures;
 }
 
+/* ---------------------------------------------------------------- threads that return with runs in flight */
+
+/* The gate: on the GPU a host function that waits until the harness opens
+ * it (or 10 s pass); on the simulator its held-work model's. */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static int gate_open;
+
+static void CUDA_CB gpu_gate(void *unused)
+{
+    struct timespec until;
+
+    (void)unused;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&gate_lock);
+    while (!gate_open && pthread_cond_timedwait(&gate_cond, &gate_lock, &until) == 0)
+        ;
+    pthread_mutex_unlock(&gate_lock);
+}
+
+static void *sim_symbol(const char *name)
+{
+    const char *path = getenv("CUCAPTURE_TEST_SIM");
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL, *fn = h ? dlsym(h, name) : NULL;
+
+    if (h)
+        dlclose(h);   /* the library keeps it loaded */
+    return fn;
+}
+
+struct leaving {
+    cucap_graph_set *set;
+    CUdeviceptr out;                 /* 8 bytes a key */
+    unsigned index, rng;
+    CUhostFn gate;
+    uint64_t values[4];              /* the last values each key's runs asked for */
+    int failures;
+};
+
+/* Runs of three keys (plain, a fork, allocating; not the eager one, whose
+ * step synchronizes its stream), each held, on the per-thread stream;
+ * then the thread returns, its runs in flight. */
+static void *run_and_leave(void *p)
+{
+    struct leaving *l = p;
+    struct set_call call;
+    cucap_error *err = NULL;
+    unsigned i, key;
+    uint64_t values;
+
+    for (i = 0; i < 6; i++) {
+        key = l->index << 8 | (i + rnd_of(&l->rng)) % 3;
+        memset(&call, 0, sizeof call);
+        call.key = key;
+        call.out = l->out + (key % 4) * 8;
+        call.gate = l->gate;
+        values = (uint64_t)l->index << 32 | (uint64_t)i << 8 | (key % 4);
+        if (cucap_graph_set_run(l->set, &key, sizeof key, set_step, &call, &values, sizeof values,
+                                CU_STREAM_PER_THREAD, NULL, &err) != CUDA_SUCCESS) {
+            if (l->failures++ < 3)
+                printf("# leaving thread %u: key %u: %s\n", l->index, key, cucap_error_message(err));
+        } else {
+            l->values[key % 4] = values;
+        }
+        cucap_error_free(err);
+        err = NULL;
+    }
+    atomic_fetch_add(&progress, 1);
+    return NULL;
+}
+
+/* 0, or how many threads' exits hung (or ran wrong). */
+static int threads_leave_with_runs_in_flight(int threads, unsigned seed_value)
+{
+    typedef void (*release_fn)(void);
+    typedef long (*held_waits_fn)(const char **);
+    held_waits_fn held_waits = (held_waits_fn)sim_symbol("cudasim_held_waits");
+    release_fn release = (release_fn)sim_symbol("cudasim_release");
+    CUhostFn sim_gate = (CUhostFn)sim_symbol("cudasim_gate");
+    cucap_graph_set_options opts;
+    cucap_graph_set *set = NULL;
+    struct leaving l[16];
+    pthread_t t[16];
+    struct timespec until;
+    cucap_error *err = NULL;
+    const char *call = NULL;
+    CUdeviceptr out;
+    long waits_before = held_waits ? held_waits(&call) : 0, waits;
+    uint64_t got;
+    int i, k, bad = 0, joined[16];
+
+    memset(&opts, 0, sizeof opts);
+    opts.budget_bytes = (size_t)96 << 20;
+    opts.capture_mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    gate_open = 0;
+    if (D.cuMemAlloc(&out, (size_t)threads * 32) != CUDA_SUCCESS ||
+        cucap_graph_set_create(0, &opts, &set, &err) != CUDA_SUCCESS) {
+        printf("# the set could not be made: %s\n", cucap_error_message(err));
+        cucap_error_free(err);
+        return threads;
+    }
+    for (i = 0; i < threads; i++) {
+        memset(&l[i], 0, sizeof l[i]);
+        l[i].set = set;
+        l[i].out = out + (size_t)i * 32;
+        l[i].index = (unsigned)i;
+        l[i].rng = seed_value * 131u + (unsigned)i;
+        l[i].gate = sim_gate ? sim_gate : gpu_gate;
+        pthread_create(&t[i], NULL, run_and_leave, &l[i]);
+    }
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 8;
+    for (i = 0; i < threads; i++)
+        joined[i] = pthread_timedjoin_np(t[i], NULL, &until) == 0;
+    waits = held_waits ? held_waits(&call) - waits_before : 0;
+    if (release)
+        release();
+    pthread_mutex_lock(&gate_lock);
+    gate_open = 1;
+    pthread_cond_broadcast(&gate_cond);
+    pthread_mutex_unlock(&gate_lock);
+    if (waits)
+        printf("# %ld calls waited for the held runs, the last %s\n", waits, call);
+    bad += (int)waits;
+    (void)D.cuCtxSetCurrent(ctx);
+    for (i = 0; i < threads; i++) {
+        if (!joined[i]) {
+            printf("# thread %d: its exit hung while its runs were in flight\n", i);
+            bad++;
+            continue;
+        }
+        bad += l[i].failures;
+    }
+    cucap_graph_set_destroy(set);   /* the runs finish first; no call waits for them */
+    if (!bad && D.cuCtxSynchronize() != CUDA_SUCCESS)
+        bad++;
+    for (i = 0; i < threads && !bad; i++)
+        for (k = 0; k < 4; k++)
+            if (l[i].values[k] && (D.cuMemcpyDtoH(&got, out + (size_t)i * 32 + (size_t)k * 8, 8) != CUDA_SUCCESS ||
+                                   got != l[i].values[k])) {
+                printf("# thread %d key %d wrote %llx, not %llx\n", i, k, (unsigned long long)got,
+                       (unsigned long long)l[i].values[k]);
+                bad++;
+            }
+    D.cuMemFree(out);
+    return bad;
+}
+
 static int load(void)
 {
 #ifdef FUZZ_THREADS_GPU
@@ -482,7 +655,7 @@ int main(int argc, char **argv)
     printf("TAP version 13\n");
     if ((loaded = load()) <= 0)
         return loaded < 0;
-    printf("1..4\n");
+    printf("1..5\n");
     cucap_set_warning_handler(quiet, NULL);
     for (i = 0; i < threads; i++) {
         w[i].rng = seed * 7919u + (unsigned)i;
@@ -504,5 +677,9 @@ int main(int argc, char **argv)
     breaks = one_set(threads, seed);
     printf("%s 4 - %d threads on one graph set x %d runs, each on its own stream, every run's values right "
            "(%d wrong)\n", breaks ? "not ok" : "ok", threads, rounds, breaks);
+    breaks = threads_leave_with_runs_in_flight(threads, seed);
+    printf("%s 5 - %d threads run one graph set on their per-thread streams, every run held, and return at once: "
+           "every exit returned, no call waited, every key's last values written (%d wrong)\n",
+           breaks ? "not ok" : "ok", threads, breaks);
     return 0;
 }
