@@ -184,7 +184,9 @@ CUCAP_API cucap_driver_fn cucap_driver_entry_point_version(const char *symbol, i
  * under the release threshold the library raised, the memory pools of
  * parameter blocks (one a device), the pinned host buffers that launches'
  * values above 64 KiB went through (those whose copies are done), and a
- * retain of each device's primary context it used.  This call destroys and releases all of them, so that
+ * retain of each device's primary context it used; and the thread that
+ * gives host callbacks' data back (cucap_builder_host_callback()), which
+ * this call runs the frees due on and stops.  This call destroys and releases all of them, so that
  * a program that destroyed its objects and calls it before it exits (or
  * before dlclose() of a plugin that uses the library) leaves no memory,
  * stream, event or context retain of the library's behind.

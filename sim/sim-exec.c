@@ -185,7 +185,7 @@ static CUresult sim_cuGraphExecDestroy(CUgraphExec h)
     e = exec_of(h);
     if (e) {
         held = e->conditional ? e->held : 0;
-        sim_graph_release(e->snapshot, SIM_GRAPH_DESTROYED);
+        sim_graph_release_behind(e->snapshot, SIM_GRAPH_DESTROYED, e->held);
         sim_graph_recycle(e->snapshot);
         /* the allocations captured into the source live until its last exec goes */
         if (--e->source->exec_count == 0 && e->source->state != SIM_GRAPH_LIVE) {
@@ -395,7 +395,7 @@ static CUresult sim_cuGraphExecUpdate(CUgraphExec h, CUgraph hg, CUgraphExecUpda
             e->value_count = handle_count + 1;
         }
     }
-    sim_graph_release(snap, SIM_GRAPH_DESTROYED);
+    sim_graph_release_behind(snap, SIM_GRAPH_DESTROYED, e->held);
     sim_graph_recycle(snap);
     e->snapshot = fresh;
 done:

@@ -162,12 +162,24 @@ oom:
     return -1;
 }
 
+static unsigned long long releasing_behind;   /* the hold an executable graph's copy is released behind */
+
+void sim_graph_release_behind(struct sim_graph *g, enum sim_graph_state state, unsigned long long hold)
+{
+    unsigned long long was = releasing_behind;
+
+    releasing_behind = hold;
+    sim_graph_release(g, state);
+    releasing_behind = was;
+}
+
 /* Free a graph's nodes and the graphs they own; state becomes `state`. */
 void sim_graph_release(struct sim_graph *g, enum sim_graph_state state)
 {
     size_t i;
     unsigned int k;
 
+    sim_user_refs_drop(g, releasing_behind);
     for (i = 0; i < g->node_count; i++) {
         struct sim_node *n = g->nodes[i];
         if (n->type == CU_GRAPH_NODE_TYPE_GRAPH && n->u.child.graph) {
@@ -342,7 +354,7 @@ struct sim_graph *sim_graph_clone(const struct sim_graph *src, struct sim_node *
     if (!g)
         return NULL;
     g->owner = owner;
-    if (clone_into(g, src) != 0) {
+    if (clone_into(g, src) != 0 || sim_user_refs_copy(g, src) != 0) {
         sim_graph_release(g, SIM_GRAPH_DESTROYED);
         return NULL;
     }

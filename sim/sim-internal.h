@@ -100,6 +100,13 @@ struct sim_node {
 
 enum sim_graph_state { SIM_GRAPH_LIVE, SIM_GRAPH_DISCARDED, SIM_GRAPH_DESTROYED };
 
+/* A graph's references on a user object (sim-user-object.c). */
+struct sim_user_object;
+struct sim_user_ref {
+    struct sim_user_object *obj;
+    unsigned int count;
+};
+
 struct sim_graph {
     uint32_t magic;
     enum sim_graph_state state;
@@ -109,6 +116,8 @@ struct sim_graph {
     int capturing;                   /* a capture is writing into it */
     int exec_count;                  /* live execs instantiated from it */
     int counted;                     /* a root graph that counts as a live object */
+    struct sim_user_ref *user_refs;  /* the user objects it holds references on */
+    size_t user_ref_count;
 };
 
 int sim_graph_valid(CUgraph g);      /* LIVE; a discarded or destroyed graph is fatal */
@@ -124,6 +133,21 @@ void sim_graph_discard(struct sim_graph *g);
 int sim_graph_has_dead_body(const struct sim_graph *g);
 /* Free a graph's nodes and the graphs they own; its state becomes `state`. */
 void sim_graph_release(struct sim_graph *g, enum sim_graph_state state);
+/* The same for an executable graph's copy, whose user objects are let go
+ * of only once hold (its last launch's) is released. */
+void sim_graph_release_behind(struct sim_graph *g, enum sim_graph_state state, unsigned long long hold);
+
+/* ---------------------------------------------------------------- sim-user-object.c */
+
+/* dst holds src's references too; -1 when out of memory. */
+int sim_user_refs_copy(struct sim_graph *dst, const struct sim_graph *src);
+/* g's references let go of, now or once hold is released. */
+void sim_user_refs_drop(struct sim_graph *g, unsigned long long hold);
+/* Holds were released: the references behind them let go of. */
+void sim_user_objects_released(void);
+/* Destructors due (the caller holds the lock), and running them (it does not). */
+int sim_user_objects_due(void);
+void sim_user_objects_run_due(void);
 /* Free a destroyed graph no executable graph uses (CUDASIM_RECYCLE only). */
 void sim_graph_recycle(struct sim_graph *g);
 /* A copy of src owned by node `owner` (NULL: a root), or NULL when out of memory. */
@@ -217,9 +241,9 @@ struct sim_entry {
 
 extern const struct sim_entry sim_core_entries[], sim_stream_entries[],
                               sim_graph_entries[], sim_exec_entries[], sim_memory_entries[], sim_green_entries[],
-                              sim_unmodelled_entries[];
+                              sim_user_object_entries[], sim_unmodelled_entries[];
 extern const size_t sim_core_entry_count, sim_stream_entry_count,
                     sim_graph_entry_count, sim_exec_entry_count, sim_memory_entry_count, sim_green_entry_count,
-                    sim_unmodelled_entry_count;
+                    sim_user_object_entry_count, sim_unmodelled_entry_count;
 
 #endif

@@ -282,6 +282,7 @@ CUDASIM_EXPORT void cudasim_release(void)
     hold_released = hold_next - 1;
     destroyed_behind_held = 0;
     write_released_values();
+    sim_user_objects_released();
     sim_unlock();
 }
 

@@ -27,15 +27,24 @@ static void sim_mutex_init(void)
     pthread_mutexattr_destroy(&attr);
 }
 
+static _Thread_local unsigned int sim_lock_depth;
+
 void sim_lock(void)
 {
     pthread_once(&sim_mutex_once, sim_mutex_init);
     pthread_mutex_lock(&sim_mutex);
+    sim_lock_depth++;
 }
 
+/* The outermost unlock runs the user objects' destructors that came due
+ * (sim-user-object.c), with the lock let go. */
 void sim_unlock(void)
 {
+    int run = --sim_lock_depth == 0 && sim_user_objects_due();
+
     pthread_mutex_unlock(&sim_mutex);
+    if (run)
+        sim_user_objects_run_due();
 }
 
 void sim_fatal(const char *fmt, ...)
@@ -403,6 +412,7 @@ static const struct {
     { sim_exec_entries, &sim_exec_entry_count },
     { sim_memory_entries, &sim_memory_entry_count },
     { sim_green_entries, &sim_green_entry_count },
+    { sim_user_object_entries, &sim_user_object_entry_count },
     { sim_unmodelled_entries, &sim_unmodelled_entry_count },
 };
 

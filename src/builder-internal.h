@@ -1,6 +1,7 @@
-/* What builder.c gives the split, join, conditional, embed and
- * parameter-block calls (split.c, join.c, conditional.c, embed.c,
- * builder-params.c), cucap_release_cached (teardown.c), and what graph
+/* What builder.c gives the split, join, conditional, embed,
+ * parameter-block and host-callback calls (split.c, join.c, conditional.c,
+ * embed.c, builder-params.c, builder-callback.c), cucap_release_cached
+ * (teardown.c), and what graph
  * sets, which stand above it, use: runs without capture (eager-run.c) and
  * the block a capture for an update takes (graph-set.c).  Internal. */
 #ifndef CUCAPTURE_BUILDER_INTERNAL_H
@@ -17,6 +18,10 @@ struct cucap_direct_run;         /* hierarchy.h */
 void cucap_i_builder_kept_drain(void);
 /* Close as `caller` would ("closing ..." for the note): end a live
  * capture first, release the stream, CLOSED. */
+/* cucap_builder_enqueue on behalf of caller; a failure of fn is the
+ * capture's failure, named `what`. */
+CUresult cucap_i_builder_enqueue_as(cucap_builder *b, cucap_enqueue_fn fn, void *user_data, const char *caller,
+                                    const char *what, cucap_error **err);
 CUresult cucap_i_builder_close_as(cucap_builder *b, const char *caller, const char *doing, cucap_error **err);
 /* Close fork f (not closed yet), as cucap_i_builder_close_as closes a
  * fork: it leaves its capture (nothing to end), its stream goes back (to

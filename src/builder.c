@@ -712,7 +712,13 @@ void cucap_i_capture_unlock_pair(const cucap_builder *a, const cucap_builder *b)
 
 CUresult cucap_builder_enqueue(cucap_builder *b, cucap_enqueue_fn fn, void *user_data, cucap_error **err)
 {
-    static const char caller[] = "cucap_builder_enqueue";
+    return cucap_i_builder_enqueue_as(b, fn, user_data, "cucap_builder_enqueue", "the work of cucap_builder_enqueue",
+                                      err);
+}
+
+CUresult cucap_i_builder_enqueue_as(cucap_builder *b, cucap_enqueue_fn fn, void *user_data, const char *caller,
+                                    const char *what, cucap_error **err)
+{
     struct cucap_hier *h;
     CUcontext ctx, saved = NULL;
     CUstream s;
@@ -735,7 +741,7 @@ CUresult cucap_builder_enqueue(cucap_builder *b, cucap_enqueue_fn fn, void *user
                           "first); the work was not enqueued", caller);
     } else if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) == CUDA_SUCCESS) {
         if ((rc = fn(s, user_data)) != CUDA_SUCCESS) {
-            cucap_i_capture_failed(h, "the work of cucap_builder_enqueue", rc);
+            cucap_i_capture_failed(h, what, rc);
             cucap_i_fail(err, rc, "%s: the work failed: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
         }
         rc = cucap_i_ctx_leave_for(ctx, saved, rc, caller, err);

@@ -37,6 +37,10 @@ CUCAP_DRIVER_ENTRY(cuStreamGetCtx_v2, cuStreamGetCtx, 12050, 1)   /* with the gr
 #endif
 CUCAP_DRIVER_ENTRY(cuStreamGetId, cuStreamGetId, 12000, 0)   /* a stream's identity (handles are reused) */
 CUCAP_DRIVER_ENTRY(cuStreamWaitEvent, cuStreamWaitEvent, 3020, 0)
+CUCAP_DRIVER_ENTRY(cuLaunchHostFunc, cuLaunchHostFunc, 10000, 0)
+CUCAP_DRIVER_ENTRY(cuUserObjectCreate, cuUserObjectCreate, 11030, 0)
+CUCAP_DRIVER_ENTRY(cuUserObjectRelease, cuUserObjectRelease, 11030, 0)
+CUCAP_DRIVER_ENTRY(cuGraphRetainUserObject, cuGraphRetainUserObject, 11030, 0)
 CUCAP_DRIVER_ENTRY(cuStreamWriteValue64, cuStreamWriteValue64, 11070, 0)
 CUCAP_DRIVER_ENTRY(cuStreamWaitValue64, cuStreamWaitValue64, 11070, 0)
 CUCAP_DRIVER_ENTRY(cuStreamQuery, cuStreamQuery, 2000, 0)

@@ -12,6 +12,7 @@
 #include "params.h"
 #include "error.h"
 #include "pool-internal.h"
+#include "reaper.h"
 #include "stream-cache.h"
 #include "staging.h"
 
@@ -30,4 +31,5 @@ void cucap_release_cached(void)
     cucap_i_pool_free_list_drain();
     cucap_i_stream_cache_drain();
     cucap_i_params_pools_drain();
+    cucap_i_reaper_drain();   /* the frees due; the thread stops */
 }

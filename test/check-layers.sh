@@ -16,6 +16,7 @@ embed 9
 teardown 9
 builder 8
 builder-params 9
+builder-callback 9
 graph 7
 pool 7
 body 7
@@ -23,6 +24,7 @@ kept-forks 7
 hierarchy 6
 builder-memory 6
 hand-back 6
+reaper 1
 fork-links 6
 stream-cache 5
 params 5

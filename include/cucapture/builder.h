@@ -511,6 +511,45 @@ typedef CUresult (*cucap_enqueue_fn)(CUstream stream, void *user_data);
 CUCAP_API CUresult cucap_builder_enqueue(cucap_builder *b, cucap_enqueue_fn fn, void *user_data,
                                          cucap_error **err);
 
+/** A host callback's data given back: called once, on a thread of the library's. */
+typedef void (*cucap_free_fn)(void *data);
+
+/**
+ * \brief       Queue a host callback that owns its data
+ *
+ * fn(data) is queued on b's stream: in a capture a host node, which calls
+ * it at each launch of every executable graph made from the capture; in
+ * a step that a graph set runs eagerly, a host function that calls it
+ * once, in stream order.  fn may make no CUDA call (the driver's rule for
+ * host functions).
+ *
+ * free_data(data), when free_data is not NULL, is called exactly once, on
+ * a thread of the library's (never inside a driver callback, so it may
+ * call CUDA and the library), once nothing can run the callback any more:
+ * the capture's graph and every graph, copy and executable graph made from
+ * it destroyed (an executable graph updated from a graph without the
+ * callback lets go of it) and their last launch finished; when the
+ * capture is invalidated or abandoned, once its graph is gone; after the
+ * eager call ran.  The driver's user objects keep this count
+ * (cuUserObjectCreate, cuGraphRetainUserObject; measured: doc/driver-facts.md).
+ * When the call fails, free_data(data) has been called before it
+ * returns, unless the message says the capture took the callback.
+ * cucap_release_cached runs the frees due and stops the library's thread.
+ *
+ * \param       b          A CAPTURING builder, not a conditional body (the
+ *                         driver refuses host nodes in bodies).
+ * \param       fn         The callback (not NULL).
+ * \param       data       Passed to fn and to free_data.
+ * \param       free_data  Gives data back (may be NULL).
+ * \param       err        Receives the error on failure (may be NULL).
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL b or fn;
+ *              CUDA_ERROR_ILLEGAL_STATE when b is not capturing, closed or
+ *              a conditional body; the driver's error (the capture fails
+ *              with it, naming this call).
+ */
+CUCAP_API CUresult cucap_builder_host_callback(cucap_builder *b, CUhostFn fn, void *data, cucap_free_fn free_data,
+                                               cucap_error **err);
+
 /**
  * \brief       Instantiate the ended graph
  *

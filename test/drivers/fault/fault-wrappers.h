@@ -25,6 +25,10 @@ FAULT_WRAP(cuStreamGetCtx_v2, cuStreamGetCtx, PFN_cuStreamGetCtx_v12050, 12050, 
 #endif
 FAULT_WRAP(cuStreamGetId, cuStreamGetId, PFN_cuStreamGetId_v12000, 12000, (CUstream hStream, unsigned long long *streamId), (hStream, streamId))
 FAULT_WRAP(cuStreamWaitEvent, cuStreamWaitEvent, PFN_cuStreamWaitEvent_v3020, 3020, (CUstream hStream, CUevent hEvent, unsigned int Flags), (hStream, hEvent, Flags))
+FAULT_WRAP(cuLaunchHostFunc, cuLaunchHostFunc, PFN_cuLaunchHostFunc_v10000, 10000, (CUstream hStream, CUhostFn fn, void *userData), (hStream, fn, userData))
+FAULT_WRAP(cuUserObjectCreate, cuUserObjectCreate, PFN_cuUserObjectCreate_v11030, 11030, (CUuserObject *object_out, void *ptr, CUhostFn destroy, unsigned int initialRefcount, unsigned int flags), (object_out, ptr, destroy, initialRefcount, flags))
+FAULT_WRAP(cuUserObjectRelease, cuUserObjectRelease, PFN_cuUserObjectRelease_v11030, 11030, (CUuserObject object, unsigned int count), (object, count))
+FAULT_WRAP(cuGraphRetainUserObject, cuGraphRetainUserObject, PFN_cuGraphRetainUserObject_v11030, 11030, (CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags), (graph, object, count, flags))
 FAULT_WRAP(cuStreamWriteValue64, cuStreamWriteValue64, PFN_cuStreamWriteValue64_v11070, 11070, (CUstream stream, CUdeviceptr_v2 addr, cuuint64_t value, unsigned int flags), (stream, addr, value, flags))
 FAULT_WRAP(cuStreamWaitValue64, cuStreamWaitValue64, PFN_cuStreamWaitValue64_v11070, 11070, (CUstream stream, CUdeviceptr_v2 addr, cuuint64_t value, unsigned int flags), (stream, addr, value, flags))
 FAULT_WRAP(cuStreamQuery, cuStreamQuery, PFN_cuStreamQuery_v2000, 2000, (CUstream hStream), (hStream))
@@ -94,6 +98,5 @@ FAULT_WRAP(cuMemsetD8Async, cuMemsetD8Async, PFN_cuMemsetD8Async_v3020, 3020, (C
 FAULT_WRAP(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync, PFN_cuMemcpyDtoHAsync_v3020, 3020, (void *dstHost, CUdeviceptr_v2 srcDevice, size_t ByteCount, CUstream hStream), (dstHost, srcDevice, ByteCount, hStream))
 FAULT_WRAP(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync, PFN_cuMemcpyDtoDAsync_v3020, 3020, (CUdeviceptr_v2 dstDevice, CUdeviceptr_v2 srcDevice, size_t ByteCount, CUstream hStream), (dstDevice, srcDevice, ByteCount, hStream))
 FAULT_WRAP(cuMemcpyAsync, cuMemcpyAsync, PFN_cuMemcpyAsync_v4000, 4000, (CUdeviceptr_v2 dst, CUdeviceptr_v2 src, size_t ByteCount, CUstream hStream), (dst, src, ByteCount, hStream))
-FAULT_WRAP(cuLaunchHostFunc, cuLaunchHostFunc, PFN_cuLaunchHostFunc_v10000, 10000, (CUstream hStream, CUhostFn fn, void *userData), (hStream, fn, userData))
 FAULT_WRAP(cuCtxCreate, cuCtxCreate, PFN_cuCtxCreate_v3020, 3020, (CUcontext *pctx, unsigned int flags, CUdevice_v1 dev), (pctx, flags, dev))
 FAULT_WRAP(cuCtxDestroy, cuCtxDestroy, PFN_cuCtxDestroy_v4000, 4000, (CUcontext ctx), (ctx))

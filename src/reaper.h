@@ -1,0 +1,24 @@
+/* The library's reaper thread (reaper.c): frees handed over by threads
+ * where no CUDA call may be made (a user object's destructor, a host
+ * function), run on a thread of the library's.  Internal. */
+#ifndef CUCAP_I_REAPER_H
+#define CUCAP_I_REAPER_H
+
+/* One free to run: the caller allocates it with the data it frees and
+ * gives it up here; the reaper calls fn(data), then free(item). */
+struct cucap_reaped {
+    struct cucap_reaped *next;
+    void (*fn)(void *data);
+    void *data;
+};
+
+/* Queue item for the reaper thread, started on first need; no CUDA call,
+ * no wait: safe in a driver callback.  When no thread can be started, the
+ * item waits for the next call that can start one, or for
+ * cucap_i_reaper_drain. */
+void cucap_i_reap(struct cucap_reaped *item);
+/* Run what is queued, on the calling thread, and stop the reaper thread
+ * (cucap_release_cached); a later cucap_i_reap starts a new one. */
+void cucap_i_reaper_drain(void);
+
+#endif
