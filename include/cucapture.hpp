@@ -493,6 +493,14 @@ public:
         detail::error_slot e;
         e.check(cucap_builder_name_kernel(b_, name, e.out()));
     }
+    /** \brief   cucap_builder_host_callback(): fn(data) at each launch;
+     *           free_data(data) once, on the library's thread, when nothing
+     *           can run it any more (also when this call throws) */
+    void host_callback(CUhostFn fn, void *data, cucap_free_fn free_data)
+    {
+        detail::error_slot e;
+        e.check(cucap_builder_host_callback(b_, fn, data, free_data, e.out()));
+    }
     /** \brief   cucap_builder_join_forks(): join every open fork split from this builder */
     void join_forks()
     {

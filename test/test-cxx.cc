@@ -793,6 +793,43 @@ BACKEND_TEST(cxx, enqueue_runs_callables_and_carries_their_failures)
     D.cuMemFree(d);
 }
 
+// host_callback: the callback at each launch; its data given back once,
+// on another thread, after the graph and executable graph are gone; a
+// refusal throws and gives it back before it returns.
+static std::atomic<int> cxx_calls, cxx_freed;
+static void CUDA_CB cxx_count(void *) { cxx_calls++; }
+static void cxx_free(void *) { cxx_freed++; }
+
+BACKEND_TEST(cxx, host_callback_gives_its_data_back_once)
+{
+    CUstream s = new_stream();
+    cxx_calls = 0;
+    cxx_freed = 0;
+    {
+        cucap::builder b = cucap::builder::create();
+        b.begin();
+        b.host_callback(cxx_count, nullptr, cxx_free);
+        b.end();
+        cucap::exec e = b.complete();
+        e.launch(s);
+        e.launch(s);
+        cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    }
+    for (int waited = 0; cxx_freed.load() < 1 && waited < 5000; waited++)
+        usleep(1000);
+    cr_assert_eq(cxx_calls.load(), 2);
+    cr_assert_eq(cxx_freed.load(), 1);
+    try {
+        cucap::builder idle = cucap::builder::create();
+        idle.host_callback(cxx_count, nullptr, cxx_free);
+        cr_assert_fail("a builder that is not capturing took a callback");
+    } catch (const cucap::error &e) {
+        cr_assert_eq(e.code(), CUDA_ERROR_ILLEGAL_STATE, "%s", e.what());
+    }
+    cr_assert_eq(cxx_freed.load(), 2, "the refusal gave the data back %d times", cxx_freed.load() - 1);
+    D.cuStreamDestroy(s);
+}
+
 // embed, dot_print, on_stream with a borrowed stream, upload.
 BACKEND_TEST(cxx, embed_dot_print_and_borrowed_streams)
 {
