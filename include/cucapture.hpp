@@ -496,7 +496,7 @@ public:
     /** \brief   cucap_builder_host_callback(): fn(data) at each launch;
      *           free_data(data) once, on the library's thread, when nothing
      *           can run it any more (also when this call throws) */
-    void host_callback(CUhostFn fn, void *data, cucap_free_fn free_data)
+    void host_callback(CUhostFn fn, void *data, CUhostFn free_data)
     {
         detail::error_slot e;
         e.check(cucap_builder_host_callback(b_, fn, data, free_data, e.out()));

@@ -12,7 +12,7 @@
 struct callback {
     CUhostFn fn;
     void *data;
-    cucap_free_fn free_data;
+    CUhostFn free_data;
     struct cucap_reaped *reaped;     /* allocated up front: no allocation in a driver callback */
     int taken;                       /* a graph or a stream took the data: the reaper frees it */
     CUresult failed_at;              /* set with `failed_call` when a driver call failed */
@@ -77,7 +77,7 @@ static CUresult queue(CUstream s, void *p)
     return CUDA_SUCCESS;
 }
 
-CUresult cucap_builder_host_callback(cucap_builder *b, CUhostFn fn, void *data, cucap_free_fn free_data,
+CUresult cucap_builder_host_callback(cucap_builder *b, CUhostFn fn, void *data, CUhostFn free_data,
                                      cucap_error **err)
 {
     static const char caller[] = "cucap_builder_host_callback";

@@ -511,9 +511,6 @@ typedef CUresult (*cucap_enqueue_fn)(CUstream stream, void *user_data);
 CUCAP_API CUresult cucap_builder_enqueue(cucap_builder *b, cucap_enqueue_fn fn, void *user_data,
                                          cucap_error **err);
 
-/** A host callback's data given back: called once, on a thread of the library's. */
-typedef void (*cucap_free_fn)(void *data);
-
 /**
  * \brief       Queue a host callback that owns its data
  *
@@ -540,14 +537,15 @@ typedef void (*cucap_free_fn)(void *data);
  *                         driver refuses host nodes in bodies).
  * \param       fn         The callback (not NULL).
  * \param       data       Passed to fn and to free_data.
- * \param       free_data  Gives data back (may be NULL).
+ * \param       free_data  Gives data back (may be NULL); a CUhostFn, called
+ *                         on the library's thread, where CUDA calls are allowed.
  * \param       err        Receives the error on failure (may be NULL).
  * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL b or fn;
  *              CUDA_ERROR_ILLEGAL_STATE when b is not capturing, closed or
  *              a conditional body; the driver's error (the capture fails
  *              with it, naming this call).
  */
-CUCAP_API CUresult cucap_builder_host_callback(cucap_builder *b, CUhostFn fn, void *data, cucap_free_fn free_data,
+CUCAP_API CUresult cucap_builder_host_callback(cucap_builder *b, CUhostFn fn, void *data, CUhostFn free_data,
                                                cucap_error **err);
 
 /**
