@@ -27,6 +27,25 @@ static void CUDA_CB hand_to_reaper(void *p)
     cucap_i_reap(p);
 }
 
+/* An eager call: the callback, then its data handed to the reaper, in
+ * one host function (one queued call, which either takes both or
+ * neither). */
+struct eager_call {
+    CUhostFn fn;
+    void *data;
+    struct cucap_reaped *reaped;     /* NULL: nothing to give back */
+};
+
+static void CUDA_CB call_then_give_back(void *p)
+{
+    struct eager_call *call = p;
+
+    call->fn(call->data);
+    if (call->reaped)
+        cucap_i_reap(call->reaped);
+    free(call);
+}
+
 static CUresult fail(struct callback *c, const char *call, CUresult rc)
 {
     c->failed_call = call;
@@ -36,8 +55,8 @@ static CUresult fail(struct callback *c, const char *call, CUresult rc)
 
 /* On b's stream, under its capture's lock: a host node whose graph owns
  * the data (a user object moved into the capture's graph), or, where the
- * stream does not capture (an eager run), a host function and, behind
- * it, the hand-over to the reaper. */
+ * stream does not capture (an eager run), a host function that calls it
+ * and then hands the data to the reaper. */
 static CUresult queue(CUstream s, void *p)
 {
     struct callback *c = p;
@@ -51,15 +70,15 @@ static CUresult queue(CUstream s, void *p)
     if (status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
         return fail(c, "the capture", CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     if (status == CU_STREAM_CAPTURE_STATUS_NONE) {
-        if ((rc = cucap_i_drv.cuLaunchHostFunc(s, c->fn, c->data)) != CUDA_SUCCESS)
+        struct eager_call *call = malloc(sizeof *call);
+        if (!call)
+            return fail(c, "malloc", CUDA_ERROR_OUT_OF_MEMORY);
+        *call = (struct eager_call){ c->fn, c->data, c->reaped };
+        if ((rc = cucap_i_drv.cuLaunchHostFunc(s, call_then_give_back, call)) != CUDA_SUCCESS) {
+            free(call);
             return fail(c, "cuLaunchHostFunc", rc);
-        c->taken = 1;   /* queued: its data may be read until it ran */
-        if (c->free_data && (rc = cucap_i_drv.cuLaunchHostFunc(s, hand_to_reaper, c->reaped)) != CUDA_SUCCESS) {
-            cucap_i_warn(rc, "cucap_builder_host_callback: the host function was queued but its data cannot be "
-                         "given back behind it (cuLaunchHostFunc failed: " CUCAP_I_RESULT_FMT "): it is not freed",
-                         CUCAP_I_RESULT_ARGS(rc));
-            free(c->reaped);
         }
+        c->taken = 1;
         return CUDA_SUCCESS;
     }
     if (c->free_data) {

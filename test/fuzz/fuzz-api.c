@@ -19,6 +19,7 @@
 #include "config.h"
 
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -380,6 +381,21 @@ static const CUresult fault_codes[] = {
 
 static void set_op(unsigned op, unsigned a, unsigned c);
 
+/* Host callbacks' data: given out, and given back (never more often). */
+static atomic_long callbacks_given, callbacks_back;
+
+static void CUDA_CB count_callback(void *unused)
+{
+    (void)unused;
+}
+
+static void CUDA_CB give_callback_back(void *unused)
+{
+    (void)unused;
+    CHECK(atomic_fetch_add(&callbacks_back, 1) < atomic_load(&callbacks_given),
+          "a host callback's data was given back more often than it was given");
+}
+
 static void run_step(struct input *in)
 {
     unsigned op = next(in) % 33, a = next(in), c = next(in);
@@ -641,6 +657,12 @@ static void run_step(struct input *in)
         checked(rc, err, "cucap_builder_embed");
         break;
     case 26:
+        if (c & 1) {   /* a host callback that owns its data: given back exactly once (checked at teardown) */
+            atomic_fetch_add(&callbacks_given, 1);
+            rc = cucap_builder_host_callback(b, count_callback, NULL, give_callback_back, &err);
+            checked(rc, err, "cucap_builder_host_callback");
+            break;
+        }
         rc = cucap_builder_dot_print(b, "/dev/null", 0, &err);
 
         checked(rc, err, "cucap_builder_dot_print");
@@ -840,7 +862,13 @@ static void teardown(struct input *in)
         D.cuMemFree(st.buffer);
         D.cuThreadExchangeStreamCaptureMode(&m);
     }
-    cucap_release_cached();
+    cucap_release_cached();   /* the frees due run here */
+    if (!st.fault_in_release) {
+        n = atomic_load(&callbacks_given) - atomic_load(&callbacks_back);
+        CHECK(n == 0, "%ld host callbacks' data not given back after everything was destroyed", n);
+    }
+    atomic_store(&callbacks_given, 0);
+    atomic_store(&callbacks_back, 0);
     if (!st.fault_in_release)
         for (i = 0; i < KINDS; i++) {
             n = sim_live(kinds[i]) - st.baseline[i];
