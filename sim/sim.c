@@ -27,7 +27,7 @@ static void sim_mutex_init(void)
     pthread_mutexattr_destroy(&attr);
 }
 
-static _Thread_local unsigned int sim_lock_depth;
+static unsigned int sim_lock_depth;   /* the owner's nesting (only the thread holding the lock changes it) */
 
 void sim_lock(void)
 {
