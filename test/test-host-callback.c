@@ -4,7 +4,9 @@
  * call is allowed), once the last graph or executable graph that can run
  * it is gone and its last launch finished (held launches included); also
  * when the capture is invalidated or abandoned, when an update replaces
- * it, after an eager run, and at once when the call is refused. */
+ * it, after an eager run, and at once when the call is refused; from a
+ * fresh thread with no context current, with a free that calls back into
+ * the library. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -245,6 +247,63 @@ BACKEND_TEST(host_callback, an_eager_run_calls_it_once_and_gives_its_data_back)
     expect_freed(&o, 2, "the invalidated capture and the eager run");
     cucap_graph_set_destroy(set);
     D.cuStreamDestroy(s);
+}
+
+/* From a fresh thread with no context current: capture, launch, destroy;
+ * the data's free calls back into the library, cucap_release_cached
+ * included (on the library's own thread, which must not wait for itself). */
+static atomic_int drained_from_free;
+
+static void free_and_release_cached(void *p)
+{
+    cucap_release_cached();
+    atomic_fetch_add(&drained_from_free, 1);
+    free_owned(p);
+}
+
+struct fresh_run {
+    struct owned *o;
+    CUdeviceptr out;
+    CUresult rc;
+    CUcontext current_after;
+};
+
+static void *capture_from_a_fresh_thread(void *p)
+{
+    struct fresh_run *r = p;
+    cucap_builder *b = NULL;
+    cucap_exec *exec = NULL;
+
+    if ((r->rc = cucap_builder_create(0, &b, NULL)) == CUDA_SUCCESS &&
+        (r->rc = cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL)) == CUDA_SUCCESS &&
+        (r->rc = cucap_builder_host_callback(b, count_call, r->o, free_and_release_cached, NULL)) == CUDA_SUCCESS &&
+        (r->rc = cucap_builder_end(b, NULL)) == CUDA_SUCCESS &&
+        (r->rc = cucap_builder_complete(b, NULL, &exec, NULL)) == CUDA_SUCCESS)
+        r->rc = cucap_exec_launch(exec, CU_STREAM_PER_THREAD, NULL);
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(b);
+    D.cuCtxGetCurrent(&r->current_after);
+    return NULL;
+}
+
+BACKEND_TEST(host_callback, from_a_fresh_thread_whose_free_calls_back_into_the_library)
+{
+    struct owned o;
+    struct fresh_run r = { &o, 0, CUDA_ERROR_UNKNOWN, NULL };
+    pthread_t t;
+    int waited;
+
+    owned_init(&o);
+    atomic_store(&drained_from_free, 0);
+    cr_assert_eq(pthread_create(&t, NULL, capture_from_a_fresh_thread, &r), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_eq(r.rc, CUDA_SUCCESS, "%s", cucap_result_name(r.rc));
+    cr_assert_null(r.current_after, "the thread was left with a context current");
+    for (waited = 0; atomic_load(&drained_from_free) < 1 && waited < 5000; waited += 5)
+        pause_ms(5);
+    cr_assert_eq(atomic_load(&drained_from_free), 1, "the free did not return from cucap_release_cached");
+    expect_freed(&o, 1, "the graph and executable graph destroyed");
+    cr_assert_eq(atomic_load(&o.calls), 1);
 }
 
 BACKEND_TEST(host_callback, a_refused_call_gives_the_data_back_at_once)
