@@ -209,6 +209,8 @@ int sim_hold_running(unsigned long long h);
 /* ---------------------------------------------------------------- sim-memory.c */
 
 void *sim_memory(CUdeviceptr p, size_t bytes);   /* NULL unless inside a live allocation */
+/* inside memory of a stream-ordered pool (cuMemAllocAsync, cuMemAllocFromPoolAsync, outside a capture) */
+int sim_memory_stream_ordered(CUdeviceptr p);
 CUdeviceptr sim_memory_allocate(size_t bytes, CUmemoryPool pool, struct sim_graph *owner);
 /* A free outside a graph (cuMemFree): 0, or -1 when p is no allocation
  * that exists now.  A graph allocation keeps its address for its graph. */

@@ -110,6 +110,18 @@ void *sim_memory(CUdeviceptr p, size_t bytes)
     return host;
 }
 
+int sim_memory_stream_ordered(CUdeviceptr p)
+{
+    struct allocation *a;
+    int ordered;
+
+    sim_lock();
+    a = find(p, 1, 0);
+    ordered = a && a->pool && !a->owner;
+    sim_unlock();
+    return ordered;
+}
+
 CUdeviceptr sim_memory_allocate(size_t bytes, CUmemoryPool pool, struct sim_graph *owner)
 {
     struct allocation *a;

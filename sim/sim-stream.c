@@ -1211,7 +1211,8 @@ static CUresult value_op_enqueue(CUstream s, CUdeviceptr addr, void **mem)
         sim_stream_invalidate_capture(s);
         rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
-    if (rc == CUDA_SUCCESS && !(*mem = sim_memory(addr, sizeof(cuuint64_t))))
+    /* measured on the H100: memory of a stream-ordered pool is refused */
+    if (rc == CUDA_SUCCESS && (!(*mem = sim_memory(addr, sizeof(cuuint64_t))) || sim_memory_stream_ordered(addr)))
         rc = CUDA_ERROR_INVALID_VALUE;
     return rc;
 }

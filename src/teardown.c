@@ -8,6 +8,7 @@
 #include "deferred-destroy.h"
 #include "driver.h"
 #include "eager-run.h"
+#include "hand-back.h"
 #include "hierarchy.h"
 #include "params.h"
 #include "error.h"
@@ -30,6 +31,7 @@ void cucap_release_cached(void)
     cucap_i_hier_free_list_drain();
     cucap_i_pool_free_list_drain();
     cucap_i_stream_cache_drain();
+    cucap_i_hand_back_drain();   /* words from the blocks' pools */
     cucap_i_params_pools_drain();
     cucap_i_reaper_drain();   /* the frees due; the thread stops */
 }
