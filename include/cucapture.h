@@ -46,7 +46,8 @@
  * needs current and gives the thread's own back.
  *
  * Calls that can block: none waits for the GPU, but cucap_release_cached()
- * where it frees pinned host memory (it says when).  The last release of a
+ * where it frees pinned host memory or the device words the per-thread,
+ * legacy and blocking streams wait on (it says when).  The last release of a
  * capture's parameter block (from cucap_exec_destroy(),
  * cucap_graph_unref(), cucap_builder_destroy(), cucap_builder_reset(),
  * the updates and cucap_builder_params()) gives the block back to the
@@ -184,9 +185,11 @@ CUCAP_API cucap_driver_fn cucap_driver_entry_point_version(const char *symbol, i
  * under the release threshold the library raised, the memory pools of
  * parameter blocks (one a device), the pinned host buffers that launches'
  * values above 64 KiB went through (those whose copies are done), and a
- * retain of each device's primary context it used; and the thread that
- * gives host callbacks' data back (cucap_builder_host_callback()), which
- * this call runs the frees due on and stops.  This call destroys and releases all of them, so that
+ * retain of each device's primary context it used; the device words
+ * through which graph sets handed work back to the per-thread, legacy and
+ * blocking streams; and the thread that gives host callbacks' data back
+ * (cucap_builder_host_callback()), which this call runs the frees due on
+ * and stops.  This call destroys and releases all of them, so that
  * a program that destroyed its objects and calls it before it exits (or
  * before dlclose() of a plugin that uses the library) leaves no memory,
  * stream, event or context retain of the library's behind.
@@ -197,9 +200,11 @@ CUCAP_API cucap_driver_fn cucap_driver_entry_point_version(const char *symbol, i
  * The pool pointers returned by cucap_device_pool() before the call are
  * not valid after it (call cucap_device_pool() again).  It waits for the
  * GPU only where the driver does: freeing pinned host memory
- * (cuMemFreeHost) waits until all the device's work is done, so when it
- * has pinned buffers to free (a block's values above 64 KiB were
- * launched), call it once the program's GPU work is done.  Failures of the
+ * (cuMemFreeHost) and those device words (cuMemFree) waits until all the
+ * device's work is done, so when it has either to free (a block's values
+ * above 64 KiB were launched, a graph set ran on such a stream), call it
+ * once the program's GPU work is done; words a wait still reads are kept
+ * for the next call.  Failures of the
  * driver's destroy calls go to the warning handler.  Does not unload the
  * driver.  New in 1.6.
  */

@@ -82,6 +82,9 @@ static struct sim_stream *stream_of(CUstream s);
  * it would block until the program opens its gate. */
 static unsigned long long hold_next = 1, hold_released;
 static unsigned long long newest_hold, newest_blocking_hold;   /* of any stream, destroyed ones too */
+/* the newest hold with allocations that the legacy stream or a blocking
+ * stream waits for by an event: the per-thread stream follows them */
+static unsigned long long blocking_alloc_held;
 static _Thread_local CUstream launch_stream;
 static long held_waits;
 static char held_wait_call[64];
@@ -750,6 +753,14 @@ CUresult sim_stream_enqueue(CUstream s, int *captured)
     *captured = 0;
     if (s == NULL || s == CU_STREAM_LEGACY)
         return legacy_enqueue();
+    if (s == CU_STREAM_PER_THREAD) {
+        /* measured on the H100: it waits for the legacy stream's work */
+        sim_lock();
+        if (is_held(blocking_alloc_held))
+            per_thread_stream_waits_for(blocking_alloc_held);
+        sim_unlock();
+        return CUDA_SUCCESS;
+    }
     if (is_legacy(s))
         return CUDA_SUCCESS;
     sim_lock();
@@ -1120,6 +1131,9 @@ static CUresult sim_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
             st->alloc_held = ev->alloc_held;
         else if (s == CU_STREAM_PER_THREAD)
             per_thread_stream_waits_for(ev->alloc_held);
+        if ((st ? !(st->flags & CU_STREAM_NON_BLOCKING) : s != CU_STREAM_PER_THREAD) &&
+            ev->alloc_held > blocking_alloc_held)
+            blocking_alloc_held = ev->alloc_held;
     }
     if (!from && !(st && st->cap) && is_held(ev->held)) {
         if (st)

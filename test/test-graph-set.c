@@ -993,6 +993,86 @@ BACKEND_TEST(graph_set, a_thread_exits_while_its_per_thread_stream_waits_for_hel
     D.cuMemFree(out);
 }
 
+struct legacy_then_per_thread {
+    cucap_graph_set *set;
+    struct alloc_call call;
+    CUstream s;
+    uint64_t key;
+    char why[256];
+};
+
+static void *run_twice_and_exit(void *p)
+{
+    struct legacy_then_per_thread *r = p;
+    cucap_error *err = NULL;
+    uint64_t values;
+    int i;
+
+    for (i = 0; i < 2 && !r->why[0]; i++) {
+        values = 40 + (uint64_t)i;
+        if (cucap_graph_set_run(r->set, &r->key, sizeof r->key, alloc_step, &r->call, &values, 8, r->s, NULL, &err) !=
+            CUDA_SUCCESS)
+            snprintf(r->why, sizeof r->why, "run %d: %s", i, cucap_error_message(err));
+    }
+    cucap_error_free(err);
+    return NULL;
+}
+
+/* The per-thread stream waits for the legacy stream's work without being
+ * asked to, and a thread whose per-thread stream is thus behind an event
+ * wait for allocations in flight hangs in the driver when it exits
+ * (doc/driver-facts.md).  Allocating runs on the NULL stream, held in
+ * flight; then a fresh thread's runs on its per-thread stream, and that
+ * thread returns at once. */
+BACKEND_TEST(graph_set, a_thread_exits_while_the_legacy_stream_waits_for_held_allocating_runs)
+{
+    static const CUstream streams[2] = { NULL, CU_STREAM_PER_THREAD };
+    struct legacy_then_per_thread r[2];
+    struct timespec until;
+    struct held gate;
+    pthread_t thread[2];
+    const char *call;
+    uint64_t got[2];
+    CUdeviceptr out;
+    int joined[2], i;
+    long waits;
+
+    held_init(&gate);
+    cr_assert_eq(D.cuMemAlloc(&out, sizeof got), CUDA_SUCCESS);
+    for (i = 0; i < 2; i++) {
+        memset(&r[i], 0, sizeof r[i]);
+        r[i].set = i ? r[0].set : new_set_in_mode(CONCURRENT_BUDGET, 0, 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+        r[i].call = (struct alloc_call){ &gate, out + (CUdeviceptr)i * 8, 0 };
+        r[i].s = streams[i];
+        r[i].key = 7 + (uint64_t)i;
+        cr_assert_eq(pthread_create(&thread[i], NULL, run_twice_and_exit, &r[i]), 0);
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 5;
+        joined[i] = pthread_timedjoin_np(thread[i], NULL, &until) == 0;
+    }
+    waits = held_waits(&call);
+    held_release(&gate);
+    for (i = 0; i < 2; i++)
+        if (!joined[i]) {
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 10;
+            if (pthread_timedjoin_np(thread[i], NULL, &until) != 0)
+                pthread_detach(thread[i]);
+        }
+    cr_assert(joined[0] && joined[1], "a thread's exit hung while the runs were held (NULL stream %d, per-thread %d)",
+              joined[0], joined[1]);
+    cr_assert_eq(waits, 0, "%ld calls waited for the held runs, the last %s", waits, call);
+    cr_assert_not(r[0].why[0], "NULL stream: %s", r[0].why);
+    cr_assert_not(r[1].why[0], "per-thread stream: %s", r[1].why);
+    cr_assert_eq(D.cuCtxSynchronize(), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemcpyDtoH(got, out, sizeof got), CUDA_SUCCESS);
+    cr_assert(got[0] == 41 && got[1] == 41, "the last runs wrote %llu and %llu", (unsigned long long)got[0],
+              (unsigned long long)got[1]);
+    cr_assert_not(gate.gpu.timed_out, "a call waited for the held runs");
+    cucap_graph_set_destroy(r[0].set);
+    D.cuMemFree(out);
+}
+
 BACKEND_TEST(graph_set, allocating_keys_from_one_thread_stay_within_the_budget)
 {
     budget_from_threads(1);
