@@ -169,6 +169,8 @@ static int waits_by_value(CUstream s)
     return cucap_i_drv.cuStreamGetFlags(s, &flags) != CUDA_SUCCESS || !(flags & CU_STREAM_NON_BLOCKING);
 }
 
+static atomic_int warned;
+
 CUresult cucap_i_hand_back(struct ctx_hold *hold, CUstream s, CUstream from, CUevent ev, const char *caller)
 {
     struct cucap_work_scope w;
@@ -181,8 +183,15 @@ CUresult cucap_i_hand_back(struct ctx_hold *hold, CUstream s, CUstream from, CUe
         cucap_i_work_leave_quietly(&w, caller);
         return rc;
     }
-    if ((rc = hand_back_by_value(hold, s, from)) != CUDA_SUCCESS)
+    if ((rc = hand_back_by_value(hold, s, from)) != CUDA_SUCCESS) {
+        if (!atomic_exchange_explicit(&warned, 1, memory_order_relaxed))
+            cucap_i_warn(rc, "%s: the run's work could not be handed back to its stream by a value "
+                         "(cuMemAlloc, cuStreamWriteValue64, cuStreamWaitValue64): " CUCAP_I_RESULT_FMT
+                         "; it is handed back by an event instead, and a thread whose per-thread stream then "
+                         "follows allocations still in flight hangs in the driver when it returns (said once)",
+                         caller, CUCAP_I_RESULT_ARGS(rc));
         rc = cucap_i_stream_after(hold->ctx, s, from, NULL);   /* ordered all the same */
+    }
     cucap_i_work_leave_quietly(&w, caller);
     return rc;
 }

@@ -1756,3 +1756,50 @@ BACKEND_TEST(graph_set, bad_input_is_refused_and_changes_nothing)
     D.cuMemFree(st.out);
     D.cuStreamDestroy(s);
 }
+
+struct warnings {
+    int count;
+    char last[512];
+};
+
+static void count_warning(const cucap_error *w, void *user_data)
+{
+    struct warnings *ws = user_data;
+
+    ws->count++;
+    snprintf(ws->last, sizeof ws->last, "%s", cucap_error_message(w));
+}
+
+/* A value hand-back the driver refuses (as it refuses one in a stream-
+ * ordered pool's memory): the run's stream waits by an event instead, and
+ * the library says so once, not at every run. */
+FAULT_BACKEND_TEST(graph_set, a_refused_value_hand_back_is_said_once_and_still_orders_the_run)
+{
+    cucap_graph_set *set = new_set_in_mode(CONCURRENT_BUDGET, 0, 0, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    struct alloc_call call = { NULL, 0, 0 };
+    struct warnings ws = { 0, "" };
+    cucap_error *err = NULL;
+    uint64_t key = 3, values, got;
+    int i;
+
+    cr_assert_eq(D.cuMemAlloc(&call.out, 8), CUDA_SUCCESS);
+    cucap_set_warning_handler(count_warning, &ws);
+    cr_assert_eq(set_rules("cuStreamWriteValue64:1:CUDA_ERROR_NOT_SUPPORTED,cuStreamWriteValue64:2:"
+                           "CUDA_ERROR_NOT_SUPPORTED"), 0);
+    for (i = 0; i < 3; i++) {
+        values = 60 + (uint64_t)i;
+        cr_assert_eq(cucap_graph_set_run(set, &key, sizeof key, alloc_step, &call, &values, 8, NULL, NULL, &err),
+                     CUDA_SUCCESS, "run %d: %s", i, cucap_error_message(err));
+    }
+    cr_assert_eq(injected(), 2, "the first two hand-backs were refused");
+    cr_assert_eq(set_rules(""), 0);
+    cucap_set_warning_handler(NULL, NULL);
+    cr_assert_eq(ws.count, 1, "%d warnings, the last: %s", ws.count, ws.last);
+    cr_assert(strstr(ws.last, "handed back by an event") && strstr(ws.last, "CUDA_ERROR_NOT_SUPPORTED"), "%s",
+              ws.last);
+    cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemcpyDtoH(&got, call.out, 8), CUDA_SUCCESS);
+    cr_assert_eq(got, 62, "the last run wrote %llu", (unsigned long long)got);
+    cucap_graph_set_destroy(set);
+    D.cuMemFree(call.out);
+}

@@ -501,16 +501,32 @@ struct leaving {
 };
 
 /* Runs of three keys (plain, a fork, allocating; not the eager one, whose
- * step synchronizes its stream), each held, on the per-thread stream;
- * then the thread returns, its runs in flight. */
+ * step synchronizes its stream), each held, on one stream a thread: its
+ * per-thread stream, the NULL or the legacy stream (which a per-thread
+ * stream follows unasked), or a blocking stream of its own, destroyed
+ * before it returns; then the thread returns, its runs in flight. */
 static void *run_and_leave(void *p)
 {
     struct leaving *l = p;
     struct set_call call;
     cucap_error *err = NULL;
+    CUstream s = NULL, own = NULL;
     unsigned i, key;
     uint64_t values;
 
+    switch (l->index % 4) {
+    case 0: s = CU_STREAM_PER_THREAD; break;
+    case 1: s = NULL; break;
+    case 2: s = CU_STREAM_LEGACY; break;
+    default:
+        if (D.cuCtxSetCurrent(ctx) != CUDA_SUCCESS || D.cuStreamCreate(&own, 0) != CUDA_SUCCESS) {
+            printf("# leaving thread %u: no blocking stream\n", l->index);
+            l->failures++;
+            return NULL;
+        }
+        (void)D.cuCtxSetCurrent(NULL);
+        s = own;
+    }
     for (i = 0; i < 6; i++) {
         key = l->index << 8 | (i + rnd_of(&l->rng)) % 3;
         memset(&call, 0, sizeof call);
@@ -518,8 +534,8 @@ static void *run_and_leave(void *p)
         call.out = l->out + (key % 4) * 8;
         call.gate = l->gate;
         values = (uint64_t)l->index << 32 | (uint64_t)i << 8 | (key % 4);
-        if (cucap_graph_set_run(l->set, &key, sizeof key, set_step, &call, &values, sizeof values,
-                                CU_STREAM_PER_THREAD, NULL, &err) != CUDA_SUCCESS) {
+        if (cucap_graph_set_run(l->set, &key, sizeof key, set_step, &call, &values, sizeof values, s, NULL, &err) !=
+            CUDA_SUCCESS) {
             if (l->failures++ < 3)
                 printf("# leaving thread %u: key %u: %s\n", l->index, key, cucap_error_message(err));
         } else {
@@ -528,6 +544,9 @@ static void *run_and_leave(void *p)
         cucap_error_free(err);
         err = NULL;
     }
+    if (own && (D.cuCtxSetCurrent(ctx) != CUDA_SUCCESS || D.cuStreamDestroy(own) != CUDA_SUCCESS ||
+                D.cuCtxSetCurrent(NULL) != CUDA_SUCCESS))
+        l->failures++;
     atomic_fetch_add(&progress, 1);
     return NULL;
 }
@@ -678,7 +697,7 @@ int main(int argc, char **argv)
     printf("%s 4 - %d threads on one graph set x %d runs, each on its own stream, every run's values right "
            "(%d wrong)\n", breaks ? "not ok" : "ok", threads, rounds, breaks);
     breaks = threads_leave_with_runs_in_flight(threads, seed);
-    printf("%s 5 - %d threads run one graph set on their per-thread streams, every run held, and return at once: "
+    printf("%s 5 - %d threads run one graph set on their per-thread, NULL, legacy and own blocking streams, every run held, and return at once: "
            "every exit returned, no call waited, every key's last values written (%d wrong)\n",
            breaks ? "not ok" : "ok", threads, breaks);
     return 0;
