@@ -6,12 +6,14 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "driver.h"
 #include "error.h"
 #include "context-hold.h"
+#include "free-list.h"
 #include "stream-cache.h"
 
 #define CACHED_CONTEXTS 8
@@ -19,9 +21,13 @@
 
 enum { STREAMS = CUCAP_I_STREAM, EVENTS = CUCAP_I_EVENT, KINDS };
 
+/* A stream or event taken and given back one at a time (a fork's, in a
+ * loop of captures) goes through a few slots taken and filled without the
+ * lock first; the rest through the locked arrays. */
 static struct cache {
-    CUcontext ctx;                   /* a device's primary context, retained by the cache */
+    _Atomic(CUcontext) ctx;          /* a device's primary context, retained by the cache; set last */
     CUdevice dev;
+    struct cucap_free_list quick[KINDS];
     void *items[KINDS][CACHED_PER_KIND];   /* CUstream or CUevent */
     int count[KINDS];
 } caches[CACHED_CONTEXTS];
@@ -29,13 +35,15 @@ static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void give(CUcontext ctx, CUdevice dev, int kind, void *item, const char *caller);
 
-/* Under cache_lock: the cache of ctx, or NULL. */
+/* The cache of ctx, or NULL; with or without cache_lock (a cache's
+ * context changes only under it, and goes back to NULL only in
+ * cucap_release_cached, while no other thread is inside the library). */
 static struct cache *find_cache(CUcontext ctx)
 {
     int i;
 
     for (i = 0; i < CACHED_CONTEXTS; i++)
-        if (caches[i].ctx == ctx)
+        if (atomic_load_explicit(&caches[i].ctx, memory_order_acquire) == ctx)
             return &caches[i];
     return NULL;
 }
@@ -71,10 +79,10 @@ static struct cache *install_cache(CUcontext ctx, CUdevice dev, const char *call
     pthread_mutex_lock(&cache_lock);
     if (!(c = find_cache(ctx)))
         for (i = 0; i < CACHED_CONTEXTS && !c; i++)
-            if (!caches[i].ctx) {
+            if (!atomic_load_explicit(&caches[i].ctx, memory_order_relaxed)) {
                 c = &caches[i];
-                c->ctx = ctx;
                 c->dev = dev;
+                atomic_store_explicit(&c->ctx, ctx, memory_order_release);
                 keep = 1;
             }
     pthread_mutex_unlock(&cache_lock);
@@ -162,8 +170,10 @@ int cucap_i_stream_idle(CUcontext ctx, CUstream s, const char *caller)
 
 static CUresult take(CUcontext ctx, CUdevice dev, int kind, void **out, const char *caller)
 {
-    struct cache *c;
+    struct cache *c = find_cache(ctx);
 
+    if (c && (*out = cucap_i_free_list_take(&c->quick[kind])) != NULL)
+        return CUDA_SUCCESS;
     pthread_mutex_lock(&cache_lock);
     c = find_cache(ctx);
     if (c && c->count[kind] > 0) {
@@ -178,7 +188,8 @@ static CUresult take(CUcontext ctx, CUdevice dev, int kind, void **out, const ch
 }
 
 /* n streams of ctx, and an event too when event is not NULL: as many as
- * the cache holds in one locked step, the rest made.  On failure none is
+ * the cache holds (the quick slots first, then the arrays in one locked
+ * step), the rest made.  On failure none is
  * handed out, and *failed names the call that failed. */
 static CUresult take_streams(CUcontext ctx, CUdevice dev, size_t n, CUstream *out, CUevent *event,
                              const char **failed, const char *caller)
@@ -188,13 +199,21 @@ static CUresult take_streams(CUcontext ctx, CUdevice dev, size_t n, CUstream *ou
     CUresult rc = CUDA_SUCCESS;
     void *ev = NULL;
 
-    pthread_mutex_lock(&cache_lock);
-    c = find_cache(ctx);
-    while (c && got < n && c->count[STREAMS] > 0)
-        out[got++] = (CUstream)c->items[STREAMS][--c->count[STREAMS]];
-    if (c && event && c->count[EVENTS] > 0)
-        ev = c->items[EVENTS][--c->count[EVENTS]];
-    pthread_mutex_unlock(&cache_lock);
+    if ((c = find_cache(ctx)) != NULL) {
+        while (got < n && (out[got] = cucap_i_free_list_take(&c->quick[STREAMS])) != NULL)
+            got++;
+        if (event)
+            ev = cucap_i_free_list_take(&c->quick[EVENTS]);
+    }
+    if (!c || got < n || (event && !ev)) {
+        pthread_mutex_lock(&cache_lock);
+        c = find_cache(ctx);
+        while (c && got < n && c->count[STREAMS] > 0)
+            out[got++] = (CUstream)c->items[STREAMS][--c->count[STREAMS]];
+        if (c && event && !ev && c->count[EVENTS] > 0)
+            ev = c->items[EVENTS][--c->count[EVENTS]];
+        pthread_mutex_unlock(&cache_lock);
+    }
     if (!c && (got < n || event))
         (void)install_cache(ctx, dev, caller);
     if (event && !ev && (rc = cucap_i_create_in(ctx, EVENTS, &ev)) != CUDA_SUCCESS)
@@ -248,9 +267,11 @@ void cucap_i_cache_give_items(const struct cucap_cache_item *items, size_t n, co
 
 static void give(CUcontext ctx, CUdevice dev, int kind, void *item, const char *caller)
 {
-    struct cache *c;
+    struct cache *c = find_cache(ctx);
     CUresult rc;
 
+    if (c && cucap_i_free_list_give(&c->quick[kind], item))
+        return;
     pthread_mutex_lock(&cache_lock);
     c = find_cache(ctx);
     if (c && c->count[kind] < CACHED_PER_KIND) {
@@ -293,21 +314,33 @@ void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e, const char
 
 void cucap_i_stream_cache_drain(void)
 {
-    struct cache taken;
-    int i;
+    void *items[KINDS][CACHED_PER_KIND], *quick;
+    int count[KINDS], i, kind;
+    CUcontext ctx;
+    CUdevice dev;
 
     for (i = 0; i < CACHED_CONTEXTS; i++) {
         pthread_mutex_lock(&cache_lock);
-        taken = caches[i];
-        caches[i].ctx = NULL;
+        ctx = atomic_exchange_explicit(&caches[i].ctx, NULL, memory_order_acq_rel);
+        dev = caches[i].dev;
+        memcpy(items, caches[i].items, sizeof items);
+        memcpy(count, caches[i].count, sizeof count);
         caches[i].count[STREAMS] = caches[i].count[EVENTS] = 0;
         pthread_mutex_unlock(&cache_lock);
-        while (taken.count[STREAMS] > 0)
-            cucap_i_drv.cuStreamDestroy((CUstream)taken.items[STREAMS][--taken.count[STREAMS]]);
-        while (taken.count[EVENTS] > 0)
-            cucap_i_drv.cuEventDestroy((CUevent)taken.items[EVENTS][--taken.count[EVENTS]]);
-        if (taken.ctx)
-            cucap_i_drv.cuDevicePrimaryCtxRelease(taken.dev);
+        for (kind = 0; kind < KINDS; kind++)
+            while ((quick = cucap_i_free_list_take(&caches[i].quick[kind])) != NULL)
+                if (count[kind] < CACHED_PER_KIND)
+                    items[kind][count[kind]++] = quick;
+                else if (kind == STREAMS)
+                    cucap_i_drv.cuStreamDestroy((CUstream)quick);
+                else
+                    cucap_i_drv.cuEventDestroy((CUevent)quick);
+        while (count[STREAMS] > 0)
+            cucap_i_drv.cuStreamDestroy((CUstream)items[STREAMS][--count[STREAMS]]);
+        while (count[EVENTS] > 0)
+            cucap_i_drv.cuEventDestroy((CUevent)items[EVENTS][--count[EVENTS]]);
+        if (ctx)
+            cucap_i_drv.cuDevicePrimaryCtxRelease(dev);
     }
 }
 
