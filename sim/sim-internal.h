@@ -18,7 +18,7 @@
 #  define SIM_NORETURN
 #endif
 
-#define SIM_MAX_DEVICES 8
+#define SIM_MAX_DEVICES 72
 /* Memory of one simulated device (an H200's); larger requests fail. */
 #define SIM_DEVICE_MEMORY ((size_t)141 << 30)
 

@@ -21,6 +21,7 @@
 #include "body.h"
 #include "builder-memory.h"
 #include "context-hold.h"
+#include "device-table.h"
 #include "fork-links.h"
 #include "free-list.h"
 #include "graph.h"
@@ -33,19 +34,16 @@
 /* Builders of cucap_builder_create destroyed between captures, kept with
  * their stream and context hold (not their parameter block) for the next
  * cucap_builder_create of their device, which then costs what a reset
- * does (no stream or context to find); by device, for the first
- * KEPT_DEVICES devices, until cucap_release_cached. */
-#define KEPT_DEVICES 8
-#define KEPT CUCAP_FREE_LIST_INIT
-static struct cucap_free_list kept_builders[KEPT_DEVICES] = { KEPT, KEPT, KEPT, KEPT, KEPT, KEPT, KEPT, KEPT };
-
+ * does (no stream or context to find); in the device's entry of the
+ * device table, until cucap_release_cached. */
 void cucap_i_builder_kept_drain(void)
 {
+    struct cucap_device_entry *entry;
     cucap_builder *b;
     int dev;
 
-    for (dev = 0; dev < KEPT_DEVICES; dev++)
-        while ((b = cucap_i_free_list_take(&kept_builders[dev])) != NULL) {
+    for (dev = 0; dev < cucap_i_device_entries(); dev++)
+        while ((entry = cucap_i_device_entry(dev)) && (b = cucap_i_free_list_take(&entry->kept_builders)) != NULL) {
             (void)cucap_i_builder_close_as(b, "cucap_builder_destroy", "destroying a kept builder", NULL);
             cucap_i_builder_free(b);
         }
@@ -54,6 +52,7 @@ void cucap_i_builder_kept_drain(void)
 CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_create";
+    struct cucap_device_entry *entry;
     struct ctx_hold *hold;
     CUstream s = NULL;
     CUresult rc;
@@ -61,7 +60,7 @@ CUresult cucap_builder_create(CUdevice dev, cucap_builder **out, cucap_error **e
     if (!out)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
     *out = NULL;
-    if (dev >= 0 && dev < KEPT_DEVICES && (*out = cucap_i_free_list_take(&kept_builders[dev])) != NULL)
+    if ((entry = cucap_i_device_entry(dev)) && (*out = cucap_i_free_list_take(&entry->kept_builders)) != NULL)
         return CUDA_SUCCESS;
     if ((rc = cucap_i_ctx_hold_primary(dev, &hold, caller, err)) != CUDA_SUCCESS)
         return rc;
@@ -445,9 +444,10 @@ CUresult cucap_builder_close(cucap_builder *b, cucap_error **err)
 static int keep_for_create(cucap_builder *b)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    struct cucap_device_entry *entry;
 
     if (b->kind != CUCAP_BUILDER_PRIMARY || b->state == CUCAP_BUILDER_CAPTURING || b->state == CUCAP_BUILDER_CLOSED ||
-        !b->cached_stream || !b->ctx->retained || b->ctx->dev < 0 || b->ctx->dev >= KEPT_DEVICES)
+        !b->cached_stream || !b->ctx->retained || !(entry = cucap_i_device_entry(b->ctx->dev)))
         return 0;
     /* as release proves before the cache gets the stream */
     if (cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
@@ -463,7 +463,7 @@ static int keep_for_create(cucap_builder *b)
      * for these graphs' */
     cucap_i_params_unref(b->params, "cucap_builder_destroy");
     b->params = NULL;
-    return cucap_i_free_list_give(&kept_builders[b->ctx->dev], b);
+    return cucap_i_free_list_give(&entry->kept_builders, b);
 }
 
 void cucap_builder_destroy(cucap_builder *b)

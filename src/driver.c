@@ -28,7 +28,7 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static PFN_cuGetProcAddress_v12000 loaded_get_proc;
 static atomic_int driver_loaded;   /* 1 once the table is filled */
 static atomic_int driver_version;
-static atomic_int one_device;      /* 1 when the driver sees exactly one device */
+static atomic_int device_count;    /* the devices the driver sees, 0 when it could not say */
 
 static void load_failed(CUresult code, const char *fmt, ...) CUCAP_PRINTF(2, 3);
 
@@ -170,8 +170,8 @@ static void load_driver(void)
     }
     {   /* the count a process sees is fixed once cuInit succeeded */
         int count = 0;
-        if (cucap_i_drv.cuDeviceGetCount(&count) == CUDA_SUCCESS && count == 1)
-            atomic_store_explicit(&one_device, 1, memory_order_relaxed);
+        if (cucap_i_drv.cuDeviceGetCount(&count) == CUDA_SUCCESS && count > 0)
+            atomic_store_explicit(&device_count, count, memory_order_relaxed);
     }
 }
 
@@ -206,7 +206,12 @@ CUresult cucap_i_check_device(CUdevice dev, const char *caller, cucap_error **er
 
 int cucap_i_one_device(void)
 {
-    return atomic_load_explicit(&one_device, memory_order_relaxed);
+    return atomic_load_explicit(&device_count, memory_order_relaxed) == 1;
+}
+
+int cucap_i_device_count(void)
+{
+    return atomic_load_explicit(&device_count, memory_order_relaxed);
 }
 
 CUresult cucap_init(cucap_error **err)

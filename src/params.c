@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "context-hold.h"
+#include "device-table.h"
 #include "driver.h"
 #include "error.h"
 #include "params.h"
@@ -45,25 +46,23 @@ struct cucap_params {
     struct cucap_staging_ring staged;   /* the pinned buffers of values above 64 KiB */
 };
 
-#define BLOCK_POOL_DEVICES 64
 #define BLOCK_POOL_KEEP ((cuuint64_t)2 << 20)   /* kept between blocks: one granule of the driver's */
-
-static _Atomic(CUmemoryPool) block_pools[BLOCK_POOL_DEVICES];
 
 /* dev's pool of blocks, made on first use (two threads may both make one:
  * the first kept, the other destroyed) */
 CUresult cucap_i_params_pool(CUdevice dev, CUmemoryPool *out, const char *caller, cucap_error **err)
 {
+    struct cucap_device_entry *entry;
     CUmemoryPool pool = NULL, none = NULL;
     CUmemPoolProps props;
     cuuint64_t keep = BLOCK_POOL_KEEP;
     int no = 0;
     CUresult rc;
 
-    if (dev < 0 || dev >= BLOCK_POOL_DEVICES)
-        return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: parameter blocks on device %d: the library makes "
-                            "them on devices 0 to %d", caller, (int)dev, BLOCK_POOL_DEVICES - 1);
-    if ((*out = atomic_load_explicit(&block_pools[dev], memory_order_acquire)))
+    if (!(entry = cucap_i_device_entry(dev)))
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: parameter blocks on device %d: the driver has no "
+                            "such device", caller, (int)dev);
+    if ((*out = atomic_load_explicit(&entry->block_pool, memory_order_acquire)))
         return CUDA_SUCCESS;
     memset(&props, 0, sizeof props);
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -77,7 +76,7 @@ CUresult cucap_i_params_pool(CUdevice dev, CUmemoryPool *out, const char *caller
         (void)cucap_i_drv.cuMemPoolDestroy(pool);
         return cucap_i_fail_driver(err, rc, caller, "cuMemPoolSetAttribute");
     }
-    if (!atomic_compare_exchange_strong_explicit(&block_pools[dev], &none, pool, memory_order_acq_rel,
+    if (!atomic_compare_exchange_strong_explicit(&entry->block_pool, &none, pool, memory_order_acq_rel,
                                                  memory_order_acquire)) {
         (void)cucap_i_drv.cuMemPoolDestroy(pool);
         pool = none;
@@ -88,12 +87,14 @@ CUresult cucap_i_params_pool(CUdevice dev, CUmemoryPool *out, const char *caller
 
 void cucap_i_params_pools_drain(void)
 {
+    struct cucap_device_entry *entry;
     CUmemoryPool pool;
     CUresult rc;
     int dev;
 
-    for (dev = 0; dev < BLOCK_POOL_DEVICES; dev++)
-        if ((pool = atomic_exchange_explicit(&block_pools[dev], NULL, memory_order_acq_rel)) &&
+    for (dev = 0; dev < cucap_i_device_entries(); dev++)
+        if ((entry = cucap_i_device_entry(dev)) &&
+            (pool = atomic_exchange_explicit(&entry->block_pool, NULL, memory_order_acq_rel)) &&
             (rc = cucap_i_drv.cuMemPoolDestroy(pool)) != CUDA_SUCCESS)
             cucap_i_warn(rc, "cucap_release_cached: cuMemPoolDestroy failed on the parameter blocks' pool of "
                          "device %d: " CUCAP_I_RESULT_FMT, dev, CUCAP_I_RESULT_ARGS(rc));

@@ -13,10 +13,9 @@
 #include "hierarchy.h"
 #include "error.h"
 #include "live-pointers.h"
+#include "device-table.h"
 #include "free-list.h"
 #include "pool-internal.h"
-
-#define CUCAP_MAX_DEVICES 64
 
 enum pool_kind { POOL_DEFAULT, POOL_DEVICE, POOL_OWNED };
 
@@ -30,33 +29,31 @@ struct cucap_pool {
     atomic_size_t recorded;          /* live pointers recorded for it, or more (none: nothing to forget) */
 };
 
-static _Atomic(cucap_pool *) device_pools[CUCAP_MAX_DEVICES];
+/* cucap_device_pool()'s pools, one a device in the device table, made
+ * under this lock. */
 static pthread_mutex_t device_pools_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* Devices found to exist with memory pools: neither changes while the
- * driver is loaded, so the driver is asked once per device. */
-static atomic_bool device_checked[CUCAP_MAX_DEVICES];
 
 /* The device must exist and have memory pools. */
 static CUresult check_device(CUdevice dev, const char *caller, cucap_error **err)
 {
+    struct cucap_device_entry *entry;
     int supported = 0;
     CUresult rc;
 
-    if (dev >= 0 && dev < CUCAP_MAX_DEVICES && atomic_load_explicit(&device_checked[dev], memory_order_acquire))
+    /* a device found to exist with memory pools: neither changes while the
+     * driver is loaded, so the driver is asked once per device */
+    if ((entry = cucap_i_device_entry(dev)) && atomic_load_explicit(&entry->checked, memory_order_acquire))
         return CUDA_SUCCESS;
     if ((rc = cucap_i_check_device(dev, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if (dev >= CUCAP_MAX_DEVICES)
-        return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: device %d: at most %d devices are supported", caller,
-                            (int)dev, CUCAP_MAX_DEVICES);
     rc = cucap_i_drv.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev);
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED)");
     if (!supported)
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: device %d does not support memory pools",
                             caller, (int)dev);
-    atomic_store_explicit(&device_checked[dev], 1, memory_order_release);
+    if (entry)
+        atomic_store_explicit(&entry->checked, 1, memory_order_release);
     return CUDA_SUCCESS;
 }
 
@@ -160,12 +157,16 @@ static void give_back_kept_memory(cucap_pool *p)
 
 void cucap_i_pool_device_pools_drain(void)
 {
+    struct cucap_device_entry *entry;
     cucap_pool *p;
     int dev;
 
-    for (dev = 0; dev < CUCAP_MAX_DEVICES; dev++) {
+    for (dev = 0; dev < cucap_i_device_entries(); dev++) {
+        if (!(entry = cucap_i_device_entry(dev)))
+            continue;
         pthread_mutex_lock(&device_pools_lock);
-        p = atomic_exchange_explicit(&device_pools[dev], NULL, memory_order_acq_rel);
+        p = atomic_exchange_explicit(&entry->device_pool, NULL, memory_order_acq_rel);
+        atomic_store_explicit(&entry->checked, 0, memory_order_relaxed);
         pthread_mutex_unlock(&device_pools_lock);
         if (p) {
             give_back_kept_memory(p);
@@ -209,23 +210,30 @@ CUresult cucap_pool_open_default(CUdevice dev, cucap_pool **out, cucap_error **e
 CUresult cucap_device_pool(CUdevice dev, cucap_pool **out, cucap_error **err)
 {
     static const char caller[] = "cucap_device_pool";
+    struct cucap_device_entry *entry;
     cucap_pool *p;
     CUresult rc = CUDA_SUCCESS;
 
     if (!out)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
     *out = NULL;
-    if (dev >= 0 && dev < CUCAP_MAX_DEVICES &&
-        (p = atomic_load_explicit(&device_pools[dev], memory_order_acquire))) {
+    if ((rc = cucap_i_driver(caller, err)) != CUDA_SUCCESS)
+        return rc;
+    if (!(entry = cucap_i_device_entry(dev))) {
+        if ((rc = check_device(dev, caller, err)) != CUDA_SUCCESS)
+            return rc;
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    }
+    if ((p = atomic_load_explicit(&entry->device_pool, memory_order_acquire))) {
         *out = p;
         return CUDA_SUCCESS;
     }
     pthread_mutex_lock(&device_pools_lock);
-    p = dev >= 0 && dev < CUCAP_MAX_DEVICES ? atomic_load_explicit(&device_pools[dev], memory_order_relaxed) : NULL;
+    p = atomic_load_explicit(&entry->device_pool, memory_order_relaxed);
     if (!p) {
         rc = open_current(dev, POOL_DEVICE, caller, &p, err);
         if (rc == CUDA_SUCCESS)
-            atomic_store_explicit(&device_pools[dev], p, memory_order_release);
+            atomic_store_explicit(&entry->device_pool, p, memory_order_release);
     }
     pthread_mutex_unlock(&device_pools_lock);
     if (rc == CUDA_SUCCESS)

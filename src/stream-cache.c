@@ -13,57 +13,59 @@
 #include "driver.h"
 #include "error.h"
 #include "context-hold.h"
+#include "device-table.h"
 #include "free-list.h"
 #include "stream-cache.h"
 
-#define CACHED_CONTEXTS 8
 #define CACHED_PER_KIND 256
 
 enum { STREAMS = CUCAP_I_STREAM, EVENTS = CUCAP_I_EVENT, KINDS };
 
-/* A stream or event taken and given back one at a time (a fork's, in a
- * loop of captures) goes through a few slots taken and filled without the
- * lock first; the rest through the locked arrays. */
-static struct cache {
-    _Atomic(CUcontext) ctx;          /* a device's primary context, retained by the cache; set last */
+/* The cache of a device's primary context, in the device's entry of the
+ * device table.  A stream or event taken and given back one at a time (a
+ * fork's, in a loop of captures) goes through a few slots taken and
+ * filled without the lock first; the rest through the locked arrays. */
+struct cache {
+    CUcontext ctx;                   /* the device's primary context, retained by the cache */
     CUdevice dev;
     struct cucap_free_list quick[KINDS];
-    void *items[KINDS][CACHED_PER_KIND];   /* CUstream or CUevent */
+    void *items[KINDS][CACHED_PER_KIND];   /* CUstream or CUevent; under cache_lock */
     int count[KINDS];
-} caches[CACHED_CONTEXTS];
+};
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void give(CUcontext ctx, CUdevice dev, int kind, void *item, const char *caller);
 
-/* The cache of ctx, or NULL; with or without cache_lock (a cache's
- * context changes only under it, and goes back to NULL only in
- * cucap_release_cached, while no other thread is inside the library). */
-static struct cache *find_cache(CUcontext ctx)
+/* The cache of dev's primary context ctx, or NULL; with or without
+ * cache_lock (a cache goes only in cucap_release_cached, while no other
+ * thread is inside the library). */
+static struct cache *find_cache(CUcontext ctx, CUdevice dev)
 {
-    int i;
+    struct cucap_device_entry *entry = cucap_i_device_entry(dev);
+    struct cache *c = entry ? atomic_load_explicit(&entry->stream_cache, memory_order_acquire) : NULL;
 
-    for (i = 0; i < CACHED_CONTEXTS; i++)
-        if (atomic_load_explicit(&caches[i].ctx, memory_order_acquire) == ctx)
-            return &caches[i];
-    return NULL;
+    return c && c->ctx == ctx ? c : NULL;
 }
 
 /* Make the cache of dev's primary context ctx: it retains the context, so
- * cached streams never outlive it.  The retain runs outside the lock and
- * in relaxed thread mode, and its failures are reported after it.  NULL
- * when every slot is taken or the retain failed: the caller then makes
+ * cached streams never outlive it.  The retain runs in relaxed thread
+ * mode, and its failures are reported after it.  NULL when ctx is not
+ * dev's primary context, or the retain failed: the caller then makes
  * fresh streams. */
 static struct cache *install_cache(CUcontext ctx, CUdevice dev, const char *caller)
 {
+    struct cucap_device_entry *entry = cucap_i_device_entry(dev);
     struct cucap_relaxed_scope scope;
     CUcontext retained = NULL;
     cucap_error *err = NULL;
-    struct cache *c = NULL;
+    struct cache *c, *none = NULL;
     CUresult rc, left;
-    int i, keep = 0;
 
+    if (!entry || !(c = calloc(1, sizeof *c)))
+        return NULL;
     if (cucap_i_relaxed_enter(&scope, caller, &err) != CUDA_SUCCESS) {
         cucap_i_warn_error(err);
+        free(c);
         return NULL;
     }
     rc = cucap_i_drv.cuDevicePrimaryCtxRetain(&retained, dev);
@@ -74,20 +76,17 @@ static struct cache *install_cache(CUcontext ctx, CUdevice dev, const char *call
     if (left != CUDA_SUCCESS || retained != ctx) {
         if (rc == CUDA_SUCCESS)
             cucap_i_drv.cuDevicePrimaryCtxRelease(dev);
+        free(c);
         return NULL;
     }
-    pthread_mutex_lock(&cache_lock);
-    if (!(c = find_cache(ctx)))
-        for (i = 0; i < CACHED_CONTEXTS && !c; i++)
-            if (!atomic_load_explicit(&caches[i].ctx, memory_order_relaxed)) {
-                c = &caches[i];
-                c->dev = dev;
-                atomic_store_explicit(&c->ctx, ctx, memory_order_release);
-                keep = 1;
-            }
-    pthread_mutex_unlock(&cache_lock);
-    if (!keep)   /* another thread made it first, or no slot is free */
-        cucap_i_drv.cuDevicePrimaryCtxRelease(dev);
+    c->ctx = ctx;
+    c->dev = dev;
+    if (!atomic_compare_exchange_strong_explicit(&entry->stream_cache, &none, c, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        cucap_i_drv.cuDevicePrimaryCtxRelease(dev);   /* another thread made it first */
+        free(c);
+        c = ((struct cache *)none)->ctx == ctx ? none : NULL;
+    }
     return c;
 }
 
@@ -170,12 +169,12 @@ int cucap_i_stream_idle(CUcontext ctx, CUstream s, const char *caller)
 
 static CUresult take(CUcontext ctx, CUdevice dev, int kind, void **out, const char *caller)
 {
-    struct cache *c = find_cache(ctx);
+    struct cache *c = find_cache(ctx, dev);
 
     if (c && (*out = cucap_i_free_list_take(&c->quick[kind])) != NULL)
         return CUDA_SUCCESS;
     pthread_mutex_lock(&cache_lock);
-    c = find_cache(ctx);
+    c = find_cache(ctx, dev);
     if (c && c->count[kind] > 0) {
         *out = c->items[kind][--c->count[kind]];
         pthread_mutex_unlock(&cache_lock);
@@ -199,7 +198,7 @@ static CUresult take_streams(CUcontext ctx, CUdevice dev, size_t n, CUstream *ou
     CUresult rc = CUDA_SUCCESS;
     void *ev = NULL;
 
-    if ((c = find_cache(ctx)) != NULL) {
+    if ((c = find_cache(ctx, dev)) != NULL) {
         while (got < n && (out[got] = cucap_i_free_list_take(&c->quick[STREAMS])) != NULL)
             got++;
         if (event)
@@ -207,7 +206,7 @@ static CUresult take_streams(CUcontext ctx, CUdevice dev, size_t n, CUstream *ou
     }
     if (!c || got < n || (event && !ev)) {
         pthread_mutex_lock(&cache_lock);
-        c = find_cache(ctx);
+        c = find_cache(ctx, dev);
         while (c && got < n && c->count[STREAMS] > 0)
             out[got++] = (CUstream)c->items[STREAMS][--c->count[STREAMS]];
         if (c && event && !ev && c->count[EVENTS] > 0)
@@ -251,7 +250,7 @@ void cucap_i_cache_give_items(const struct cucap_cache_item *items, size_t n, co
     pthread_mutex_lock(&cache_lock);
     for (i = 0; i < n; i++) {
         int kind = items[i].is_event ? EVENTS : STREAMS;
-        kept[i] = (c = find_cache(items[i].ctx)) != NULL && c->count[kind] < CACHED_PER_KIND;
+        kept[i] = (c = find_cache(items[i].ctx, items[i].dev)) != NULL && c->count[kind] < CACHED_PER_KIND;
         if (kept[i])
             c->items[kind][c->count[kind]++] = items[i].handle;
         else
@@ -267,13 +266,13 @@ void cucap_i_cache_give_items(const struct cucap_cache_item *items, size_t n, co
 
 static void give(CUcontext ctx, CUdevice dev, int kind, void *item, const char *caller)
 {
-    struct cache *c = find_cache(ctx);
+    struct cache *c = find_cache(ctx, dev);
     CUresult rc;
 
     if (c && cucap_i_free_list_give(&c->quick[kind], item))
         return;
     pthread_mutex_lock(&cache_lock);
-    c = find_cache(ctx);
+    c = find_cache(ctx, dev);
     if (c && c->count[kind] < CACHED_PER_KIND) {
         c->items[kind][c->count[kind]++] = item;
         item = NULL;
@@ -312,35 +311,37 @@ void cucap_i_cache_give_event(CUcontext ctx, CUdevice dev, CUevent e, const char
     give(ctx, dev, EVENTS, e, caller);
 }
 
+static void destroy_cached(int kind, void *item)
+{
+    if (kind == STREAMS)
+        (void)cucap_i_drv.cuStreamDestroy((CUstream)item);
+    else
+        (void)cucap_i_drv.cuEventDestroy((CUevent)item);
+}
+
 void cucap_i_stream_cache_drain(void)
 {
-    void *items[KINDS][CACHED_PER_KIND], *quick;
-    int count[KINDS], i, kind;
-    CUcontext ctx;
-    CUdevice dev;
+    struct cucap_device_entry *entry;
+    struct cache *c;
+    void *quick;
+    int dev, kind;
 
-    for (i = 0; i < CACHED_CONTEXTS; i++) {
+    for (dev = 0; dev < cucap_i_device_entries(); dev++) {
+        if (!(entry = cucap_i_device_entry(dev)))
+            continue;
         pthread_mutex_lock(&cache_lock);
-        ctx = atomic_exchange_explicit(&caches[i].ctx, NULL, memory_order_acq_rel);
-        dev = caches[i].dev;
-        memcpy(items, caches[i].items, sizeof items);
-        memcpy(count, caches[i].count, sizeof count);
-        caches[i].count[STREAMS] = caches[i].count[EVENTS] = 0;
+        c = atomic_exchange_explicit(&entry->stream_cache, NULL, memory_order_acq_rel);
         pthread_mutex_unlock(&cache_lock);
-        for (kind = 0; kind < KINDS; kind++)
-            while ((quick = cucap_i_free_list_take(&caches[i].quick[kind])) != NULL)
-                if (count[kind] < CACHED_PER_KIND)
-                    items[kind][count[kind]++] = quick;
-                else if (kind == STREAMS)
-                    cucap_i_drv.cuStreamDestroy((CUstream)quick);
-                else
-                    cucap_i_drv.cuEventDestroy((CUevent)quick);
-        while (count[STREAMS] > 0)
-            cucap_i_drv.cuStreamDestroy((CUstream)items[STREAMS][--count[STREAMS]]);
-        while (count[EVENTS] > 0)
-            cucap_i_drv.cuEventDestroy((CUevent)items[EVENTS][--count[EVENTS]]);
-        if (ctx)
-            cucap_i_drv.cuDevicePrimaryCtxRelease(dev);
+        if (!c)
+            continue;
+        for (kind = 0; kind < KINDS; kind++) {
+            while ((quick = cucap_i_free_list_take(&c->quick[kind])) != NULL)
+                destroy_cached(kind, quick);
+            while (c->count[kind] > 0)
+                destroy_cached(kind, c->items[kind][--c->count[kind]]);
+        }
+        cucap_i_drv.cuDevicePrimaryCtxRelease(c->dev);
+        free(c);
     }
 }
 

@@ -6,6 +6,7 @@
 #include "builder-memory.h"
 #include "context-hold.h"
 #include "deferred-destroy.h"
+#include "device-table.h"
 #include "driver.h"
 #include "eager-run.h"
 #include "hand-back.h"
@@ -34,4 +35,5 @@ void cucap_release_cached(void)
     cucap_i_hand_back_drain();   /* words from the blocks' pools */
     cucap_i_params_pools_drain();
     cucap_i_reaper_drain();   /* the frees due; the thread stops */
+    cucap_i_device_table_free();   /* emptied by the drains above */
 }

@@ -416,3 +416,63 @@ MULTI_TEST(a_destroyed_builder_comes_back_for_its_own_device_only)
     for (dev = 0; dev < 2; dev++)
         D.cuDevicePrimaryCtxRelease(dev);
 }
+
+/* ---------------------------------------------------------------- more devices than any table of the library's once held */
+
+static void sim72_setup(void)
+{
+    cr_assert_eq(setenv("CUDASIM_DEVICES", "72", 1), 0);
+    sim_setup();
+}
+
+TestSuite(multi_sim72, .init = sim72_setup, .fini = gpu_teardown, .timeout = 60);
+
+/* Device 71 of 72: its pool, a parameter block read by a launch, and a
+ * builder kept between captures as on device 0 (the library's per-device
+ * tables had room for 8 or 64 devices); then cucap_release_cached gives
+ * every stream and event back. */
+Test(multi_sim72, the_last_of_seventy_two_devices_is_served_as_the_first)
+{
+    const CUdevice dev = 71;
+    cucap_builder *b = NULL, *again = NULL;
+    cucap_exec *e = NULL;
+    cucap_error *err = NULL;
+    cucap_pool *pool = NULL;
+    CUdeviceptr block, out, p;
+    CUcontext ctx;
+    uint64_t value = 71, got = 0;
+    long streams;
+
+    cr_assert_eq(device_count(), 72);
+    cr_assert_eq(cucap_device_pool(dev, &pool, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_pool_alloc(pool, 64, NULL, &p, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_pool_free(pool, p, NULL, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(D.cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
+    cr_assert_eq(D.cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemAlloc(&out, 8), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_create(dev, &b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, &err), CUDA_SUCCESS, "%s",
+                 cucap_error_message(err));
+    cr_assert_eq(cucap_builder_params(b, sizeof value, &block, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(D.cuMemcpyDtoDAsync(out, block, sizeof value, cucap_builder_stream(b)), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_complete(b, NULL, &e, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_exec_launch_params(e, &value, sizeof value, NULL, &err), CUDA_SUCCESS, "%s",
+                 cucap_error_message(err));
+    cr_assert_eq(D.cuCtxSynchronize(), CUDA_SUCCESS);
+    cr_assert_eq(D.cuMemcpyDtoH(&got, out, sizeof got), CUDA_SUCCESS);
+    cr_assert_eq(got, 71);
+    cucap_builder_destroy(b);
+    streams = sim_live("stream");
+    cr_assert_eq(cucap_builder_create(dev, &again, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(again, b, "the builder destroyed between captures was kept for the next create");
+    cr_assert_eq(sim_live("stream"), streams, "the kept builder brought its stream");
+    cucap_builder_destroy(again);
+    cucap_exec_destroy(e);
+    D.cuMemFree(out);
+    cr_assert_eq(D.cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+    cucap_release_cached();
+    cr_assert_eq(sim_live_settled("stream"), 0);
+    cr_assert_eq(sim_live_settled("event"), 0);
+    cr_assert_eq(D.cuDevicePrimaryCtxRelease(dev), CUDA_SUCCESS);
+}
