@@ -18,20 +18,38 @@
 #include "hierarchy.h"
 #include "stream-cache.h"
 
-/* The fast join (doc/driver-facts.md, "Joining by capture dependencies"):
- * when both streams are ACTIVE in one capture, `to` adds `from`'s current
- * dependency nodes to its own, the same graph as an event record and wait
- * at a fraction of the cost.  Returns 0 when it does not apply (anything
- * else takes the event path, whose errors users know), 1 when it ran with
- * *rc its result. */
-static int wait_on_dependencies(cucap_builder *to, cucap_builder *from, CUresult *rc)
+/* to's stream gains from's current capture dependencies, with their edge
+ * data (without it, edges that carry data make the query LOSSY_QUERY):
+ * the same graph as an event record and wait at a fraction of the cost
+ * (doc/driver-facts.md, "Joining by capture dependencies").  Returns 0,
+ * changing nothing, when from is not ACTIVE in capture `want` (any when
+ * 0) or gave no edge data; 1 with *rc the driver's result and *id from's
+ * capture.  from's arrays are the driver's until the next call on from's
+ * stream; the one call that reads them is on to's. */
+static int add_dependencies(CUstream to, CUstream from, cuuint64_t want, cuuint64_t *id, CUresult *rc)
 {
-    CUstreamCaptureStatus to_status, from_status;
-    cuuint64_t to_id = 0, from_id = 0;
     const CUgraphNode *deps = NULL;
     const CUgraphEdgeData *edges = NULL;
+    CUstreamCaptureStatus status;
     size_t n = 0;
 
+    if (cucap_i_drv.cuStreamGetCaptureInfo(from, &status, id, NULL, &deps, &edges, &n) != CUDA_SUCCESS ||
+        status != CU_STREAM_CAPTURE_STATUS_ACTIVE || (want && *id != want) || (n && !edges))
+        return 0;
+    *rc = n ? cucap_i_drv.cuStreamUpdateCaptureDependencies(to, (CUgraphNode *)deps, (CUgraphEdgeData *)edges, n,
+                                                             CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
+            : CUDA_SUCCESS;
+    return 1;
+}
+
+/* The fast join of `to` on `from` when both streams are ACTIVE in one
+ * capture.  Returns 0 when it does not apply (anything else takes the
+ * event path, whose errors users know), 1 when it ran with *rc its
+ * result. */
+static int wait_on_dependencies(cucap_builder *to, cucap_builder *from, CUresult *rc)
+{
+    CUstreamCaptureStatus to_status;
+    cuuint64_t to_id = 0, from_id = 0;
     int began = to->kind != CUCAP_BUILDER_FORKED && to->h;   /* to's stream began h's capture */
 
     /* across devices only the event join is measured; the root is asked
@@ -43,18 +61,7 @@ static int wait_on_dependencies(cucap_builder *to, cucap_builder *from, CUresult
         return 0;
     if (began)
         cucap_i_hier_learn_capture_id(to->h, to_id);
-    if (to->ctx->ctx != from->ctx->ctx)
-        return 0;
-    /* with the edge data always: without it, edges that carry data make the query LOSSY_QUERY */
-    if (cucap_i_drv.cuStreamGetCaptureInfo(from->stream, &from_status, &from_id, NULL, &deps, &edges, &n) !=
-            CUDA_SUCCESS ||
-        from_status != CU_STREAM_CAPTURE_STATUS_ACTIVE || from_id != to_id)
-        return 0;
-    /* the array is valid until the next call on `from`; the next call is on `to` */
-    *rc = n ? cucap_i_drv.cuStreamUpdateCaptureDependencies(to->stream, (CUgraphNode *)deps, edges, n,
-                                                             CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
-            : CUDA_SUCCESS;
-    return 1;
+    return to->ctx->ctx == from->ctx->ctx && add_dependencies(to->stream, from->stream, to_id, &from_id, rc);
 }
 
 /* `to` waits on everything captured on `from` so far. */
@@ -224,25 +231,14 @@ static long unique_dependencies(struct dependency *all, size_t n)
     return (long)kept;
 }
 
-/* join_by_dependencies for a root and one fork f: f's dependency arrays
- * are the driver's until the next call on f's stream, and the one call
- * that reads them is on the root's. */
+/* join_by_dependencies for a root and one fork f. */
 static int join_one_by_dependencies(cucap_builder *root, cucap_builder *f, const char *caller, cucap_error **err,
                                     CUresult *rc, cuuint64_t *learned)
 {
-    const CUgraphNode *deps = NULL;
-    const CUgraphEdgeData *data = NULL;
-    CUstreamCaptureStatus status;
     cuuint64_t id = 0;
-    size_t n = 0;
 
-    /* (without edge data, never seen, the event join runs) */
-    if (cucap_i_drv.cuStreamGetCaptureInfo(f->stream, &status, &id, NULL, &deps, &data, &n) != CUDA_SUCCESS ||
-        status != CU_STREAM_CAPTURE_STATUS_ACTIVE || (n && !data))
+    if (!add_dependencies(root->stream, f->stream, 0, &id, rc))
         return 0;
-    *rc = n ? cucap_i_drv.cuStreamUpdateCaptureDependencies(root->stream, (CUgraphNode *)deps, (CUgraphEdgeData *)data,
-                                                             n, CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
-            : CUDA_SUCCESS;
     if (*rc == CUDA_SUCCESS)   /* the root is in the capture the fork is in: h's */
         *learned = id;
     else
