@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "context-hold.h"
+#include "device-table.h"
 #include "driver.h"
 #include "error.h"
 
@@ -55,66 +56,56 @@ void cucap_i_ctx_hold_release_by(struct ctx_hold *c, size_t n)
     free(c);
 }
 
-/* Holds on primary contexts, shared by every builder of the context: the
- * table keeps one reference, so the retain is made once per context, as
- * the stream cache keeps its own retain (both until cucap_release_cached,
- * which runs while no other thread calls the library).  Entries are added
- * in order under the lock and looked up without it. */
-#define SHARED_HOLDS 8
-static _Atomic(struct ctx_hold *) shared_holds[SHARED_HOLDS];
-static pthread_mutex_t shared_holds_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Holds on primary contexts, shared by every object of the library on
+ * the context: the device table keeps one reference, so the retain is
+ * made once per device (until cucap_release_cached, which runs while no
+ * other thread calls the library). */
 
 /* The shared hold of ctx (or, ctx NULL, of dev's primary context) with a
  * reference for the caller, or NULL. */
 static struct ctx_hold *shared_hold(CUcontext ctx, CUdevice dev)
 {
+    struct cucap_device_entry *entry;
+    struct ctx_hold *h = NULL;
     int i;
 
-    for (i = 0; i < SHARED_HOLDS; i++) {
-        struct ctx_hold *h = atomic_load_explicit(&shared_holds[i], memory_order_acquire);
-        if (!h)
-            break;   /* filled in order, emptied only all at once */
-        if (ctx ? h->ctx == ctx : h->dev == dev) {
-            atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
-            return h;
-        }
-    }
-    return NULL;
+    if (!ctx)
+        h = (entry = cucap_i_device_entry(dev)) ? atomic_load_explicit(&entry->primary_hold, memory_order_acquire)
+                                                : NULL;
+    for (i = 0; ctx && !h && i < cucap_i_device_entries(); i++)
+        if ((entry = cucap_i_device_entry(i)) &&
+            (h = atomic_load_explicit(&entry->primary_hold, memory_order_acquire)) && h->ctx != ctx)
+            h = NULL;
+    if (h)
+        atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+    return h;
 }
 
-/* Keep a new retained hold in the table (a reference of its own), when
- * there is room and no other thread put one there first. */
+/* Keep a new retained hold in its device's entry (a reference of its
+ * own), unless another thread put one there first. */
 static void share_hold(struct ctx_hold *hold)
 {
-    int i;
+    struct cucap_device_entry *entry = cucap_i_device_entry(hold->dev);
+    struct ctx_hold *none = NULL;
 
-    pthread_mutex_lock(&shared_holds_lock);
-    for (i = 0; i < SHARED_HOLDS; i++) {
-        struct ctx_hold *h = atomic_load_explicit(&shared_holds[i], memory_order_relaxed);
-        if (h && h->ctx == hold->ctx)
-            break;
-        if (!h) {
-            atomic_fetch_add_explicit(&hold->refs, 1, memory_order_relaxed);
-            atomic_store_explicit(&shared_holds[i], hold, memory_order_release);
-            break;
-        }
-    }
-    pthread_mutex_unlock(&shared_holds_lock);
+    if (!entry)
+        return;
+    atomic_fetch_add_explicit(&hold->refs, 1, memory_order_relaxed);
+    if (!atomic_compare_exchange_strong_explicit(&entry->primary_hold, &none, hold, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        atomic_fetch_sub_explicit(&hold->refs, 1, memory_order_relaxed);
 }
 
 void cucap_i_ctx_holds_drain(void)
 {
-    struct ctx_hold *held[SHARED_HOLDS];
+    struct cucap_device_entry *entry;
     struct cucap_relaxed_scope scope;
-    int i, relaxed;
+    int dev, relaxed;
 
-    pthread_mutex_lock(&shared_holds_lock);
-    for (i = 0; i < SHARED_HOLDS; i++)
-        held[i] = atomic_exchange_explicit(&shared_holds[i], NULL, memory_order_acq_rel);
-    pthread_mutex_unlock(&shared_holds_lock);
     relaxed = cucap_i_relaxed_enter(&scope, "cucap_release_cached", NULL) == CUDA_SUCCESS;
-    for (i = 0; i < SHARED_HOLDS; i++)
-        cucap_i_ctx_hold_release(held[i]);
+    for (dev = 0; dev < cucap_i_device_entries(); dev++)
+        if ((entry = cucap_i_device_entry(dev)))
+            cucap_i_ctx_hold_release(atomic_exchange_explicit(&entry->primary_hold, NULL, memory_order_acq_rel));
     if (relaxed)
         cucap_i_relaxed_leave(&scope, CUDA_SUCCESS, "cucap_release_cached", NULL);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device-table.h"
 #include "driver.h"
 #include "error.h"
 
@@ -170,8 +171,10 @@ static void load_driver(void)
     }
     {   /* the count a process sees is fixed once cuInit succeeded */
         int count = 0;
-        if (cucap_i_drv.cuDeviceGetCount(&count) == CUDA_SUCCESS && count > 0)
+        if (cucap_i_drv.cuDeviceGetCount(&count) == CUDA_SUCCESS && count > 0) {
             atomic_store_explicit(&device_count, count, memory_order_relaxed);
+            cucap_i_device_table_size(count);
+        }
     }
 }
 
@@ -207,11 +210,6 @@ CUresult cucap_i_check_device(CUdevice dev, const char *caller, cucap_error **er
 int cucap_i_one_device(void)
 {
     return atomic_load_explicit(&device_count, memory_order_relaxed) == 1;
-}
-
-int cucap_i_device_count(void)
-{
-    return atomic_load_explicit(&device_count, memory_order_relaxed);
 }
 
 CUresult cucap_init(cucap_error **err)

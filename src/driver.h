@@ -37,9 +37,6 @@ CUresult cucap_i_check_device(CUdevice dev, const char *caller, cucap_error **er
 /* 1 when the loaded driver sees exactly one device (read once, after
  * cuInit), 0 otherwise or before a load. */
 int cucap_i_one_device(void);
-/* The devices the driver saw when it was loaded (0 before, or when it
- * could not say). */
-int cucap_i_device_count(void);
 
 /* An entry point at a given CUDA version's ABI, NULL when the driver has
  * none (or no driver is loaded). */

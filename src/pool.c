@@ -23,8 +23,7 @@ struct cucap_pool {
     CUmemoryPool handle;
     CUdevice device;
     enum pool_kind kind;
-    int retains_context;             /* an owned pool: the device's primary context, retained for its life */
-    struct ctx_hold *hold;           /* the current pool's: the same, shared with the library's other holders */
+    struct ctx_hold *hold;           /* on the device's primary context, shared with the library's other holders */
     CUcontext ctx;                   /* that context, current for the calls that need one */
     atomic_size_t recorded;          /* live pointers recorded for it, or more (none: nothing to forget) */
 };
@@ -247,7 +246,6 @@ CUresult cucap_pool_create(CUdevice dev, const cucap_pool_options *opts, cucap_p
     struct cucap_relaxed_scope scope;
     CUmemPoolProps props;
     CUmemoryPool handle = NULL;
-    CUcontext ctx;
     cucap_pool *p;
     CUresult rc;
 
@@ -275,12 +273,8 @@ CUresult cucap_pool_create(CUdevice dev, const cucap_pool_options *opts, cucap_p
         pool_free_object(p);
         return rc;
     }
-    rc = cucap_i_drv.cuDevicePrimaryCtxRetain(&ctx, dev);
-    if (rc != CUDA_SUCCESS) {
-        cucap_i_fail_driver(err, rc, caller, "cuDevicePrimaryCtxRetain");
-    } else {
-        p->retains_context = 1;
-        p->ctx = ctx;
+    if ((rc = cucap_i_ctx_hold_primary_relaxed(dev, &p->hold, caller, err)) == CUDA_SUCCESS) {
+        p->ctx = p->hold->ctx;
         rc = cucap_i_drv.cuMemPoolCreate(&handle, &props);
         if (rc != CUDA_SUCCESS)
             cucap_i_fail_driver(err, rc, caller, "cuMemPoolCreate");
@@ -292,8 +286,7 @@ CUresult cucap_pool_create(CUdevice dev, const cucap_pool_options *opts, cucap_p
         CUresult undo = handle ? cucap_i_drv.cuMemPoolDestroy(handle) : CUDA_SUCCESS;
         if (undo != CUDA_SUCCESS)
             cucap_i_note_failure(err, "cuMemPoolDestroy", "destroying the pool just created", undo);
-        if (p->retains_context && (undo = cucap_i_drv.cuDevicePrimaryCtxRelease(dev)) != CUDA_SUCCESS)
-            cucap_i_note_failure(err, "cuDevicePrimaryCtxRelease", "releasing the context just retained", undo);
+        cucap_i_ctx_hold_release(p->hold);
         pool_free_object(p);
         return rc;
     }
@@ -402,7 +395,7 @@ CUresult cucap_pool_close(cucap_pool *p, cucap_error **err)
 {
     static const char caller[] = "cucap_pool_close";
     struct cucap_relaxed_scope scope;
-    CUresult rc, entered, release;
+    CUresult rc, entered;
 
     if (!p || p->kind == POOL_DEVICE)
         return CUDA_SUCCESS;
@@ -423,11 +416,7 @@ CUresult cucap_pool_close(cucap_pool *p, cucap_error **err)
             cucap_i_note_failure(err, "cuMemPoolDestroy", "destroying the pool in the thread's own capture mode; "
                                  "the pool is lost", destroyed);
     }
-    release = cucap_i_drv.cuDevicePrimaryCtxRelease(p->device);
-    if (release != CUDA_SUCCESS && rc != CUDA_SUCCESS)
-        cucap_i_note_failure(err, "cuDevicePrimaryCtxRelease", "releasing the device's primary context", release);
-    else if (release != CUDA_SUCCESS && release != CUDA_ERROR_DEINITIALIZED)
-        rc = cucap_i_fail_driver(err, release, caller, "cuDevicePrimaryCtxRelease");
+    cucap_i_ctx_hold_release(p->hold);   /* the library's one retain of the context, shared */
     if (entered == CUDA_SUCCESS)
         rc = cucap_i_relaxed_leave(&scope, rc, caller, err);
     pool_free_object(p);

@@ -26,7 +26,8 @@ enum { STREAMS = CUCAP_I_STREAM, EVENTS = CUCAP_I_EVENT, KINDS };
  * fork's, in a loop of captures) goes through a few slots taken and
  * filled without the lock first; the rest through the locked arrays. */
 struct cache {
-    CUcontext ctx;                   /* the device's primary context, retained by the cache */
+    struct ctx_hold *hold;           /* a reference on the shared hold of ctx */
+    CUcontext ctx;                   /* the device's primary context */
     CUdevice dev;
     struct cucap_free_list quick[KINDS];
     void *items[KINDS][CACHED_PER_KIND];   /* CUstream or CUevent; under cache_lock */
@@ -47,43 +48,36 @@ static struct cache *find_cache(CUcontext ctx, CUdevice dev)
     return c && c->ctx == ctx ? c : NULL;
 }
 
-/* Make the cache of dev's primary context ctx: it retains the context, so
- * cached streams never outlive it.  The retain runs in relaxed thread
- * mode, and its failures are reported after it.  NULL when ctx is not
- * dev's primary context, or the retain failed: the caller then makes
- * fresh streams. */
+/* Make the cache of dev's primary context ctx: it holds a reference on
+ * the library's shared hold of that context (context-hold.h), so cached
+ * streams never outlive it.  NULL when ctx is not dev's primary context,
+ * or the hold failed (its failure is heard): the caller then makes fresh
+ * streams. */
 static struct cache *install_cache(CUcontext ctx, CUdevice dev, const char *caller)
 {
     struct cucap_device_entry *entry = cucap_i_device_entry(dev);
-    struct cucap_relaxed_scope scope;
-    CUcontext retained = NULL;
-    cucap_error *err = NULL;
     struct cache *c, *none = NULL;
-    CUresult rc, left;
+    cucap_error *err = NULL;
+    struct ctx_hold *hold;
 
     if (!entry || !(c = calloc(1, sizeof *c)))
         return NULL;
-    if (cucap_i_relaxed_enter(&scope, caller, &err) != CUDA_SUCCESS) {
+    if (cucap_i_ctx_hold_primary(dev, &hold, caller, &err) != CUDA_SUCCESS) {
         cucap_i_warn_error(err);
         free(c);
         return NULL;
     }
-    rc = cucap_i_drv.cuDevicePrimaryCtxRetain(&retained, dev);
-    if ((left = cucap_i_relaxed_leave(&scope, rc, caller, &err)) != CUDA_SUCCESS && rc == CUDA_SUCCESS)
-        cucap_i_warn_error(err);   /* a failed restore must still be heard */
-    else
-        cucap_error_free(err);
-    if (left != CUDA_SUCCESS || retained != ctx) {
-        if (rc == CUDA_SUCCESS)
-            cucap_i_drv.cuDevicePrimaryCtxRelease(dev);
+    if (hold->ctx != ctx) {
+        cucap_i_ctx_hold_release(hold);
         free(c);
         return NULL;
     }
+    c->hold = hold;
     c->ctx = ctx;
     c->dev = dev;
     if (!atomic_compare_exchange_strong_explicit(&entry->stream_cache, &none, c, memory_order_acq_rel,
                                                  memory_order_acquire)) {
-        cucap_i_drv.cuDevicePrimaryCtxRelease(dev);   /* another thread made it first */
+        cucap_i_ctx_hold_release(hold);   /* another thread made it first */
         free(c);
         c = ((struct cache *)none)->ctx == ctx ? none : NULL;
     }
@@ -340,7 +334,7 @@ void cucap_i_stream_cache_drain(void)
             while (c->count[kind] > 0)
                 destroy_cached(kind, c->items[kind][--c->count[kind]]);
         }
-        cucap_i_drv.cuDevicePrimaryCtxRelease(c->dev);
+        cucap_i_ctx_hold_release(c->hold);
         free(c);
     }
 }

@@ -34,7 +34,7 @@ builder-object 5
 relaxed-scope 5
 context-hold 4
 kernel-names 4
-device-table 4
+device-table 2
 node-signature 4
 deferred-destroy 5
 driver 3
