@@ -31,7 +31,7 @@ static uint64_t new_token(void)
     return atomic_fetch_add_explicit(&next_token, 1, memory_order_relaxed);
 }
 
-/* Words for those waits, kept until cucap_release_cached.  A word is
+/* Words for the value hand-backs, kept until cucap_release_cached.  A word is
  * written by a library stream and waited for by the run's; it is free
  * again once the event recorded behind that wait is reached.  Nothing
  * waits for that event: the run's stream is ordered after no allocation

@@ -56,7 +56,8 @@ static struct cache *find_cache(CUcontext ctx, CUdevice dev)
 static struct cache *install_cache(CUcontext ctx, CUdevice dev, const char *caller)
 {
     struct cucap_device_entry *entry = cucap_i_device_entry(dev);
-    struct cache *c, *none = NULL;
+    struct cache *c;
+    void *none = NULL;
     cucap_error *err = NULL;
     struct ctx_hold *hold;
 
