@@ -294,6 +294,41 @@ public:
         detail::error_slot e;
         e.check(cucap_exec_set_kernel_arg(e_, name, index, &value, sizeof(T), e.out()));
     }
+    /** \brief   cucap_exec_set_memcpy(): the named copy's operands */
+    void set_memcpy(const char *name, CUdeviceptr dst, CUdeviceptr src, std::size_t size)
+    {
+        detail::error_slot e;
+        e.check(cucap_exec_set_memcpy(e_, name, dst, src, size, e.out()));
+    }
+    /** \brief   cucap_exec_set_memset(): the named memset's destination and value */
+    void set_memset(const char *name, CUdeviceptr dst, unsigned int value)
+    {
+        detail::error_slot e;
+        e.check(cucap_exec_set_memset(e_, name, dst, value, e.out()));
+    }
+    /** \brief   cucap_exec_set_host_callback(): fn(data) from the next launch
+     *           on; free_data(data) once, on the library's thread, when no
+     *           launch can run it any more (at once when this call throws) */
+    void set_host_callback(const char *name, CUhostFn fn, void *data, CUhostFn free_data)
+    {
+        detail::error_slot e;
+        e.check(cucap_exec_set_host_callback(e_, name, fn, data, free_data, e.out()));
+    }
+    /** \brief   cucap_exec_set_child_graph(): the named embedded graph's work
+     *           from g, of the same shape */
+    inline void set_child_graph(const char *name, const graph &g);
+    /** \brief   cucap_exec_set_event(): the event a named record or wait node uses */
+    void set_event(const char *name, CUevent event)
+    {
+        detail::error_slot e;
+        e.check(cucap_exec_set_event(e_, name, event, e.out()));
+    }
+    /** \brief   cucap_exec_set_enabled(): a named kernel, copy or memset runs or not */
+    void set_enabled(const char *name, bool enabled)
+    {
+        detail::error_slot e;
+        e.check(cucap_exec_set_enabled(e_, name, enabled ? 1 : 0, e.out()));
+    }
 
     /** \brief   cucap_exec_handle() */
     CUgraphExec handle() const noexcept { return cucap_exec_handle(e_); }
@@ -486,12 +521,12 @@ public:
         detail::error_slot e;
         e.check(cucap_builder_wait(b_, other.b_, e.out()));
     }
-    /** \brief   cucap_builder_name_kernel(): name the kernel just launched on
-     *           this builder's stream */
-    void name_kernel(const char *name)
+    /** \brief   cucap_builder_name_node(): name the node the last work on
+     *           this builder's stream made */
+    void name_node(const char *name)
     {
         detail::error_slot e;
-        e.check(cucap_builder_name_kernel(b_, name, e.out()));
+        e.check(cucap_builder_name_node(b_, name, e.out()));
     }
     /** \brief   cucap_builder_host_callback(): fn(data) at each launch;
      *           free_data(data) once, on the library's thread, when nothing
@@ -734,6 +769,12 @@ inline void exec::update(const graph &source)
 {
     detail::error_slot e;
     e.check(cucap_exec_update_graph(e_, source.get(), e.out()));
+}
+
+inline void exec::set_child_graph(const char *name, const graph &g)
+{
+    detail::error_slot e;
+    e.check(cucap_exec_set_child_graph(e_, name, g.get(), e.out()));
 }
 
 namespace detail {

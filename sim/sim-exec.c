@@ -210,6 +210,8 @@ static void run_node(struct sim_exec *e, const struct sim_node *n)
     unsigned int value, k;
     size_t row, col;
 
+    if (n->disabled)
+        return;
     switch (n->type) {
     case CU_GRAPH_NODE_TYPE_MEMSET:
         for (row = 0; row < n->u.memset.height; row++) {
@@ -236,6 +238,12 @@ static void run_node(struct sim_exec *e, const struct sim_node *n)
         break;
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
         sim_memory_free_node(n->u.free.ptr);
+        break;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        sim_event_record_at_launch(n->u.event.event);
+        break;
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+        sim_event_wait_at_launch(n->u.event.event);
         break;
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
         value = n->u.cond.handle < e->value_count ? e->values[n->u.cond.handle] : 0;
@@ -264,7 +272,7 @@ static void run_node(struct sim_exec *e, const struct sim_node *n)
         }
         break;
     default:
-        break;                        /* empty, allocation, event nodes: nothing to do on the host */
+        break;                        /* empty nodes */
     }
 }
 
@@ -403,11 +411,198 @@ done:
     return rc;
 }
 
+/* ---------------------------------------------------------------- changing one node */
+
+/* The executable graph's copy of node h of the graph it was instantiated
+ * from, of type `type`; NULL when h is not one (the driver's
+ * INVALID_VALUE).  The caller holds the lock. */
+static struct sim_node *exec_node(CUgraphExec he, CUgraphNode h, CUgraphNodeType type, struct sim_exec **exec)
+{
+    struct sim_exec *e = exec_of(he);
+    struct sim_node *n = sim_node_of(h);
+
+    if (!e || !n || n->graph != e->source || n->index >= e->snapshot->node_count ||
+        e->snapshot->nodes[n->index]->type != type)
+        return NULL;
+    if (exec)
+        *exec = e;
+    return e->snapshot->nodes[n->index];
+}
+
+/* The host address of a copy's operand. */
+static void *operand(CUmemorytype type, const void *host, CUdeviceptr device, size_t bytes)
+{
+    if (type == CU_MEMORYTYPE_HOST)
+        return (void *)host;
+    if (type == CU_MEMORYTYPE_DEVICE)
+        return sim_memory(device, bytes);
+    if (type == CU_MEMORYTYPE_UNIFIED)
+        return (void *)(uintptr_t)device;
+    return NULL;
+}
+
+/* The driver's rules: one dimension, not empty, from the same context. */
+static CUresult sim_cuGraphExecMemcpyNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_MEMCPY3D *p, CUcontext ctx)
+{
+    struct sim_node *n;
+    void *dst, *src;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+    if (!p || !ctx || p->WidthInBytes == 0 || p->Height > 1 || p->Depth > 1)
+        return rc;
+    sim_lock();
+    dst = operand(p->dstMemoryType, p->dstHost, p->dstDevice, p->WidthInBytes);
+    src = operand(p->srcMemoryType, p->srcHost, p->srcDevice, p->WidthInBytes);
+    if ((n = exec_node(he, h, CU_GRAPH_NODE_TYPE_MEMCPY, NULL)) != NULL && dst && src) {
+        n->u.memcpy.dst = (char *)dst + p->dstXInBytes;
+        n->u.memcpy.src = (const char *)src + p->srcXInBytes;
+        n->u.memcpy.bytes = p->WidthInBytes;
+        rc = CUDA_SUCCESS;
+    }
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuGraphExecMemsetNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_MEMSET_NODE_PARAMS *p,
+                                                   CUcontext ctx)
+{
+    struct sim_node *n;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+    if (!p || !ctx || p->height > 1 || p->width == 0 ||
+        (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4))
+        return rc;
+    sim_lock();
+    if ((n = exec_node(he, h, CU_GRAPH_NODE_TYPE_MEMSET, NULL)) != NULL && n->u.memset.height <= 1 &&
+        sim_memory(p->dst, p->width * p->elementSize)) {
+        n->u.memset.dst = p->dst;
+        n->u.memset.value = p->value;
+        n->u.memset.element_size = p->elementSize;
+        n->u.memset.width = p->width;
+        n->u.memset.pitch = p->width * p->elementSize;
+        rc = CUDA_SUCCESS;
+    }
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuGraphExecHostNodeSetParams(CUgraphExec he, CUgraphNode h, const CUDA_HOST_NODE_PARAMS *p)
+{
+    struct sim_node *n;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+    if (!p || !p->fn)
+        return rc;
+    sim_lock();
+    if ((n = exec_node(he, h, CU_GRAPH_NODE_TYPE_HOST, NULL)) != NULL) {
+        n->u.host.fn = p->fn;
+        n->u.host.data = p->userData;
+        rc = CUDA_SUCCESS;
+    }
+    sim_unlock();
+    return rc;
+}
+
+/* Whether a and b have the same nodes, types and edges, in one order. */
+static int same_topology(const struct sim_graph *a, const struct sim_graph *b)
+{
+    size_t i, j;
+
+    if (a->node_count != b->node_count)
+        return 0;
+    for (i = 0; i < a->node_count; i++) {
+        const struct sim_node *x = a->nodes[i], *y = b->nodes[i];
+        if (x->type != y->type || x->dep_count != y->dep_count)
+            return 0;
+        for (j = 0; j < x->dep_count; j++)
+            if (x->deps[j]->index != y->deps[j]->index)
+                return 0;
+        if (x->type == CU_GRAPH_NODE_TYPE_GRAPH && !same_topology(x->u.child.graph, y->u.child.graph))
+            return 0;
+    }
+    return 1;
+}
+
+/* The driver copies the new graph's values into the executable graph
+ * (the graph may go after); its topology must be the embedded one's. */
+static CUresult sim_cuGraphExecChildGraphNodeSetParams(CUgraphExec he, CUgraphNode h, CUgraph child)
+{
+    struct sim_graph *fresh, *old;
+    struct sim_exec *e;
+    struct sim_node *n;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+    sim_lock();
+    if (sim_graph_valid(child) && (n = exec_node(he, h, CU_GRAPH_NODE_TYPE_GRAPH, &e)) != NULL &&
+        same_topology(n->u.child.graph, (struct sim_graph *)child)) {
+        if (!(fresh = sim_graph_clone((struct sim_graph *)child, n))) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            old = n->u.child.graph;
+            n->u.child.graph = fresh;
+            sim_graph_release_behind(old, SIM_GRAPH_DESTROYED, e->held);
+            sim_graph_recycle(old);
+            rc = CUDA_SUCCESS;
+        }
+    }
+    sim_unlock();
+    return rc;
+}
+
+static CUresult set_event(CUgraphExec he, CUgraphNode h, CUevent ev, CUgraphNodeType type)
+{
+    struct sim_node *n;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+    if (!ev)
+        return rc;
+    sim_lock();
+    if ((n = exec_node(he, h, type, NULL)) != NULL) {
+        n->u.event.event = ev;
+        rc = CUDA_SUCCESS;
+    }
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuGraphExecEventRecordNodeSetEvent(CUgraphExec he, CUgraphNode h, CUevent ev)
+{
+    return set_event(he, h, ev, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+}
+
+static CUresult sim_cuGraphExecEventWaitNodeSetEvent(CUgraphExec he, CUgraphNode h, CUevent ev)
+{
+    return set_event(he, h, ev, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+}
+
+/* Only kernel, memset and memcpy nodes (the driver's documentation). */
+static CUresult sim_cuGraphNodeSetEnabled(CUgraphExec he, CUgraphNode h, unsigned int enabled)
+{
+    struct sim_node *n = NULL;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+    sim_lock();
+    if ((n = exec_node(he, h, CU_GRAPH_NODE_TYPE_MEMCPY, NULL)) != NULL ||
+        (n = exec_node(he, h, CU_GRAPH_NODE_TYPE_MEMSET, NULL)) != NULL) {
+        n->disabled = !enabled;
+        rc = CUDA_SUCCESS;
+    }
+    sim_unlock();
+    return rc;
+}
+
 const struct sim_entry sim_exec_entries[] = {
     SIM_ENTRY(cuGraphInstantiateWithParams, 12000),
     SIM_ENTRY(cuGraphExecDestroy, 10000),
     SIM_ENTRY(cuGraphLaunch, 10000),
     SIM_ENTRY(cuGraphUpload, 11010),
     SIM_ENTRY(cuGraphExecUpdate, 12000),
+    SIM_ENTRY(cuGraphExecMemcpyNodeSetParams, 10020),
+    SIM_ENTRY(cuGraphExecMemsetNodeSetParams, 10020),
+    SIM_ENTRY(cuGraphExecHostNodeSetParams, 10020),
+    SIM_ENTRY(cuGraphExecChildGraphNodeSetParams, 11010),
+    SIM_ENTRY(cuGraphExecEventRecordNodeSetEvent, 11010),
+    SIM_ENTRY(cuGraphExecEventWaitNodeSetEvent, 11010),
+    SIM_ENTRY(cuGraphNodeSetEnabled, 11060),
 };
 const size_t sim_exec_entry_count = sizeof sim_exec_entries / sizeof sim_exec_entries[0];

@@ -85,7 +85,7 @@ int sim_graph_valid(CUgraph h)
     return g && g->state == SIM_GRAPH_LIVE;
 }
 
-static struct sim_node *node_of(CUgraphNode h)
+struct sim_node *sim_node_of(CUgraphNode h)
 {
     struct sim_node *n = (struct sim_node *)h;
     return n && n->magic == SIM_NODE_MAGIC && n->graph && n->graph->state == SIM_GRAPH_LIVE ? n : NULL;
@@ -419,6 +419,61 @@ static CUresult sim_cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAtt
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* A captured copy as the driver describes it: one dimension, each side
+ * device memory when it lies in an allocation, host memory otherwise. */
+static CUresult sim_cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D *out)
+{
+    struct sim_node *n;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+    if (!out)
+        return rc;
+    sim_lock();
+    if ((n = sim_node_of(h)) != NULL && n->type == CU_GRAPH_NODE_TYPE_MEMCPY) {
+        memset(out, 0, sizeof *out);
+        if (sim_memory((CUdeviceptr)(uintptr_t)n->u.memcpy.src, 1)) {
+            out->srcMemoryType = CU_MEMORYTYPE_DEVICE;
+            out->srcDevice = (CUdeviceptr)(uintptr_t)n->u.memcpy.src;
+        } else {
+            out->srcMemoryType = CU_MEMORYTYPE_HOST;
+            out->srcHost = n->u.memcpy.src;
+        }
+        if (sim_memory((CUdeviceptr)(uintptr_t)n->u.memcpy.dst, 1)) {
+            out->dstMemoryType = CU_MEMORYTYPE_DEVICE;
+            out->dstDevice = (CUdeviceptr)(uintptr_t)n->u.memcpy.dst;
+        } else {
+            out->dstMemoryType = CU_MEMORYTYPE_HOST;
+            out->dstHost = n->u.memcpy.dst;
+        }
+        out->WidthInBytes = n->u.memcpy.bytes;
+        out->Height = out->Depth = 1;
+        rc = CUDA_SUCCESS;
+    }
+    sim_unlock();
+    return rc;
+}
+
+static CUresult sim_cuGraphMemsetNodeGetParams(CUgraphNode h, CUDA_MEMSET_NODE_PARAMS *out)
+{
+    struct sim_node *n;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+    if (!out)
+        return rc;
+    sim_lock();
+    if ((n = sim_node_of(h)) != NULL && n->type == CU_GRAPH_NODE_TYPE_MEMSET) {
+        out->dst = n->u.memset.dst;
+        out->value = n->u.memset.value;
+        out->elementSize = n->u.memset.element_size;
+        out->width = n->u.memset.width;
+        out->height = n->u.memset.height;
+        out->pitch = n->u.memset.pitch;
+        rc = CUDA_SUCCESS;
+    }
+    sim_unlock();
+    return rc;
+}
+
 static CUresult sim_cuGraphMemAllocNodeGetParams(CUgraphNode h, CUDA_MEM_ALLOC_NODE_PARAMS *out)
 {
     struct sim_node *n;
@@ -427,7 +482,7 @@ static CUresult sim_cuGraphMemAllocNodeGetParams(CUgraphNode h, CUDA_MEM_ALLOC_N
     if (!out)
         return rc;
     sim_lock();
-    if ((n = node_of(h)) && n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+    if ((n = sim_node_of(h)) && n->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
         memset(out, 0, sizeof *out);
         out->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
         out->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -448,7 +503,7 @@ static CUresult check_deps(struct sim_graph *g, const CUgraphNode *deps, size_t 
     if (n && !deps)
         return CUDA_ERROR_INVALID_VALUE;
     for (i = 0; i < n; i++) {
-        struct sim_node *d = node_of(deps[i]);
+        struct sim_node *d = sim_node_of(deps[i]);
         if (!d || d->graph != g)
             return CUDA_ERROR_INVALID_VALUE;
     }
@@ -685,7 +740,7 @@ static CUresult sim_cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *type)
     if (!type)
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
-    n = node_of(h);
+    n = sim_node_of(h);
     if (n)
         *type = n->type;
     sim_unlock();
@@ -700,7 +755,7 @@ static CUresult sim_cuGraphChildGraphNodeGetGraph(CUgraphNode h, CUgraph *out)
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
     sim_lock();
-    n = node_of(h);
+    n = sim_node_of(h);
     if (!n || n->type != CU_GRAPH_NODE_TYPE_GRAPH)
         rc = CUDA_ERROR_INVALID_VALUE;
     else
@@ -798,6 +853,8 @@ const struct sim_entry sim_graph_entries[] = {
     SIM_ENTRY(cuGraphKernelNodeGetParams, 12000),
     SIM_ENTRY(cuGraphKernelNodeGetAttribute, 11000),
     SIM_ENTRY(cuGraphMemAllocNodeGetParams, 11040),
+    SIM_ENTRY(cuGraphMemcpyNodeGetParams, 10000),
+    SIM_ENTRY(cuGraphMemsetNodeGetParams, 10000),
     SIM_ENTRY(cuGraphDestroy, 10000),
     SIM_ENTRY(cuGraphAddNode, 12030),
     SIM_ENTRY(cuGraphAddEmptyNode, 10000),

@@ -86,6 +86,7 @@ struct sim_node {
     unsigned int mark;               /* reachability walks */
     int captured;                    /* made by a stream operation under capture, not added by hand */
     size_t index;                    /* position in graph->nodes */
+    int disabled;                    /* an executable graph's copy: cuGraphNodeSetEnabled(0) */
     union {
         struct { CUdeviceptr dst; unsigned int value, element_size; size_t width, height, pitch; } memset;
         struct { void *dst; const void *src; size_t bytes; } memcpy;
@@ -93,6 +94,7 @@ struct sim_node {
         struct { struct sim_graph *graph; } child;
         struct { CUdeviceptr ptr; size_t size; } alloc;
         struct { CUdeviceptr ptr; } free;
+        struct { CUevent event; } event;   /* EVENT_RECORD, WAIT_EVENT */
         struct { CUgraphConditionalHandle handle; CUgraphConditionalNodeType type;
                  unsigned int size; CUgraph *bodies; } cond;
     } u;
@@ -127,6 +129,8 @@ int sim_graph_has_node_types(const struct sim_graph *g, int alloc_free, int cond
 struct sim_node *sim_graph_add(struct sim_graph *g, CUgraphNodeType type,
                                struct sim_node *const *deps, size_t dep_count);
 struct sim_graph *sim_graph_new(void);
+/* The live node h, or NULL. */
+struct sim_node *sim_node_of(CUgraphNode h);
 void sim_graph_count(struct sim_graph *g);   /* a root graph the caller can name: a live object */
 /* the driver frees a capture's graph: it stays known as DISCARDED */
 void sim_graph_discard(struct sim_graph *g);
@@ -186,6 +190,11 @@ int sim_stream_in_capture(CUstream s);   /* ACTIVE or INVALIDATED */
  * the host for held work of the device (all = 1), of blocking streams
  * only (all = 0), counted under its name. */
 void sim_launch_stream(CUstream s);
+/* Event e recorded by a graph launched on the launch stream (the caller
+ * holds the lock). */
+void sim_event_record_at_launch(CUevent e);
+/* The launch stream waits for event e from here on (the same). */
+void sim_event_wait_at_launch(CUevent e);
 void sim_hold_stream(CUstream s);
 void sim_wait_for_held(const char *call, int all);
 /* The same for hold h alone (0: none). */

@@ -1041,7 +1041,37 @@ static CUresult sim_cuEventDestroy(CUevent e)
     return ev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
-static CUresult sim_cuEventRecord(CUevent e, CUstream s)
+/* ev recorded on s outside any capture (the caller holds the lock). */
+static void record_outside(struct sim_event *ev, CUstream s)
+{
+    struct sim_stream *st = stream_of(s);
+
+    ev->capture_id = 0;
+    ev->recorded_outside = 1;
+    set_deps(&ev->deps, &ev->dep_count, NULL, 0);
+    ev->held = st && is_held(st->held) ? st->held : is_legacy(s) && is_held(newest_blocking_hold) ? newest_blocking_hold : 0;
+    ev->alloc_held = st && is_held(st->alloc_held) ? st->alloc_held : 0;
+}
+
+void sim_event_record_at_launch(CUevent e)
+{
+    struct sim_event *ev = event_of(e);
+
+    if (ev)
+        record_outside(ev, launch_stream);
+}
+
+void sim_event_wait_at_launch(CUevent e)
+{
+    struct sim_event *ev = event_of(e);
+    struct sim_stream *st = stream_of(launch_stream);
+
+    if (ev && st && is_held(ev->held))
+        hold(st, ev->held);
+}
+
+/* With external: an event record node when s captures. */
+static CUresult record(CUevent e, CUstream s, int external)
 {
     struct sim_event *ev;
     struct sim_stream *st;
@@ -1051,7 +1081,13 @@ static CUresult sim_cuEventRecord(CUevent e, CUstream s)
     sim_lock();
     ev = event_of(e);
     rc = ev ? sim_stream_enqueue(s, &captured) : CUDA_ERROR_INVALID_HANDLE;
-    if (rc == CUDA_SUCCESS && captured) {
+    if (rc == CUDA_SUCCESS && captured && external) {
+        struct sim_node *node = sim_stream_capture_node(s, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+        if (!node)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+            node->u.event.event = e;
+    } else if (rc == CUDA_SUCCESS && captured) {
         st = stream_of(s);
         struct sim_member *m = &st->cap->members[st->member];
         if (set_deps(&ev->deps, &ev->dep_count, m->deps, m->dep_count) != 0)
@@ -1060,15 +1096,22 @@ static CUresult sim_cuEventRecord(CUevent e, CUstream s)
             ev->capture_id = st->cap->id;
         ev->recorded_outside = 0;
     } else if (rc == CUDA_SUCCESS) {
-        ev->capture_id = 0;
-        ev->recorded_outside = 1;
-        set_deps(&ev->deps, &ev->dep_count, NULL, 0);
-        st = stream_of(s);
-        ev->held = st && is_held(st->held) ? st->held : is_legacy(s) && is_held(newest_blocking_hold) ? newest_blocking_hold : 0;
-        ev->alloc_held = st && is_held(st->alloc_held) ? st->alloc_held : 0;
+        record_outside(ev, s);
     }
     sim_unlock();
     return rc;
+}
+
+static CUresult sim_cuEventRecord(CUevent e, CUstream s)
+{
+    return record(e, s, 0);
+}
+
+static CUresult sim_cuEventRecordWithFlags(CUevent e, CUstream s, unsigned int flags)
+{
+    if (flags & ~(unsigned int)CU_EVENT_RECORD_EXTERNAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return record(e, s, (flags & CU_EVENT_RECORD_EXTERNAL) != 0);
 }
 
 static CUresult event_reached(CUevent e, int query)
@@ -1111,9 +1154,9 @@ static CUresult sim_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
     struct sim_capture *from;
     CUresult rc = CUDA_SUCCESS;
 
+    if (flags & ~(unsigned int)CU_EVENT_WAIT_EXTERNAL)
+        return CUDA_ERROR_INVALID_VALUE;
     sim_count_wait();
-
-    (void)flags;
     sim_lock();
     ev = event_of(e);
     st = stream_of(s);
@@ -1140,6 +1183,14 @@ static CUresult sim_cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
             hold(st, ev->held);
         else
             newest_blocking_hold = ev->held > newest_blocking_hold ? ev->held : newest_blocking_hold;
+    }
+    if (st && st->cap && (flags & CU_EVENT_WAIT_EXTERNAL)) {   /* a wait node: any event */
+        struct sim_node *node = sim_stream_capture_node(s, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+        if (!node)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+            node->u.event.event = e;
+        goto done;
     }
     if (!from && st && st->cap && ev->recorded_outside) {
         /* measured on the H200: a capture may not wait on work outside it */
@@ -1310,6 +1361,7 @@ const struct sim_entry sim_stream_entries[] = {
     SIM_ENTRY(cuEventCreate, 2000),
     SIM_ENTRY(cuEventDestroy, 4000),
     SIM_ENTRY(cuEventRecord, 2000),
+    SIM_ENTRY(cuEventRecordWithFlags, 11010),
     SIM_ENTRY(cuEventSynchronize, 2000),
     SIM_ENTRY(cuEventQuery, 2000),
 };

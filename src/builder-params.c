@@ -1,6 +1,6 @@
-/* What a capture's kernels read, as builders ask for it: the capture's
+/* What a capture's work reads and names, as builders ask for it: the capture's
  * parameter block (params.c holds the block itself; a direct run's owner
- * makes its own) and the names of its kernels (kernel-names.c). */
+ * makes its own) and the names of its nodes (node-names.c). */
 #include "config.h"
 
 #include "builder-internal.h"
@@ -8,7 +8,7 @@
 #include "driver.h"
 #include "error.h"
 #include "hierarchy.h"
-#include "kernel-names.h"
+#include "node-names.h"
 #include "params.h"
 
 static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUdeviceptr *block, const char *caller,
@@ -86,17 +86,17 @@ CUresult cucap_builder_params_typed(cucap_builder *b, size_t size, const void *t
     return make_params(b, size, type, block, "cucap_builder_params_typed", err);
 }
 
-CUresult cucap_builder_name_kernel(cucap_builder *b, const char *name, cucap_error **err)
+CUresult cucap_builder_name_node(cucap_builder *b, const char *name, cucap_error **err)
 {
-    static const char caller[] = "cucap_builder_name_kernel";
+    static const char caller[] = "cucap_builder_name_node";
     cucap_builder_state state;
     CUresult rc;
 
     if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
         return rc;
     if (b->kind == CUCAP_BUILDER_BODY)
-        return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: the kernels of a conditional body cannot be named "
-                            "(an executable graph changes only its top-level kernels)", caller);
+        return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: the nodes of a conditional body cannot be named "
+                            "(an executable graph changes only its top-level nodes)", caller);
     if ((state = cucap_builder_get_state(b)) != CUCAP_BUILDER_CAPTURING)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is not capturing (it is %s)", caller,
                             cucap_i_state_names[state]);
@@ -104,7 +104,7 @@ CUresult cucap_builder_name_kernel(cucap_builder *b, const char *name, cucap_err
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture ended while the call ran (its end came "
                           "from another thread)", caller);
     else if (!cucap_i_hier_direct(b->h))
-        rc = cucap_i_kernels_name(cucap_i_hier_kernels(b->h), b->stream, name, caller, err);
+        rc = cucap_i_names_add(cucap_i_hier_names(b->h), b->stream, name, caller, err);
     else
         rc = name && *name ? CUDA_SUCCESS : cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the name is %s", caller,
                                                          name ? "empty" : "NULL");   /* a direct run: no graph */

@@ -12,11 +12,13 @@
 #include "deferred-destroy.h"
 #include "driver.h"
 #include "error.h"
+#include "reaper.h"
 
 struct waiting_exec {
     CUgraphExec exec;
     CUcontext ctx;
     CUevent done;
+    struct cucap_reaped *owned;
     struct waiting_exec *next;
 };
 
@@ -38,18 +40,26 @@ static int reached(CUevent done, const char *caller)
     return 1;
 }
 
-/* Destroy exec and done, in ctx; the caller is in ctx. */
-static void destroy_both(CUgraphExec exec, CUevent done, const char *caller)
+/* Destroy exec and done, in ctx (the caller is in ctx), and give owned
+ * back. */
+static void destroy_both(CUgraphExec exec, CUevent done, struct cucap_reaped *owned, const char *caller)
 {
+    struct cucap_reaped *next;
     CUresult rc;
 
     if ((rc = cucap_i_drv.cuGraphExecDestroy(exec)) != CUDA_SUCCESS)
         cucap_i_warn(rc, "%s: cuGraphExecDestroy failed: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
     if ((rc = cucap_i_drv.cuEventDestroy(done)) != CUDA_SUCCESS)
         cucap_i_warn(rc, "%s: cuEventDestroy failed: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
+    for (; owned; owned = next) {
+        next = owned->next;
+        owned->next = NULL;
+        cucap_i_reap(owned);
+    }
 }
 
-void cucap_i_exec_destroy_when_done(CUgraphExec exec, CUcontext ctx, CUevent done, const char *caller)
+void cucap_i_exec_destroy_when_done(CUgraphExec exec, CUcontext ctx, CUevent done, struct cucap_reaped *owned,
+                                    const char *caller)
 {
     struct cucap_work_scope w;
     struct waiting_exec *e;
@@ -58,11 +68,11 @@ void cucap_i_exec_destroy_when_done(CUgraphExec exec, CUcontext ctx, CUevent don
     cucap_i_work_enter_quietly(&w, ctx, caller);
     if ((now = reached(done, caller)) || !(e = malloc(sizeof *e))) {
         if (!now)
-            cucap_i_warn(CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory; destroying an executable graph with "
-                         "conditional nodes now, which waits for its launches", caller);
-        destroy_both(exec, done, caller);
+            cucap_i_warn(CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory; destroying an executable graph now, which "
+                         "may wait for its launches, and its host callback data kept", caller);
+        destroy_both(exec, done, now ? owned : NULL, caller);
     } else {
-        *e = (struct waiting_exec){ exec, ctx, done, NULL };
+        *e = (struct waiting_exec){ exec, ctx, done, owned, NULL };
         pthread_mutex_lock(&waiting_lock);
         e->next = waiting;
         waiting = e;
@@ -98,7 +108,7 @@ void cucap_i_deferred_destroys_sweep(const char *caller)
     while ((e = done) != NULL) {
         done = e->next;
         cucap_i_work_enter_quietly(&w, e->ctx, caller);
-        destroy_both(e->exec, e->done, caller);
+        destroy_both(e->exec, e->done, e->owned, caller);
         cucap_i_work_leave_quietly(&w, caller);
         free(e);
     }

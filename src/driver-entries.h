@@ -75,6 +75,16 @@ CUCAP_DRIVER_ENTRY(cuGraphClone, cuGraphClone, 10000, 0)
 CUCAP_DRIVER_ENTRY(cuGraphKernelNodeGetParams, cuGraphKernelNodeGetParams, 12000, 0)
 CUCAP_DRIVER_ENTRY(cuGraphKernelNodeGetAttribute, cuGraphKernelNodeGetAttribute, 11000, 0)
 CUCAP_DRIVER_ENTRY(cuGraphExecKernelNodeSetParams, cuGraphExecKernelNodeSetParams, 12000, 0)
+/* named nodes */
+CUCAP_DRIVER_ENTRY(cuGraphMemcpyNodeGetParams, cuGraphMemcpyNodeGetParams, 10000, 0)
+CUCAP_DRIVER_ENTRY(cuGraphMemsetNodeGetParams, cuGraphMemsetNodeGetParams, 10000, 0)
+CUCAP_DRIVER_ENTRY(cuGraphExecMemcpyNodeSetParams, cuGraphExecMemcpyNodeSetParams, 10020, 0)
+CUCAP_DRIVER_ENTRY(cuGraphExecMemsetNodeSetParams, cuGraphExecMemsetNodeSetParams, 10020, 0)
+CUCAP_DRIVER_ENTRY(cuGraphExecHostNodeSetParams, cuGraphExecHostNodeSetParams, 10020, 0)
+CUCAP_DRIVER_ENTRY(cuGraphExecChildGraphNodeSetParams, cuGraphExecChildGraphNodeSetParams, 11010, 0)
+CUCAP_DRIVER_ENTRY(cuGraphExecEventRecordNodeSetEvent, cuGraphExecEventRecordNodeSetEvent, 11010, 0)
+CUCAP_DRIVER_ENTRY(cuGraphExecEventWaitNodeSetEvent, cuGraphExecEventWaitNodeSetEvent, 11010, 0)
+CUCAP_DRIVER_ENTRY(cuGraphNodeSetEnabled, cuGraphNodeSetEnabled, 11060, 0)
 CUCAP_DRIVER_ENTRY(cuGraphMemAllocNodeGetParams, cuGraphMemAllocNodeGetParams, 11040, 0)
 #if CUDA_VERSION >= 12040
 CUCAP_DRIVER_ENTRY(cuFuncGetParamInfo, cuFuncGetParamInfo, 12040, 1)   /* named kernels */

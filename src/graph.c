@@ -16,8 +16,9 @@
 #include "deferred-destroy.h"
 #include "graph.h"
 #include "node-signature.h"
-#include "kernel-names.h"
+#include "node-names.h"
 #include "params.h"
+#include "reaper.h"
 
 struct cucap_graph {
     atomic_int refs;
@@ -31,14 +32,16 @@ struct cucap_exec {
     int any_context;                 /* 1: update, launch and upload on a stream need no context current */
     struct cucap_params *params;     /* the parameter block its graph reads (that of the capture it was
                                         instantiated or last updated from), or NULL */
-    struct cucap_kernels *kernels;   /* the kernels its capture named, with this graph's values, or NULL */
-    struct cucap_hier *kernels_of;   /* the hierarchy whose nodes those are, kept while it has them */
+    struct cucap_node_names *names;  /* the nodes its capture named, with this graph's values, or NULL */
+    struct cucap_hier *names_of;     /* the hierarchy whose nodes those are, kept while it has them */
     struct cucap_signature *signature;   /* of the graph it runs; NULL when the driver could not say */
     /* With conditional nodes, whose destroy waits for the launches in
-     * flight (deferred-destroy.h): an event recorded behind each launch
-     * and upload, made at the first, and a lock that keeps a launch and
-     * its record together. */
-    int conditional;
+     * flight (deferred-destroy.h), or with host callback data set by name,
+     * given back once no launch can run it: an event recorded behind each
+     * launch and upload, made at the first, and a lock that keeps a launch
+     * and its record together. */
+    int tracked;
+    int lost_track;                  /* a launch went without its event */
     CUevent done;
     pthread_mutex_t launch_lock;
 };
@@ -185,13 +188,13 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
         rc = instantiate_graph(root, cucap_i_hier_has_bodies(h), opts, &exec, caller, err);
         rc = cucap_i_work_leave(&w, rc, caller, err);
     }
-    e->kernels = NULL;
+    e->names = NULL;
     e->signature = NULL;
     if (rc == CUDA_SUCCESS && (rc = cucap_i_signature_of(root, &e->signature)) != CUDA_SUCCESS)
         cucap_i_fail(err, rc, "%s: the graph's nodes could not be read: " CUCAP_I_RESULT_FMT, caller,
                      CUCAP_I_RESULT_ARGS(rc));
     if (rc == CUDA_SUCCESS && (!box || box == cucap_i_hier_root_box(h)))   /* names are the root's */
-        rc = cucap_i_kernels_copy(*cucap_i_hier_kernels(h), &e->kernels, caller, err);
+        rc = cucap_i_names_copy(*cucap_i_hier_names(h), &e->names, caller, err);
     cucap_i_hier_unlock(h);
     if (rc != CUDA_SUCCESS) {
         if (exec)
@@ -200,11 +203,12 @@ CUresult cucap_i_hier_instantiate(struct cucap_hier *h, const struct cucap_box *
         free(e);
         return rc;
     }
-    e->conditional = cucap_i_signature_has_conditionals(e->signature);
+    e->tracked = cucap_i_signature_has_conditionals(e->signature);
     e->done = NULL;
+    e->lost_track = 0;
     pthread_mutex_init(&e->launch_lock, NULL);
-    e->kernels_of = e->kernels ? h : NULL;
-    if (e->kernels_of)
+    e->names_of = e->names ? h : NULL;
+    if (e->names_of)
         cucap_i_hier_ref(h);
     e->exec = exec;
     e->ctx = cucap_i_hier_context(h);
@@ -237,7 +241,7 @@ CUresult cucap_graph_instantiate(cucap_graph *g, const cucap_complete_options *o
  * call. */
 static int needs_current_context(const cucap_exec *e, CUstream s, int on_stream)
 {
-    if (!e->any_context || (on_stream && e->conditional))   /* its event is recorded in its context */
+    if (!e->any_context || (on_stream && e->tracked))   /* its event is recorded in its context */
         return 1;
     return on_stream && (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD);
 }
@@ -256,16 +260,20 @@ static CUresult exec_failed(CUstream s, int upload, CUresult rc, const char *cal
 }
 
 /* Record e's event behind the launch or upload just made on s (e has
- * conditional nodes; its launch lock is held; its context current).  A
- * failure is warned: the destroy may then wait. */
+ * conditional nodes or owns host callback data; its launch lock is held;
+ * its context current).  A failure is warned: the destroy may then wait. */
 static void mark_launch(cucap_exec *e, CUstream s, const char *caller)
 {
     CUresult rc;
 
     if ((!e->done && (rc = cucap_i_drv.cuEventCreate(&e->done, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) ||
         (rc = cucap_i_drv.cuEventRecord(e->done, s)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "%s: no event could be recorded behind a launch of a graph with conditional nodes; "
-                     "destroying it will wait for that launch: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
+    {
+        e->lost_track = 1;
+        cucap_i_warn(rc, "%s: no event could be recorded behind a launch; destroying the executable graph may "
+                     "wait for that launch, and host callback data it owns is not given back: " CUCAP_I_RESULT_FMT,
+                     caller, CUCAP_I_RESULT_ARGS(rc));
+    }
 }
 
 /* The same with the graph's context current around the call. */
@@ -276,12 +284,12 @@ static CUresult exec_in_context(cucap_exec *e, CUstream s, int upload, const cha
 
     if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if (e->conditional)
+    if (e->tracked)
         pthread_mutex_lock(&e->launch_lock);
     rc = upload ? cucap_i_drv.cuGraphUpload(e->exec, s) : cucap_i_drv.cuGraphLaunch(e->exec, s);
-    if (rc == CUDA_SUCCESS && e->conditional)
+    if (rc == CUDA_SUCCESS && e->tracked)
         mark_launch(e, s, caller);
-    if (e->conditional)
+    if (e->tracked)
         pthread_mutex_unlock(&e->launch_lock);
     if (rc != CUDA_SUCCESS)
         exec_failed(s, upload, rc, caller, err);
@@ -317,13 +325,13 @@ static CUresult launch_reading_params(cucap_exec *e, const void *values, size_t 
                             caller, size, cucap_i_params_size(e->params));
     if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if (e->conditional)
+    if (e->tracked)
         pthread_mutex_lock(&e->launch_lock);
     if ((rc = cucap_i_params_launch(e->params, e->exec, values, s, caller, err)) != CUDA_SUCCESS)
         cucap_i_capture_stream_failed(s, caller, rc);
-    else if (e->conditional)
+    else if (e->tracked)
         mark_launch(e, s, caller);
-    if (e->conditional)
+    if (e->tracked)
         pthread_mutex_unlock(&e->launch_lock);
     return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
 }
@@ -401,19 +409,36 @@ void cucap_i_exec_destroy_handle(CUgraphExec exec, CUcontext ctx, const char *ca
     cucap_i_work_leave_quietly(&w, caller);
 }
 
+/* Give owned, the first of a chain, to the reaper: the rest. */
+static struct cucap_reaped *next_owned(struct cucap_reaped *owned)
+{
+    struct cucap_reaped *next = owned->next;
+
+    owned->next = NULL;
+    cucap_i_reap(owned);
+    return next;
+}
+
 void cucap_exec_destroy(cucap_exec *e)
 {
+    struct cucap_reaped *owned;
+
     if (!e)
         return;
     cucap_i_deferred_destroys_sweep("cucap_exec_destroy");
-    if (e->done)
-        cucap_i_exec_destroy_when_done(e->exec, e->ctx, e->done, "cucap_exec_destroy");
-    else
+    /* the host callback data it owns goes once no launch can run it */
+    if ((owned = cucap_i_names_free(e->names)) != NULL && e->lost_track)
+        owned = NULL;
+    if (e->done) {
+        cucap_i_exec_destroy_when_done(e->exec, e->ctx, e->done, owned, "cucap_exec_destroy");
+    } else {
         cucap_i_exec_destroy_handle(e->exec, e->ctx, "cucap_exec_destroy");
+        while (owned)   /* no launch since it was set */
+            owned = next_owned(owned);
+    }
     pthread_mutex_destroy(&e->launch_lock);
     cucap_i_params_unref(e->params, "cucap_exec_destroy");
-    cucap_i_kernels_free(e->kernels);
-    cucap_i_hier_unref(e->kernels_of, "cucap_exec_destroy");
+    cucap_i_hier_unref(e->names_of, "cucap_exec_destroy");
     cucap_i_signature_free(e->signature);
     free(e);
 }
@@ -480,7 +505,7 @@ CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_hier *h, cucap_update_r
         cucap_i_params_unref(old, caller);
     }
     if (rc == CUDA_SUCCESS)
-        cucap_i_kernels_updated(e->kernels, *cucap_i_hier_kernels(h));
+        cucap_i_names_updated(e->names, *cucap_i_hier_names(h));
     /* name the node only when the driver named one (a node of the locked graph) */
     if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE && differs[0])
         snprintf(where, sizeof where, ": %s", differs);
@@ -544,20 +569,136 @@ CUresult cucap_exec_update_graph(cucap_exec *e, cucap_graph *source, cucap_error
     return cucap_i_exec_update(e, source->h, NULL, caller, err);   /* holding source's reference */
 }
 
+/* ---------------------------------------------------------------- named nodes */
+
+/* A change to a node of e by name, ready: *c filled in, e's context
+ * current unless e needs none (the caller then leaves it with
+ * cucap_i_ctx_leave_for(e->ctx, *saved, ...)), and the data replaced
+ * earlier given back once no launch can run it. */
+static CUresult begin_change(cucap_exec *e, const char *name, int in_context, struct cucap_node_change *c,
+                             CUcontext *saved, const char *caller, cucap_error **err)
+{
+    CUresult rc;
+
+    *saved = e ? e->ctx : NULL;
+    if (!e)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
+    if ((in_context || e->done || needs_current_context(e, NULL, 0)) &&
+        (rc = cucap_i_ctx_enter_for(e->ctx, saved, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    *c = (struct cucap_node_change){ e->exec, e->ctx, name, caller, 0 };
+    c->launches_done = !e->done || cucap_i_drv.cuEventQuery(e->done) == CUDA_SUCCESS;
+    if (c->launches_done)
+        cucap_i_names_launches_done(e->names);
+    return CUDA_SUCCESS;
+}
+
 CUresult cucap_exec_set_kernel_arg(cucap_exec *e, const char *name, unsigned int index, const void *value,
                                    size_t size, cucap_error **err)
 {
     static const char caller[] = "cucap_exec_set_kernel_arg";
-    CUcontext saved = NULL;
+    struct cucap_node_change c;
+    CUcontext saved;
     CUresult rc;
 
-    if (!e)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
-    if (!needs_current_context(e, NULL, 0))
-        return cucap_i_kernels_set_arg(e->kernels, e->exec, name, index, value, size, caller, err);
-    if ((rc = cucap_i_ctx_enter_for(e->ctx, &saved, caller, err)) != CUDA_SUCCESS)
+    if ((rc = begin_change(e, name, 0, &c, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
-    rc = cucap_i_kernels_set_arg(e->kernels, e->exec, name, index, value, size, caller, err);
+    rc = cucap_i_names_set_kernel_arg(e->names, &c, index, value, size, err);
+    return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
+}
+
+CUresult cucap_exec_set_memcpy(cucap_exec *e, const char *name, CUdeviceptr dst, CUdeviceptr src, size_t size,
+                               cucap_error **err)
+{
+    static const char caller[] = "cucap_exec_set_memcpy";
+    struct cucap_node_change c;
+    CUcontext saved;
+    CUresult rc;
+
+    if ((rc = begin_change(e, name, 1, &c, &saved, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    rc = cucap_i_names_set_memcpy(e->names, &c, dst, src, size, err);
+    return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
+}
+
+CUresult cucap_exec_set_memset(cucap_exec *e, const char *name, CUdeviceptr dst, unsigned int value,
+                               cucap_error **err)
+{
+    static const char caller[] = "cucap_exec_set_memset";
+    struct cucap_node_change c;
+    CUcontext saved;
+    CUresult rc;
+
+    if ((rc = begin_change(e, name, 1, &c, &saved, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    rc = cucap_i_names_set_memset(e->names, &c, dst, value, err);
+    return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
+}
+
+CUresult cucap_exec_set_host_callback(cucap_exec *e, const char *name, CUhostFn fn, void *data, CUhostFn free_data,
+                                      cucap_error **err)
+{
+    static const char caller[] = "cucap_exec_set_host_callback";
+    struct cucap_node_change c;
+    CUcontext saved;
+    CUresult rc;
+
+    if ((rc = begin_change(e, name, 1, &c, &saved, caller, err)) != CUDA_SUCCESS) {
+        if (free_data)
+            free_data(data);
+        return rc;
+    }
+    if ((rc = cucap_i_names_set_host_callback(e->names, &c, fn, data, free_data, err)) != CUDA_SUCCESS && free_data)
+        free_data(data);   /* refused: given back at once */
+    if (rc == CUDA_SUCCESS && cucap_i_names_own_data(e->names))
+        e->tracked = 1;   /* its launches from here on may run the data */
+    return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
+}
+
+CUresult cucap_exec_set_child_graph(cucap_exec *e, const char *name, cucap_graph *g, cucap_error **err)
+{
+    static const char caller[] = "cucap_exec_set_child_graph";
+    struct cucap_node_change c;
+    CUcontext saved;
+    CUgraph graph;
+    CUresult rc;
+
+    if (!g)
+        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the graph is NULL", caller);
+    if (!(graph = cucap_graph_handle(g)))
+        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the graph's capture was invalidated and the driver "
+                            "discarded it", caller);
+    if ((rc = begin_change(e, name, 1, &c, &saved, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    cucap_i_hier_lock(g->h);
+    rc = cucap_i_names_set_child_graph(e->names, &c, graph, err);
+    cucap_i_hier_unlock(g->h);
+    return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
+}
+
+CUresult cucap_exec_set_event(cucap_exec *e, const char *name, CUevent event, cucap_error **err)
+{
+    static const char caller[] = "cucap_exec_set_event";
+    struct cucap_node_change c;
+    CUcontext saved;
+    CUresult rc;
+
+    if ((rc = begin_change(e, name, 1, &c, &saved, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    rc = cucap_i_names_set_event(e->names, &c, event, err);
+    return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
+}
+
+CUresult cucap_exec_set_enabled(cucap_exec *e, const char *name, int enabled, cucap_error **err)
+{
+    static const char caller[] = "cucap_exec_set_enabled";
+    struct cucap_node_change c;
+    CUcontext saved;
+    CUresult rc;
+
+    if ((rc = begin_change(e, name, 1, &c, &saved, caller, err)) != CUDA_SUCCESS)
+        return rc;
+    rc = cucap_i_names_set_enabled(e->names, &c, enabled, err);
     return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
 }
 

@@ -20,7 +20,7 @@
 #include "free-list.h"
 #include "hierarchy.h"
 #include "error.h"
-#include "kernel-names.h"
+#include "node-names.h"
 #include "params.h"
 #include "stream-cache.h"
 
@@ -48,7 +48,7 @@ struct cucap_hier {
     CUstreamCaptureMode mode;        /* the capture's, as begun */
     struct cucap_params *params;     /* the parameter block its capture's kernels read, or NULL; under
                                         the graph lock */
-    struct cucap_kernels *kernels;   /* the kernels its capture named, or NULL; under the graph lock */
+    struct cucap_node_names *names;  /* the nodes its capture named, or NULL; under the graph lock */
     struct cucap_direct_run *direct; /* not a capture: a direct run; NULL for a capture */
     struct cucap_box root;
     atomic_int owned;                /* the capture's end returned the root */
@@ -126,7 +126,7 @@ static void destroy_hier(struct cucap_hier *h, const char *caller)
     }
     cucap_i_deferral_destroy(&h->deferral);   /* a capture that never ended: destroying them is legal */
     cucap_i_params_unref(h->params, caller);
-    cucap_i_kernels_free(h->kernels);
+    (void)cucap_i_names_free(h->names);   /* a capture's list owns no data */
     pthread_mutex_destroy(&h->graph_lock);
     pthread_mutex_destroy(&h->lock);
     if (!cucap_i_free_list_give(&free_hiers, h))
@@ -279,9 +279,9 @@ struct cucap_direct_run *cucap_i_hier_direct(const struct cucap_hier *h)
     return h ? h->direct : NULL;
 }
 
-struct cucap_kernels **cucap_i_hier_kernels(struct cucap_hier *h)
+struct cucap_node_names **cucap_i_hier_names(struct cucap_hier *h)
 {
-    return &h->kernels;
+    return &h->names;
 }
 
 struct cucap_hier *cucap_i_hier_new_owning(CUcontext ctx, CUgraph graph)

@@ -150,10 +150,10 @@ size_t cucap_i_direct_take_streams(const struct cucap_hier *h, CUcontext ctx, si
 /* Stream s of ctx, behind work in flight, kept by h's direct run (1) or
  * not (0; always 0 for a capture). */
 int cucap_i_direct_keep_stream(const struct cucap_hier *h, CUcontext ctx, CUstream s);
-/* The list of the kernels its capture named (kernel-names.h), NULL until
+/* The list of the nodes its capture named (node-names.h), NULL until
  * one is named; under the graph lock. */
-struct cucap_kernels;
-struct cucap_kernels **cucap_i_hier_kernels(struct cucap_hier *h);
+struct cucap_node_names;
+struct cucap_node_names **cucap_i_hier_names(struct cucap_hier *h);
 void cucap_i_hier_set_params(struct cucap_hier *h, struct cucap_params *p, const char *caller);
 
 /* The ownership tree.  The driver discarded a graph: retire its box and

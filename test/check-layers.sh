@@ -33,7 +33,7 @@ graph-memory 5
 builder-object 5
 relaxed-scope 5
 context-hold 4
-kernel-names 4
+node-names 4
 device-table 2
 node-signature 4
 deferred-destroy 5

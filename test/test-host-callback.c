@@ -337,3 +337,78 @@ BACKEND_TEST(host_callback, a_refused_call_gives_the_data_back_at_once)
     cucap_builder_destroy(body);
     cucap_builder_destroy(b);
 }
+
+/* Changed by name (cucap_exec_set_host_callback): the executable graph
+ * owns the new data; data it replaced goes once no launch can run it (at
+ * its next change by name once the held launch finished), and the data it
+ * owns when destroyed with a launch held goes once that launch finished;
+ * the capture's own data goes with the graph. */
+BACKEND_TEST(host_callback, data_set_by_name_goes_after_the_last_launch_that_can_run_it)
+{
+    struct owned captured_data, second, third, fourth, refused;
+    struct held gate1, gate2;
+    CUstream s = new_stream();
+    cucap_error *err = NULL;
+    cucap_exec *exec;
+    cucap_builder *b;
+    CUdeviceptr out;
+
+    owned_init(&captured_data);
+    owned_init(&second);
+    owned_init(&third);
+    owned_init(&fourth);
+    owned_init(&refused);
+    held_init(&gate1);
+    held_init(&gate2);
+    cr_assert_eq(D.cuMemAlloc(&out, 8), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_create(0, &b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, &err), CUDA_SUCCESS, "%s",
+                 cucap_error_message(err));
+    cr_assert_eq(cucap_builder_host_callback(b, count_call, &captured_data, free_owned, &err), CUDA_SUCCESS, "%s",
+                 cucap_error_message(err));
+    cr_assert_eq(cucap_builder_name_node(b, "callback", &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
+    cr_assert_eq(D.cuMemsetD8Async(out, 2, 8, cucap_builder_stream(b)), CUDA_SUCCESS);
+    exec = completed(b);
+    cucap_builder_destroy(b);
+    cr_assert_eq(cucap_exec_set_host_callback(exec, "callback", count_call, &second, free_owned, &err), CUDA_SUCCESS,
+                 "%s", cucap_error_message(err));
+    cr_assert_eq(cucap_exec_launch(exec, s, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_exec_launch(exec, s, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(atomic_load(&second.calls), 2, "the data set by name ran %d times in 2 launches",
+                 atomic_load(&second.calls));
+    cr_assert_eq(atomic_load(&captured_data.calls), 0);
+    /* replaced while a launch that can run it is held */
+    cr_assert_eq(D.cuLaunchHostFunc(s, gate1.fn, gate1.data), CUDA_SUCCESS);
+    cr_assert_eq(cucap_exec_launch(exec, s, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_exec_set_host_callback(exec, "callback", count_call, &third, free_owned, &err), CUDA_SUCCESS,
+                 "%s", cucap_error_message(err));
+    expect_not_freed(&second, "a launch that can run it is held");
+    held_release(&gate1);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cr_assert_eq(atomic_load(&second.calls), 3, "the held launch ran the data it was launched with");
+    cr_assert_eq(cucap_exec_set_host_callback(exec, "callback", count_call, &fourth, free_owned, &err), CUDA_SUCCESS,
+                 "%s", cucap_error_message(err));
+    expect_freed(&second, 1, "the held launch finished");
+    expect_freed(&third, 1, "replaced with no launch of it");
+    /* a refusal gives its data back at once */
+    cr_assert_eq(cucap_exec_set_host_callback(exec, "no such node", count_call, &refused, free_owned, &err),
+                 CUDA_ERROR_INVALID_VALUE);
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_eq(atomic_load(&refused.freed), 1, "a refused call kept its data");
+    /* destroyed with a launch held */
+    cr_assert_eq(D.cuLaunchHostFunc(s, gate2.fn, gate2.data), CUDA_SUCCESS);
+    cr_assert_eq(cucap_exec_launch(exec, s, NULL), CUDA_SUCCESS);
+    cucap_exec_destroy(exec);
+    expect_not_freed(&fourth, "its executable graph's launch is held");
+    held_release(&gate2);
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    cucap_release_cached();   /* a sweep of the destroys left until launches finished */
+    expect_freed(&fourth, 1, "the held launch finished");
+    expect_freed(&captured_data, 1, "the graph and executable graph that held it destroyed");
+    cr_assert_eq(atomic_load(&fourth.calls), 1);
+    cr_assert_not(gate1.gpu.timed_out || gate2.gpu.timed_out, "a call waited for the held launch");
+    D.cuMemFree(out);
+    D.cuStreamDestroy(s);
+}

@@ -606,33 +606,43 @@ CUCAP_API CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_com
                                                cucap_completion *how, cucap_error **err);
 
 /**
- * \brief       Name the kernel just launched on b's stream, so that its
- *              executable graphs can change its arguments
+ * \brief       Name the node the last work on b's stream made, so that its
+ *              executable graphs can change it
  *
- * Call it right after the kernel's launch on b's stream (cuLaunchKernel,
- * a runtime-API launch, a library's kernel), before anything else is
- * captured there.  The library reads the node's launch parameters and
- * argument values (cuGraphKernelNodeGetParams) and the size of each
- * parameter (cuFuncGetParamInfo); every executable graph instantiated
- * from the capture's graph can then set one argument at a time with
- * cucap_exec_set_kernel_arg(), its size checked against the kernel's.
- * Names belong to the capture (its primary and forks), not to a
- * conditional body; a graph made by cucap_graph_clone() or embedded with
- * cucap_builder_embed() does not carry them.
+ * Call it right after the work (a kernel launch of any API, a copy, a
+ * memset, cucap_builder_host_callback(), cucap_builder_embed(), an event
+ * recorded or waited for with the EXTERNAL flags, a conditional node),
+ * before anything else is captured on b's stream.  Every executable graph
+ * instantiated from the capture's graph can then change the node by name
+ * (graph.h): a kernel's arguments (cucap_exec_set_kernel_arg()), a copy's
+ * operands (cucap_exec_set_memcpy()), a memset's destination and value
+ * (cucap_exec_set_memset()), a host callback and its data
+ * (cucap_exec_set_host_callback()), an embedded graph
+ * (cucap_exec_set_child_graph()), an event (cucap_exec_set_event()), and
+ * whether a kernel, copy or memset runs (cucap_exec_set_enabled()).  For a
+ * kernel the library reads its launch parameters and argument values
+ * (cuGraphKernelNodeGetParams) and each parameter's size
+ * (cuFuncGetParamInfo); for a copy or a memset, its operands.  Names
+ * belong to the capture (its primary and forks), not to a conditional
+ * body; a graph made by cucap_graph_clone() or embedded with
+ * cucap_builder_embed() does not carry them.  In an eager run of a graph
+ * set (no graph) the name is checked and nothing else is done.
  *
  * \param       b       A CAPTURING PRIMARY or FORKED builder.
  * \param       name    1 to 63 characters, new in the capture (copied).
  * \param       err     Receives the error on failure (may be NULL).
  * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for a NULL builder, a
- *              NULL, empty, long or repeated name, or when the last work
- *              captured on b's stream is not one kernel node (the message
- *              says what it is); CUDA_ERROR_ILLEGAL_STATE unless CAPTURING;
- *              CUDA_ERROR_NOT_SUPPORTED for a body, a kernel launched with
- *              `extra`, or a driver older than CUDA 12.4;
- *              CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; a driver error.
+ *              NULL, empty, long or repeated name, when the last work
+ *              captured on b's stream is not one node, or is a node no
+ *              executable graph can change (an allocation, a free, an empty
+ *              node: the message says which); CUDA_ERROR_ILLEGAL_STATE
+ *              unless CAPTURING; CUDA_ERROR_NOT_SUPPORTED for a body, a
+ *              kernel launched with `extra`, or a kernel on a driver older
+ *              than CUDA 12.4; CUDA_ERROR_STREAM_CAPTURE_INVALIDATED; a
+ *              driver error.
  * \since       1.6.0 (LIBCUCAPTURE_1.6)
  */
-CUCAP_API CUresult cucap_builder_name_kernel(cucap_builder *b, const char *name, cucap_error **err);
+CUCAP_API CUresult cucap_builder_name_node(cucap_builder *b, const char *name, cucap_error **err);
 
 /** \brief Why cucap_builder_complete_into_why() did not update */
 typedef struct cucap_update_refusal {

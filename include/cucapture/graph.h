@@ -235,29 +235,134 @@ CUCAP_API CUresult cucap_exec_update_graph(cucap_exec *e, cucap_graph *source, c
  * \brief       Change one argument of a named kernel in the executable
  *              graph
  *
- * The kernel is one its capture named (cucap_builder_name_kernel()).
- * The argument takes size bytes at value from the next launch on
- * (cuGraphExecKernelNodeSetParams), the other arguments keep the values
- * this executable graph has, and launches queued before keep theirs.
- * After cucap_exec_update() the kernel has the values of the updating
- * capture's kernel of the same name; one that capture did not name is
- * refused (its values are not known).  Not at the same time as another
- * call on e.
+ * The changes by name (this call and the cucap_exec_set_* calls below)
+ * reach a node its capture named (cucap_builder_name_node()), from the
+ * next launch on; launches queued before keep what they had.  After
+ * cucap_exec_update() a node has the values of the updating capture's
+ * node of the same name; a kernel, copy or memset that capture did not
+ * name (or named with another shape) is refused (its values are not
+ * known).  Not at the same time as another call on e.
+ *
+ * Here the argument takes size bytes at value
+ * (cuGraphExecKernelNodeSetParams), and the other arguments keep the
+ * values this executable graph has.
  *
  * \param       name    The kernel's name.
  * \param       index   The parameter, from 0.
  * \param       value   size bytes (copied).
  * \param       size    The parameter's size, exactly.
  * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL arguments, a
- *              name the capture did not give, an index past the kernel's
- *              parameters, or a size other than the parameter's (the
- *              message gives both); CUDA_ERROR_ILLEGAL_STATE after an
- *              update from a capture that did not name it; a driver error
- *              (the executable graph keeps the old value).
+ *              name the capture did not give or gave another kind of node,
+ *              an index past the kernel's parameters, or a size other than
+ *              the parameter's (the message gives both);
+ *              CUDA_ERROR_ILLEGAL_STATE after an update from a capture that
+ *              did not name it; a driver error (the executable graph keeps
+ *              the old value).
  * \since       1.6.0 (LIBCUCAPTURE_1.6)
  */
 CUCAP_API CUresult cucap_exec_set_kernel_arg(cucap_exec *e, const char *name, unsigned int index, const void *value,
                                              size_t size, cucap_error **err);
+
+/**
+ * \brief       Change a named copy's destination, source and size
+ *
+ * A one-dimensional copy between addresses (cuMemcpyAsync and its
+ * kin): dst and src are addresses of the same kind of memory (device,
+ * host, managed) and context as the captured ones, size bytes, not 0
+ * (cuGraphExecMemcpyNodeSetParams).
+ *
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for a NULL e or name,
+ *              a 0 address or size, a name the capture did not give or
+ *              gave another kind of node; CUDA_ERROR_NOT_SUPPORTED for a
+ *              copy of more dimensions or with an array;
+ *              CUDA_ERROR_ILLEGAL_STATE as for cucap_exec_set_kernel_arg();
+ *              a driver error (memory of another kind or context).
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_exec_set_memcpy(cucap_exec *e, const char *name, CUdeviceptr dst, CUdeviceptr src,
+                                         size_t size, cucap_error **err);
+
+/**
+ * \brief       Change a named memset's destination and value
+ *
+ * The element size and count stay the captured ones; value must fit the
+ * element (cuGraphExecMemsetNodeSetParams).
+ *
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for a NULL e or name,
+ *              a 0 dst, a value too wide for the element, a name the
+ *              capture did not give or gave another kind of node;
+ *              CUDA_ERROR_NOT_SUPPORTED for a two-dimensional memset;
+ *              CUDA_ERROR_ILLEGAL_STATE as for cucap_exec_set_kernel_arg();
+ *              a driver error (memory of another context).
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_exec_set_memset(cucap_exec *e, const char *name, CUdeviceptr dst, unsigned int value,
+                                         cucap_error **err);
+
+/**
+ * \brief       Change a named host callback and its data
+ *
+ * The node's launches from here on call fn(data)
+ * (cuGraphExecHostNodeSetParams).  With free_data, e owns data: the
+ * library calls free_data(data) once, on a thread of its own where CUDA
+ * calls are allowed, after data is replaced (by this call again, or by
+ * cucap_exec_update()) or e is destroyed, and the last launch of e that
+ * could run it finished; a refused call gives data back at once, on the
+ * caller's thread.  The data the capture gave goes with the graphs that
+ * hold it (cucap_builder_host_callback()).  Launches of e's handle made
+ * directly with the driver are not counted.
+ *
+ * \param       fn          Not NULL.
+ * \param       data        fn's argument.
+ * \param       free_data   NULL: the caller keeps data alive.
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for a NULL e, name or
+ *              fn, a name the capture did not give or gave another kind of
+ *              node; CUDA_ERROR_OUT_OF_MEMORY; a driver error.
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_exec_set_host_callback(cucap_exec *e, const char *name, CUhostFn fn, void *data,
+                                                CUhostFn free_data, cucap_error **err);
+
+/**
+ * \brief       Replace a named embedded graph's work
+ *
+ * g has the embedded graph's nodes, edges and order, with other values
+ * (cuGraphExecChildGraphNodeSetParams copies them: g may go after).
+ *
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL arguments, a
+ *              name the capture did not give or gave another kind of node;
+ *              CUDA_ERROR_ILLEGAL_STATE for a graph the driver discarded; a
+ *              driver error (another shape).
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_exec_set_child_graph(cucap_exec *e, const char *name, cucap_graph *g, cucap_error **err);
+
+/**
+ * \brief       Change the event a named event record or wait node uses
+ *
+ * (cuGraphExecEventRecordNodeSetEvent, cuGraphExecEventWaitNodeSetEvent).
+ *
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL arguments, a
+ *              name the capture did not give or gave another kind of node;
+ *              a driver error.
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_exec_set_event(cucap_exec *e, const char *name, CUevent event, cucap_error **err);
+
+/**
+ * \brief       Enable or disable a named kernel, copy or memset
+ *
+ * A disabled node does nothing at launch, its values kept, until it is
+ * enabled again (cuGraphNodeSetEnabled; the driver does this for these
+ * three kinds only).
+ *
+ * \param       enabled     0 disables, any other value enables.
+ * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for a NULL e or name,
+ *              a name the capture did not give; CUDA_ERROR_NOT_SUPPORTED
+ *              for another kind of node; a driver error.
+ * \since       1.6.0 (LIBCUCAPTURE_1.6)
+ */
+CUCAP_API CUresult cucap_exec_set_enabled(cucap_exec *e, const char *name, int enabled, cucap_error **err);
 
 /** \brief The driver's executable graph (borrowed), NULL for NULL */
 CUCAP_API CUgraphExec cucap_exec_handle(const cucap_exec *e);
