@@ -524,7 +524,8 @@ static int same_topology(const struct sim_graph *a, const struct sim_graph *b)
 }
 
 /* The driver copies the new graph's values into the executable graph
- * (the graph may go after); its topology must be the embedded one's. */
+ * (the graph may go after); its topology must be the embedded one's,
+ * else CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE (H100). */
 static CUresult sim_cuGraphExecChildGraphNodeSetParams(CUgraphExec he, CUgraphNode h, CUgraph child)
 {
     struct sim_graph *fresh, *old;
@@ -533,9 +534,10 @@ static CUresult sim_cuGraphExecChildGraphNodeSetParams(CUgraphExec he, CUgraphNo
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
 
     sim_lock();
-    if (sim_graph_valid(child) && (n = exec_node(he, h, CU_GRAPH_NODE_TYPE_GRAPH, &e)) != NULL &&
-        same_topology(n->u.child.graph, (struct sim_graph *)child)) {
-        if (!(fresh = sim_graph_clone((struct sim_graph *)child, n))) {
+    if (sim_graph_valid(child) && (n = exec_node(he, h, CU_GRAPH_NODE_TYPE_GRAPH, &e)) != NULL) {
+        if (!same_topology(n->u.child.graph, (struct sim_graph *)child)) {
+            rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;   /* measured on the H100 */
+        } else if (!(fresh = sim_graph_clone((struct sim_graph *)child, n))) {
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             old = n->u.child.graph;

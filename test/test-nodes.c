@@ -306,7 +306,7 @@ BACKEND_TEST(nodes, an_embedded_graph_is_replaced_by_name)
     cucap_graph_unref(g_other);   /* the executable graph copied it */
     launched(exec, s);
     expect_bytes(d, 16, 2, "replaced by name");
-    REFUSED(cucap_exec_set_child_graph(exec, "step", g_longer, &why), CUDA_ERROR_INVALID_VALUE,
+    REFUSED(cucap_exec_set_child_graph(exec, "step", g_longer, &why), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE,
             "cuGraphExecChildGraphNodeSetParams");
     cr_assert_eq(D.cuMemsetD8(d, 0, 64), CUDA_SUCCESS);
     launched(exec, s);

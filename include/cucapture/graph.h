@@ -331,8 +331,9 @@ CUCAP_API CUresult cucap_exec_set_host_callback(cucap_exec *e, const char *name,
  *
  * \return      CUDA_SUCCESS; CUDA_ERROR_INVALID_VALUE for NULL arguments, a
  *              name the capture did not give or gave another kind of node;
- *              CUDA_ERROR_ILLEGAL_STATE for a graph the driver discarded; a
- *              driver error (another shape).
+ *              CUDA_ERROR_ILLEGAL_STATE for a graph the driver discarded;
+ *              CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE for a graph of another
+ *              shape (the driver's answer); a driver error.
  * \since       1.6.0 (LIBCUCAPTURE_1.6)
  */
 CUCAP_API CUresult cucap_exec_set_child_graph(cucap_exec *e, const char *name, cucap_graph *g, cucap_error **err);

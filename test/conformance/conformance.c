@@ -258,6 +258,7 @@ int main(int argc, char **argv)
     conf_rows_join();
     conf_rows_devices();
     conf_rows_graph_memory();
+    conf_rows_nodes();
     printf("1..%d\n", rows);
     D.cuCtxSetCurrent(NULL);
     D.cuDevicePrimaryCtxRelease(conf_dev);

@@ -56,6 +56,7 @@ void conf_rows_copies(void);
 void conf_rows_join(void);
 void conf_rows_devices(void);
 void conf_rows_graph_memory(void);
+void conf_rows_nodes(void);
 
 /* The child-process scenarios of conf_rows_bodies: runs one, prints its
  * progress on stdout, returns the exit status. */
