@@ -830,6 +830,76 @@ BACKEND_TEST(cxx, host_callback_gives_its_data_back_once)
     D.cuStreamDestroy(s);
 }
 
+// Named nodes from a fresh thread (no current context): every change by
+// name, a refusal thrown, the data set by name given back once.
+BACKEND_TEST(cxx, named_nodes_change_from_a_fresh_thread)
+{
+    CUdeviceptr a = device_buffer(64), c = device_buffer(64), d = device_buffer(64);
+    CUstream s = new_stream();
+    CUevent ev = nullptr;
+    unsigned char host[64];
+
+    cr_assert_eq(D.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    cxx_calls = 0;
+    cxx_freed = 0;
+    std::string failure = on_fresh_thread([&] {
+        cucap::builder one = cucap::builder::create();
+        one.begin();
+        EXPECT(D.cuMemsetD8Async(a, 1, 16, one.stream()) == CUDA_SUCCESS);
+        one.end();
+        cucap::builder other = cucap::builder::create();
+        other.begin();
+        EXPECT(D.cuMemsetD8Async(a, 6, 16, other.stream()) == CUDA_SUCCESS);
+        other.end();
+        cucap::builder b = cucap::builder::create();
+        b.begin();
+        EXPECT(D.cuMemsetD8Async(a, 1, 64, b.stream()) == CUDA_SUCCESS);
+        b.name_node("fill");
+        EXPECT(D.cuMemcpyAsync(c, a, 64, b.stream()) == CUDA_SUCCESS);
+        b.name_node("copy");
+        b.host_callback(cxx_count, nullptr, nullptr);
+        b.name_node("callback");
+        b.embed(one);
+        b.name_node("step");
+        EXPECT(D.cuEventRecordWithFlags(ev, b.stream(), CU_EVENT_RECORD_EXTERNAL) == CUDA_SUCCESS);
+        b.name_node("done");
+        b.end();
+        cucap::exec e = b.complete();
+        e.set_memset("fill", d, 3);
+        e.set_memcpy("copy", c, d, 64);
+        e.set_host_callback("callback", cxx_count, nullptr, cxx_free);
+        e.set_child_graph("step", other.graph_ref());
+        e.set_event("done", ev);
+        e.set_enabled("copy", false);
+        e.set_enabled("copy", true);
+        try {
+            e.set_memset("copy", d, 1);
+            EXPECT(!"a memset of a copy's name was taken");
+        } catch (const cucap::error &x) {
+            EXPECT(x.code() == CUDA_ERROR_INVALID_VALUE);
+        }
+        e.launch(s);
+        with_context(b.context());
+        EXPECT(D.cuStreamSynchronize(s) == CUDA_SUCCESS);
+        D.cuCtxSetCurrent(NULL);
+    });
+    cr_assert(failure.empty(), "%s", failure.c_str());
+    read_back(c, host, sizeof host);
+    cr_assert_eq(host[63], 3, "the copy took the memset's new destination");
+    read_back(a, host, sizeof host);
+    cr_assert_eq(host[0], 6, "the embedded graph replaced");
+    cr_assert_eq(host[63], 0, "the memset no longer writes a");
+    cr_assert_eq(cxx_calls.load(), 1);
+    for (int waited = 0; cxx_freed.load() < 1 && waited < 5000; waited++)
+        usleep(1000);
+    cr_assert_eq(cxx_freed.load(), 1, "the data set by name given back %d times", cxx_freed.load());
+    D.cuEventDestroy(ev);
+    D.cuMemFree(a);
+    D.cuMemFree(c);
+    D.cuMemFree(d);
+    D.cuStreamDestroy(s);
+}
+
 // embed, dot_print, on_stream with a borrowed stream, upload.
 BACKEND_TEST(cxx, embed_dot_print_and_borrowed_streams)
 {
