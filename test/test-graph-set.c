@@ -459,6 +459,7 @@ static void held_rounds(enum held_step kind)
         streams[i] = new_stream();
     cr_assert_eq(D.cuMemAlloc(&out, sizeof host), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemsetD8(out, 0, sizeof host), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);   /* the runs' streams do not wait for it */
     for (key = 0; key < HELD_KEYS; key++)
         calls[key] = (struct held_call){ kind, &gate, out + key * 8, (unsigned char)(key + 1), 0 };
     for (round = 0; round < 2; round++)
@@ -557,6 +558,7 @@ static void one_key_on_streams(enum held_step kind, size_t budget_graphs, size_t
         streams[i] = new_stream();
     cr_assert_eq(D.cuMemAlloc(&out, 16), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemsetD8(out, 0, 16), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);   /* the runs' streams do not wait for it */
     calls[0] = (struct held_call){ kind, &gate, out, 0x5a, 0 };
     calls[1] = (struct held_call){ kind, &gate, out + 8, 0x6b, 0 };
     for (i = 0; i < 9; i++) {   /* held: every graph of the key stays in flight */

@@ -43,6 +43,14 @@ static void check_refusal(CUresult rc, CUresult want, cucap_error *why, const ch
         check_refusal(rc_, want, why, says);                                                       \
     } while (0)
 
+/* n bytes at d set to 0, done: cuMemsetD8 of device memory may return
+ * before it is, and the tests' streams do not wait for the legacy one. */
+static void zero(CUdeviceptr d, size_t n)
+{
+    cr_assert_eq(D.cuMemsetD8(d, 0, n), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);
+}
+
 static CUstream stream(void)
 {
     CUstream s = NULL;
@@ -185,8 +193,8 @@ BACKEND_TEST(nodes, copies_and_memsets_change_by_name_and_are_enabled_and_disabl
     cr_assert_eq(D.cuMemAlloc(&b2, 64), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemAlloc(&c, 64), CUDA_SUCCESS);
     cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_SUCCESS);
-    cr_assert_eq(D.cuMemsetD8(c, 0, 64), CUDA_SUCCESS);
-    cr_assert_eq(D.cuMemsetD8(d, 0, 64), CUDA_SUCCESS);
+    zero(c, 64);
+    zero(d, 64);
     b = capturing();
     cr_assert_eq(D.cuMemsetD8Async(a, 1, 64, cucap_builder_stream(b)), CUDA_SUCCESS);
     named(b, "fill");
@@ -198,7 +206,7 @@ BACKEND_TEST(nodes, copies_and_memsets_change_by_name_and_are_enabled_and_disabl
     /* the memset now fills c with 7, the copy takes c to d */
     CHANGED(cucap_exec_set_memset(exec, "fill", c, 7, &err_));
     CHANGED(cucap_exec_set_memcpy(exec, "copy", d, c, 64, &err_));
-    cr_assert_eq(D.cuMemsetD8(b2, 0, 64), CUDA_SUCCESS);
+    zero(b2, 64);
     launched(exec, s);
     expect_bytes(d, 64, 7, "changed by name");
     expect_bytes(c, 64, 7, "the memset's new destination");
@@ -246,7 +254,7 @@ BACKEND_TEST(nodes, names_follow_an_update_and_a_name_it_lacks_is_refused)
     named(b2, "fill");
     cr_assert_eq(cucap_builder_end(b2, NULL), CUDA_SUCCESS);
     CHANGED(cucap_exec_update(exec, b2, &err_));
-    cr_assert_eq(D.cuMemsetD8(c, 0, 64), CUDA_SUCCESS);
+    zero(c, 64);
     CHANGED(cucap_exec_set_memset(exec, "fill", c, 5, &err_));
     launched(exec, s);
     expect_bytes(c, 32, 5, "the updating capture's memset, changed");
@@ -289,7 +297,7 @@ BACKEND_TEST(nodes, an_embedded_graph_is_replaced_by_name)
     cucap_exec *exec;
 
     cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_SUCCESS);
-    cr_assert_eq(D.cuMemsetD8(d, 0, 64), CUDA_SUCCESS);
+    zero(d, 64);
     one = memsets(d, 1, 1);
     other = memsets(d, 2, 1);
     longer = memsets(d, 3, 2);
@@ -308,7 +316,7 @@ BACKEND_TEST(nodes, an_embedded_graph_is_replaced_by_name)
     expect_bytes(d, 16, 2, "replaced by name");
     REFUSED(cucap_exec_set_child_graph(exec, "step", g_longer, &why), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE,
             "cuGraphExecChildGraphNodeSetParams");
-    cr_assert_eq(D.cuMemsetD8(d, 0, 64), CUDA_SUCCESS);
+    zero(d, 64);
     launched(exec, s);
     expect_bytes(d, 16, 2, "a refused graph changes nothing");
     expect_bytes(d + 16, 16, 0, "a refused graph changes nothing");
@@ -503,7 +511,7 @@ Test(kernels_run_gpu, one_argument_changes_and_the_others_stay)
     other = k.out[2];   /* jacobi's swap: the pointer argument too */
     cr_assert_eq(cucap_exec_set_kernel_arg(exec, "second", 0, &other, sizeof other, &err), CUDA_SUCCESS, "%s",
                  cucap_error_message(err));
-    cr_assert_eq(D.cuMemsetD8(k.out[1], 0, sizeof s), CUDA_SUCCESS);
+    zero(k.out[1], sizeof s);
     cr_assert_eq(D.cuStreamSynchronize(NULL), CUDA_SUCCESS);
     run(exec);
     s = read_out(&k, 1);
@@ -517,7 +525,7 @@ Test(kernels_run_gpu, one_argument_changes_and_the_others_stay)
     REFUSED(cucap_exec_set_memset(exec, "first", k.out[0], 0, &why), CUDA_ERROR_INVALID_VALUE, "is a kernel node, not a memset node");
 
     /* disabled: the first kernel writes nothing, its values kept; enabled again */
-    cr_assert_eq(D.cuMemsetD8(k.out[0], 0, sizeof s), CUDA_SUCCESS);
+    zero(k.out[0], sizeof s);
     cr_assert_eq(cucap_exec_set_enabled(exec, "first", 0, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
     run(exec);
     s = read_out(&k, 0);

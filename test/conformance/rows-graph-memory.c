@@ -166,6 +166,7 @@ static void clones(void)
     conf_append(text, sizeof text, "memset graph %s", conf_code(D.cuGraphClone(&c, g)));
     D.cuGraphDestroy(g);
     D.cuMemsetD8(d, 0, BYTES);
+    D.cuStreamSynchronize(NULL);   /* done before s's launch: s does not wait for the legacy stream */
     e = c ? instantiate(c) : NULL;
     conf_append(text, sizeof text, ", its copy launched after the original's destroy %s", launched(e, s));
     conf_append(text, sizeof text, ", filled %s", filled(d));
