@@ -58,15 +58,14 @@ void cucap_i_reap(struct cucap_reaped *item)
     pthread_mutex_unlock(&lock);
 }
 
-void cucap_i_reaper_drain(void)
+int cucap_i_reaper_stop(void)
 {
-    struct cucap_reaped *item;
     int joining;
 
     pthread_mutex_lock(&lock);
     if (running && pthread_equal(pthread_self(), thread)) {
         pthread_mutex_unlock(&lock);
-        return;   /* a free function drains: the thread's own loop runs the rest */
+        return 0;
     }
     joining = running;
     stopping = 1;
@@ -75,11 +74,32 @@ void cucap_i_reaper_drain(void)
     if (joining)
         pthread_join(thread, NULL);   /* it runs what was queued before it stops */
     pthread_mutex_lock(&lock);
+    running = 0;
+    pthread_mutex_unlock(&lock);
+    return 1;
+}
+
+unsigned long cucap_i_reaper_run_queued(void)
+{
+    struct cucap_reaped *item;
+    unsigned long ran = 0;
+
+    pthread_mutex_lock(&lock);
     while ((item = take()) != NULL) {
         pthread_mutex_unlock(&lock);
         run(item);
+        ran++;
         pthread_mutex_lock(&lock);
     }
-    running = stopping = 0;
+    pthread_mutex_unlock(&lock);
+    return ran;
+}
+
+void cucap_i_reaper_resume(void)
+{
+    pthread_mutex_lock(&lock);
+    stopping = 0;
+    if (head && pthread_create(&thread, NULL, reaper, NULL) == 0)
+        running = 1;
     pthread_mutex_unlock(&lock);
 }

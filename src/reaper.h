@@ -17,8 +17,14 @@ struct cucap_reaped {
  * item waits for the next call that can start one, or for
  * cucap_i_reaper_drain. */
 void cucap_i_reap(struct cucap_reaped *item);
-/* Run what is queued, on the calling thread, and stop the reaper thread
- * (cucap_release_cached); a later cucap_i_reap starts a new one. */
-void cucap_i_reaper_drain(void);
+/* cucap_release_cached: stop the reaper thread, after what it runs now
+ * (1), or 0 on the reaper thread itself (a free that releases); until
+ * cucap_i_reaper_resume, frees queue and run only in
+ * cucap_i_reaper_run_queued, so none runs beside the release. */
+int cucap_i_reaper_stop(void);
+/* Run what is queued, on the calling thread: how many ran. */
+unsigned long cucap_i_reaper_run_queued(void);
+/* After cucap_i_reaper_stop's 1: frees run on a thread again. */
+void cucap_i_reaper_resume(void);
 
 #endif

@@ -18,11 +18,8 @@
 #include "stream-cache.h"
 #include "staging.h"
 
-void cucap_release_cached(void)
+static void drain_all(void)
 {
-    if (!cucap_i_driver_loaded())
-        return;   /* nothing was ever kept */
-    cucap_i_deferred_destroys_sweep("cucap_release_cached");   /* those whose launches are done */
     cucap_i_builder_kept_drain();   /* first: they hold streams and contexts */
     cucap_i_eager_streams_drain();
     cucap_i_pool_device_pools_drain();   /* they hold contexts, and their pools memory */
@@ -34,6 +31,24 @@ void cucap_release_cached(void)
     cucap_i_stream_cache_drain();
     cucap_i_hand_back_drain();   /* words from the blocks' pools */
     cucap_i_params_pools_drain();
-    cucap_i_reaper_drain();   /* the frees due; the thread stops */
+}
+
+void cucap_release_cached(void)
+{
+    int stopped, pass = 0;
+
+    if (!cucap_i_driver_loaded())
+        return;   /* nothing was ever kept */
+    /* the frees due run here, none beside the drains: a program's free
+     * may call the library, which then keeps things again, so the drains
+     * follow it, and run again after frees that the drains let go of */
+    stopped = cucap_i_reaper_stop();
+    do {
+        cucap_i_deferred_destroys_sweep("cucap_release_cached");   /* those whose launches are done */
+        (void)cucap_i_reaper_run_queued();
+        drain_all();
+    } while (cucap_i_reaper_run_queued() && ++pass < 4);
     cucap_i_device_table_free();   /* emptied by the drains above */
+    if (stopped)
+        cucap_i_reaper_resume();
 }

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cucapture.h>
 #include <cudaTypedefs.h>
@@ -152,6 +153,40 @@ failed:
     return w->rc;
 }
 
+static void CUDA_CB no_op(void *p)
+{
+    (void)p;
+}
+
+/* A free that takes a while on the library's thread and then calls the
+ * library, which keeps a context hold again. */
+static void slow_free_calling_the_library(void *p)
+{
+    struct timespec pause = { 0, 200 * 1000000L };
+    cucap_graph_memory m;
+
+    (void)p;
+    nanosleep(&pause, NULL);
+    (void)cucap_device_graph_memory(0, &m, NULL);
+}
+
+/* A capture's graph with such a free, let go of just before
+ * cucap_release_cached: the free runs during the release. */
+static int free_during_release(void)
+{
+    cucap_builder *b = NULL;
+
+    if (cucap_builder_create(0, &b, NULL) != CUDA_SUCCESS ||
+        cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, NULL) != CUDA_SUCCESS ||
+        cucap_builder_host_callback(b, no_op, NULL, slow_free_calling_the_library, NULL) != CUDA_SUCCESS ||
+        cucap_builder_end(b, NULL) != CUDA_SUCCESS) {
+        cucap_builder_destroy(b);
+        return 0;
+    }
+    cucap_builder_destroy(b);   /* its graph, and the callback's data, go */
+    return 1;
+}
+
 static void *worker(void *p)
 {
     struct work *w = p;
@@ -215,7 +250,9 @@ int main(void)
             all_ran = 0;
             printf("# %s\n", w[i].message[0] ? w[i].message : "a thread could not start");
         }
-    check(all_ran, "6 fresh threads created and destroyed every kind of object, 20 rounds each");
+    check(all_ran && free_during_release(),
+          "6 fresh threads created and destroyed every kind of object, 20 rounds each; a host callback's free "
+          "that calls the library runs during the release");
     cucap_release_cached();
     if (on_gpu) {
         PFN_cuDevicePrimaryCtxGetState_v7000 get_state =
