@@ -384,6 +384,8 @@ static void set_op(unsigned op, unsigned a, unsigned c);
 /* Host callbacks' data: given out, and given back (never more often). */
 static atomic_long callbacks_given, callbacks_back;
 
+static const char *const node_names[3] = { "a", "b", "c" };
+
 static void CUDA_CB count_callback(void *unused)
 {
     (void)unused;
@@ -661,6 +663,23 @@ static void run_step(struct input *in)
             atomic_fetch_add(&callbacks_given, 1);
             rc = cucap_builder_host_callback(b, count_callback, NULL, give_callback_back, &err);
             checked(rc, err, "cucap_builder_host_callback");
+            if (rc == CUDA_SUCCESS && (c & 2)) {   /* named, for the changes below */
+                rc = cucap_builder_name_node(b, node_names[(c >> 2) % 3], &err);
+                checked(rc, err, "cucap_builder_name_node");
+            }
+            break;
+        }
+        if (c & 2) {   /* a change by name, in an executable graph: its data owned by it from here */
+            cucap_exec *e = st.e[a % EXECS];
+            const char *name = node_names[(c >> 2) % 3];
+            if (c & 4) {
+                atomic_fetch_add(&callbacks_given, 1);
+                rc = cucap_exec_set_host_callback(e, name, count_callback, NULL, give_callback_back, &err);
+                checked(rc, err, "cucap_exec_set_host_callback");
+            } else {
+                rc = cucap_exec_set_enabled(e, name, (int)(c & 8), &err);
+                checked(rc, err, "cucap_exec_set_enabled");
+            }
             break;
         }
         rc = cucap_builder_dot_print(b, "/dev/null", 0, &err);
