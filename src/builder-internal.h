@@ -32,10 +32,12 @@ void cucap_i_fork_release(cucap_builder *f, const char *caller);
 CUresult cucap_i_builder_begin_direct(cucap_builder *b, struct cucap_direct_run *run, const char *caller,
                                       cucap_error **err);
 
-/* The block a NOT_STARTED PRIMARY builder's next capture takes when it
- * asks for one of p's size, instead of a new one (a graph set updating a
- * kept executable graph, whose block it is); a reference on p. */
+/* The block a PRIMARY builder's next capture takes when it asks for one
+ * of p's size, instead of a new one (its last capture's, or a graph set's
+ * kept executable graph's, whose block it is); a reference on p.
+ * kept_params gives it (a reference) for a block of size bytes, or NULL. */
 void cucap_i_builder_offer_params(cucap_builder *b, struct cucap_params *p);
+struct cucap_params *cucap_i_builder_kept_params(cucap_builder *b, size_t size);
 
 /* Driver calls on the streams of a running capture take its hierarchy's
  * graph lock (cucap_i_hier_lock): one thread at a time adds to a capture

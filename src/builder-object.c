@@ -1,8 +1,18 @@
-/* The checks of a builder's state that every builder call makes. */
+/* The builder object: its memory (primary and body builders one by one,
+ * a split's forks in one slab, both kept for reuse once freed), what the
+ * calls that are not builder.c's read of it, and the checks of its state
+ * that every builder call makes. */
 #include "config.h"
 
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "builder-object.h"
+#include "context-hold.h"
 #include "error.h"
+#include "free-list.h"
 
 const char *const cucap_i_state_names[] = { "NOT_STARTED", "CAPTURING", "ENDED", "INVALIDATED", "CLOSED" };
 
@@ -34,4 +44,161 @@ CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller,
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the graph has not finished building (the builder "
                             "is %s; end it first)", caller, cucap_i_state_names[b->state]);
     return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- what others read */
+
+cucap_builder_state cucap_i_builder_state(const cucap_builder *b)
+{
+    return b->state;
+}
+
+struct cucap_hier *cucap_i_builder_hier(const cucap_builder *b)
+{
+    return b->h;
+}
+
+struct ctx_hold *cucap_i_builder_ctx(const cucap_builder *b)
+{
+    return b->ctx;
+}
+
+/* ---------------------------------------------------------------- conditional bodies */
+
+cucap_builder *cucap_i_builder_new_body(struct ctx_hold *ctx, CUstream s, struct cucap_body_record *record)
+{
+    cucap_builder *b = cucap_i_builder_new(CUCAP_BUILDER_BODY, CUCAP_BUILDER_NOT_STARTED, s, 1, ctx);
+
+    if (b) {
+        b->cached_stream = 1;
+        b->record = record;
+    }
+    return b;
+}
+
+void cucap_i_builder_place_body(cucap_builder *body, struct cucap_hier *parent_h, struct cucap_box *box)
+{
+    body->body_box = box;
+    body->parent_h = parent_h;
+}
+
+struct cucap_body_record *cucap_i_builder_body_record(const cucap_builder *b)
+{
+    return b ? b->record : NULL;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+/* Fork slabs whose builders were all freed, and freed primary builders,
+ * kept for the next captures: a split of many forks would otherwise
+ * allocate and clear a large block each time. */
+#define FREE_SLAB_MAX 256           /* builders; larger slabs go back to the heap */
+static struct cucap_free_list free_slabs = CUCAP_FREE_LIST_INIT, free_builders = CUCAP_FREE_LIST_INIT;
+
+static void builder_init(cucap_builder *b, cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
+                         struct ctx_hold *ctx)
+{
+    b->kind = kind;
+    b->state = state;
+    b->stream = s;
+    b->owns_stream = owns;
+    b->ctx = ctx;
+}
+
+cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
+                                  struct ctx_hold *ctx)
+{
+    cucap_builder *b = cucap_i_free_list_take(&free_builders);
+
+    if (b)
+        memset(b, 0, sizeof *b);
+    else
+        b = calloc(1, sizeof *b);
+    if (b) {
+        builder_init(b, kind, state, s, owns, ctx);
+        cucap_i_ctx_hold_ref_by(ctx, 1);
+    }
+    return b;
+}
+
+struct builder_slab {
+    atomic_size_t live;              /* builders not yet freed */
+    size_t count;                    /* builders handed out */
+    size_t capacity;                 /* builders it has room for */
+    cucap_builder builders[];
+};
+
+static struct builder_slab *take_free_slab(size_t count)
+{
+    struct builder_slab *slab = cucap_i_free_list_take(&free_slabs);
+
+    if (slab && slab->capacity < count) {   /* too small for this split: kept for another */
+        if (!cucap_i_free_list_give(&free_slabs, slab))
+            free(slab);
+        slab = NULL;
+    }
+    return slab;
+}
+
+static void give_free_slab(struct builder_slab *slab)
+{
+    if (slab->capacity > FREE_SLAB_MAX || !cucap_i_free_list_give(&free_slabs, slab))
+        free(slab);
+}
+
+void cucap_i_builder_free_lists_drain(void)
+{
+    cucap_i_free_list_drain(&free_slabs);
+    cucap_i_free_list_drain(&free_builders);
+}
+
+struct builder_slab *cucap_i_builder_slab_new(size_t count)
+{
+    struct builder_slab *slab = take_free_slab(count);
+    size_t capacity = 4;
+
+    if (slab) {
+        memset(slab->builders, 0, count * sizeof slab->builders[0]);
+    } else {
+        while (capacity < count && capacity <= SIZE_MAX / 2)
+            capacity *= 2;
+        if (capacity < count || capacity > (SIZE_MAX - sizeof *slab) / sizeof slab->builders[0] ||
+            !(slab = calloc(1, sizeof *slab + capacity * sizeof slab->builders[0])))
+            return NULL;
+        slab->capacity = capacity;
+    }
+    atomic_init(&slab->live, count);
+    slab->count = count;
+    return slab;
+}
+
+cucap_builder *cucap_i_builder_slab_take(struct builder_slab *slab, size_t i, cucap_builder_kind kind,
+                                         cucap_builder_state state, CUstream s, int owns, struct ctx_hold *ctx)
+{
+    cucap_builder *b = &slab->builders[i];
+
+    builder_init(b, kind, state, s, owns, ctx);
+    b->slab = slab;
+    return b;
+}
+
+void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken)
+{
+    size_t unused = slab->count - taken;
+
+    if (unused && atomic_fetch_sub_explicit(&slab->live, unused, memory_order_acq_rel) == unused)
+        give_free_slab(slab);
+}
+
+void cucap_i_builder_free(cucap_builder *b)
+{
+    struct builder_slab *slab = b->slab;
+
+    if (!slab) {
+        if (!cucap_i_free_list_give(&free_builders, b))
+            free(b);
+    }
+    /* a split of one fork: no other builder shares the slab, no count to take */
+    else if (slab->count == 1 || atomic_fetch_sub_explicit(&slab->live, 1, memory_order_acq_rel) == 1)
+        give_free_slab(slab);
 }

@@ -1,9 +1,11 @@
 /* The builder object (builder-object.c): one struct for the three kinds
- * (primary, fork, conditional body), and the checks of its state that
- * every builder call makes.  builder.c runs its life; the files that serve
- * it (builder-memory.c, fork-links.c, kept-forks.c), the split, join,
- * conditional and embed calls (split.c, join.c, conditional.c, embed.c) and
- * cucap_exec_update (graph.c) read and write its fields.  Internal. */
+ * (primary, fork, conditional body), its memory, what other calls read of
+ * it, and the checks of its state that every builder call makes.
+ * builder.c runs its life; only builder-object.c, builder.c, the fork
+ * machinery (split.c, join.c, fork-links.c, kept-forks.c) read and write
+ * its fields (test/check-builder-fields.sh); the conditional, embed,
+ * parameter-block and update calls go through the functions below.
+ * Internal. */
 #ifndef CUCAPTURE_BUILDER_OBJECT_H
 #define CUCAPTURE_BUILDER_OBJECT_H
 
@@ -20,6 +22,9 @@ struct cucap_body_record;
 struct cucap_params;
 struct builder_slab;
 
+/* test/check-builder-fields.sh compiles src/ without the struct: the
+ * files that then fail are the ones that touch its fields. */
+#ifndef CUCAP_BUILDER_OPAQUE
 struct cucap_builder {
     /* what a capture loop touches, first */
     cucap_builder_kind kind;
@@ -60,8 +65,41 @@ struct cucap_builder {
     struct cucap_body_record *record;
     int record_failed;               /* the last capture failed or could not be attached */
 };
+#endif
 
 extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
+
+/* b's own state (a fork's does not follow its primary's end: see
+ * cucap_builder_get_state), the hierarchy of its capture (NULL before
+ * begin), its context hold. */
+cucap_builder_state cucap_i_builder_state(const cucap_builder *b);
+struct cucap_hier *cucap_i_builder_hier(const cucap_builder *b);
+struct ctx_hold *cucap_i_builder_ctx(const cucap_builder *b);
+
+/* A NOT_STARTED body builder on stream s (from the cache) for a body
+ * whose record is `record`; placed, once its node exists, in the parent's
+ * hierarchy at the body graph's box, with a reference on parent_h that the
+ * caller took for it. */
+cucap_builder *cucap_i_builder_new_body(struct ctx_hold *ctx, CUstream s, struct cucap_body_record *record);
+void cucap_i_builder_place_body(cucap_builder *body, struct cucap_hier *parent_h, struct cucap_box *box);
+struct cucap_body_record *cucap_i_builder_body_record(const cucap_builder *b);
+
+/* Its memory: one by one, a split's forks in one slab, kept for reuse. */
+cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
+                                   struct ctx_hold *ctx);
+/* The forks of one split allocated together: take builder i of the
+ * slab (its reference to ctx is the caller's to add, for all at once);
+ * done returns the ones not taken.  Every builder, of a slab or
+ * not, is freed on its own by cucap_i_builder_free (a slab with its last
+ * builder). */
+struct builder_slab *cucap_i_builder_slab_new(size_t count);
+cucap_builder *cucap_i_builder_slab_take(struct builder_slab *slab, size_t i, cucap_builder_kind kind,
+                                         cucap_builder_state state, CUstream s, int owns, struct ctx_hold *ctx);
+void cucap_i_builder_slab_done(struct builder_slab *slab, size_t taken);
+void cucap_i_builder_free(cucap_builder *b);
+/* Free the builders and slabs kept for reuse (cucap_release_cached). */
+void cucap_i_builder_free_lists_drain(void);
+
 
 /* b is not NULL and not closed. */
 CUresult cucap_i_builder_check_open(const cucap_builder *b, const char *caller, cucap_error **err);

@@ -2,7 +2,7 @@
  * close, destroy), queries, what an ended builder hands out (complete,
  * complete_into, graph, dot print), the capture lock
  * as builders take it, and enqueue under it.  The struct and its checks:
- * builder-object.c; memory: builder-memory.c; embed: embed.c; split and
+ * builder-object.c, with its memory; embed: embed.c; split and
  * join: split.c, join.c, fork-links.c, kept-forks.c; conditional nodes:
  * conditional.c, and body.c for attaching a body; the capture:
  * hierarchy.c; streams and events: stream-cache.c; the parameter block
@@ -19,7 +19,7 @@
 #include "hierarchy.h"
 #include "error.h"
 #include "body.h"
-#include "builder-memory.h"
+#include "builder-object.h"
 #include "context-hold.h"
 #include "device-table.h"
 #include "fork-links.h"
@@ -478,6 +478,25 @@ void cucap_builder_destroy(cucap_builder *b)
         cucap_i_kept_fork_destroy(b, "cucap_builder_destroy");
     else
         cucap_i_builder_free(b);
+}
+
+/* ---------------------------------------------------------------- the block a primary keeps */
+
+struct cucap_params *cucap_i_builder_kept_params(cucap_builder *b, size_t size)
+{
+    if (b->kind != CUCAP_BUILDER_PRIMARY || !b->params || cucap_i_params_size(b->params) != size)
+        return NULL;
+    cucap_i_params_ref(b->params);
+    return b->params;
+}
+
+void cucap_i_builder_offer_params(cucap_builder *b, struct cucap_params *p)
+{
+    if (b->kind != CUCAP_BUILDER_PRIMARY || b->params == p)
+        return;
+    cucap_i_params_ref(p);
+    cucap_i_params_unref(b->params, "cucap_builder_params");
+    b->params = p;
 }
 
 /* ---------------------------------------------------------------- queries */

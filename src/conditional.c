@@ -9,7 +9,7 @@
 #include "driver.h"
 #include "hierarchy.h"
 #include "error.h"
-#include "builder-memory.h"
+#include "builder-object.h"
 #include "stream-cache.h"
 
 #define IF_ELSE_SWITCH_FLOOR 12080    /* IF with two bodies and SWITCH: CUDA 12.8 drivers */
@@ -18,9 +18,9 @@
  * lock (see cucap_i_capture_lock), refused once a fork's primary ended. */
 static CUresult conditional_lock(const cucap_builder *b, const char *caller, cucap_error **err)
 {
-    if (!b || b->state == CUCAP_BUILDER_CLOSED || !b->h)
+    if (!b || cucap_i_builder_state(b) == CUCAP_BUILDER_CLOSED || !cucap_i_builder_hier(b))
         return CUDA_SUCCESS;   /* the prologue refuses these */
-    if (!cucap_i_capture_lock(b) && b->state == CUCAP_BUILDER_CAPTURING) {
+    if (!cucap_i_capture_lock(b) && cucap_i_builder_state(b) == CUCAP_BUILDER_CAPTURING) {
         cucap_i_capture_unlock(b);
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: cannot add conditional work when not actively capturing (the capture ended)",
@@ -31,7 +31,7 @@ static CUresult conditional_lock(const cucap_builder *b, const char *caller, cuc
 
 static void conditional_unlock(const cucap_builder *b)
 {
-    if (b && b->state != CUCAP_BUILDER_CLOSED)
+    if (b && cucap_i_builder_state(b) != CUCAP_BUILDER_CLOSED)
         cucap_i_capture_unlock(b);
 }
 
@@ -49,20 +49,20 @@ static CUresult conditional_prologue(cucap_builder *b, int driver_floor, const c
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
                             "%s: driver version %d does not support this conditional node (it needs CUDA %d.%d)",
                             caller, cucap_driver_version(), driver_floor / 1000, driver_floor % 1000 / 10);
-    if (cucap_i_hier_direct(b->h))
+    if (cucap_i_hier_direct(cucap_i_builder_hier(b)))
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
                             "%s: conditional nodes exist only in a graph, and this builder runs its work at once "
                             "without capturing", caller);
-    if (cucap_i_hier_is_body_capture(b->h))
+    if (cucap_i_hier_is_body_capture(cucap_i_builder_hier(b)))
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
                             "%s: conditional nodes cannot be nested inside a conditional body: a body is captured "
                             "standalone and attached as a child graph, and the driver refuses child graphs that "
                             "hold conditional nodes (CUDA_ERROR_NOT_SUPPORTED)", caller);
-    if (b->state != CUCAP_BUILDER_CAPTURING)
+    if (cucap_i_builder_state(b) != CUCAP_BUILDER_CAPTURING)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: cannot add conditional work when not actively capturing (the builder is %s)", caller,
-                            cucap_i_state_names[b->state]);
-    rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, graph, deps, edges, n);
+                            cucap_i_state_names[cucap_i_builder_state(b)]);
+    rc = cucap_i_drv.cuStreamGetCaptureInfo(cucap_builder_stream(b), &status, NULL, graph, deps, edges, n);
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCaptureInfo");
     if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
@@ -86,10 +86,12 @@ CUresult cucap_builder_create_condition(cucap_builder *b, unsigned int default_v
     if ((rc = conditional_lock(b, caller, err)) != CUDA_SUCCESS)
         return rc;
     if ((rc = conditional_prologue(b, CUCAP_DRIVER_FLOOR, caller, &graph, NULL, NULL, NULL, err)) == CUDA_SUCCESS &&
-        (rc = cucap_i_drv.cuGraphConditionalHandleCreate(out, graph, b->ctx->ctx, assign_default ? default_value : 0,
+        (rc = cucap_i_drv.cuGraphConditionalHandleCreate(out, graph, cucap_builder_context(b),
+                                                         assign_default ? default_value : 0,
                                                          assign_default ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0)) !=
             CUDA_SUCCESS)
-        rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuGraphConditionalHandleCreate", NULL, err);
+        rc = cucap_i_fail_in_capture(cucap_i_builder_hier(b), cucap_builder_stream(b), rc, caller,
+                                     "cuGraphConditionalHandleCreate", NULL, err);
     conditional_unlock(b);
     return rc;
 }
@@ -118,33 +120,37 @@ static CUresult add_conditional_locked(cucap_builder *b, CUgraphConditionalHandl
                                        unsigned int size, int driver_floor, const char *caller, const char *node_name,
                                        cucap_builder **bodies, cucap_error **err)
 {
+    struct cucap_hier *h;
+    struct ctx_hold *hold;
+    CUstream stream;
     CUgraph graph = NULL;
     const CUgraphNode *deps = NULL;
     const CUgraphEdgeData *edges = NULL;
     size_t n = 0;
     CUgraphNodeParams params;
     CUgraphNode node = NULL;
+    struct cucap_body_record *record;
     unsigned int i, made;
     CUresult rc;
 
     if ((rc = conditional_prologue(b, driver_floor, caller, &graph, &deps, &edges, &n, err)) != CUDA_SUCCESS)
         return rc;
+    h = cucap_i_builder_hier(b);
+    hold = cucap_i_builder_ctx(b);
+    stream = cucap_builder_stream(b);
     /* everything that can fail comes before the node, which cannot be removed */
     for (made = 0; made < size; made++) {
         CUstream s = NULL;
-        if ((rc = cucap_i_take_stream(b->ctx, &s, caller)) != CUDA_SUCCESS) {
+        if ((rc = cucap_i_take_stream(hold, &s, caller)) != CUDA_SUCCESS) {
             cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
             break;
         }
-        if (!(bodies[made] = cucap_i_builder_new(CUCAP_BUILDER_BODY, CUCAP_BUILDER_NOT_STARTED, s, 1, b->ctx))) {
-            cucap_i_give_stream(b->ctx, s, caller);
+        if (!(record = cucap_i_hier_add_body(h, node_name, made)) ||
+            !(bodies[made] = cucap_i_builder_new_body(hold, s, record))) {
+            if (record)
+                cucap_i_hier_set_body(h, record, CUCAP_BODY_EMPTY);
+            cucap_i_give_stream(hold, s, caller);
             rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-            break;
-        }
-        bodies[made]->cached_stream = 1;
-        if (!(bodies[made]->record = cucap_i_hier_add_body(b->h, node_name, made))) {
-            rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-            made++;
             break;
         }
     }
@@ -154,29 +160,28 @@ static CUresult add_conditional_locked(cucap_builder *b, CUgraphConditionalHandl
         params.conditional.handle = c;
         params.conditional.type = type;
         params.conditional.size = size;
-        params.conditional.ctx = b->ctx->ctx;
+        params.conditional.ctx = hold->ctx;
         rc = cucap_i_drv.cuGraphAddNode(&node, graph, deps, edges, n, &params);
         if (rc != CUDA_SUCCESS)
-            rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuGraphAddNode", NULL, err);
-        else if ((rc = cucap_i_drv.cuStreamUpdateCaptureDependencies(b->stream, &node, NULL, 1,
+            rc = cucap_i_fail_in_capture(h, stream, rc, caller, "cuGraphAddNode", NULL, err);
+        else if ((rc = cucap_i_drv.cuStreamUpdateCaptureDependencies(stream, &node, NULL, 1,
                                                                       CU_STREAM_SET_CAPTURE_DEPENDENCIES)) !=
                  CUDA_SUCCESS)
-            rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuStreamUpdateCaptureDependencies",
+            rc = cucap_i_fail_in_capture(h, stream, rc, caller, "cuStreamUpdateCaptureDependencies",
                                          "; the conditional node stays in the graph, with nothing captured after "
                                          "it depending on it", err);
     }
     for (i = 0; rc == CUDA_SUCCESS && i < size; i++) {
-        cucap_builder *body = bodies[i];
-        body->body_box = cucap_i_hier_add_child(b->h, cucap_i_hier_root_box(b->h), params.conditional.phGraph_out[i]);
-        if (!body->body_box)
+        struct cucap_box *box = cucap_i_hier_add_child(h, cucap_i_hier_root_box(h), params.conditional.phGraph_out[i]);
+        if (!box)
             rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-        body->parent_h = b->h;
-        cucap_i_hier_ref(b->h);
+        cucap_i_hier_ref(h);
+        cucap_i_builder_place_body(bodies[i], h, box);
     }
     if (rc != CUDA_SUCCESS) {
         for (i = 0; i < size; i++) {
-            if (bodies[i] && bodies[i]->record)
-                cucap_i_hier_set_body(b->h, bodies[i]->record, CUCAP_BODY_EMPTY);
+            if (cucap_i_builder_body_record(bodies[i]))
+                cucap_i_hier_set_body(h, cucap_i_builder_body_record(bodies[i]), CUCAP_BODY_EMPTY);
             cucap_builder_destroy(bodies[i]);
             bodies[i] = NULL;
         }

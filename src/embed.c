@@ -19,18 +19,18 @@ CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_
         return rc;
     if ((rc = cucap_i_builder_check_open(parent, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if (parent->state != CUCAP_BUILDER_CAPTURING)
+    if (cucap_i_builder_state(parent) != CUCAP_BUILDER_CAPTURING)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the parent graph is not being built (it is %s)",
-                            caller, cucap_i_state_names[parent->state]);
-    if (cucap_i_hier_direct(parent->h))
+                            caller, cucap_i_state_names[cucap_i_builder_state(parent)]);
+    if (cucap_i_hier_direct(cucap_i_builder_hier(parent)))
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: the parent runs its work at once without capturing: "
                             "launch the child's executable graph on its stream instead", caller);
     (void)cucap_i_capture_lock_pair(parent, child);
-    if (cucap_i_hier_params(child->h))
+    if (cucap_i_hier_params(cucap_i_builder_hier(child)))
         rc = cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the child's capture made a parameter block, which "
                           "only launches of the child's own executable graphs fill; make the block in the "
                           "parent's capture and let the child's work read it", caller);
-    else if (cucap_i_hier_is_capture_over(parent->h))
+    else if (cucap_i_hier_is_capture_over(cucap_i_builder_hier(parent)))
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the parent graph is not being built (its capture "
                           "ended)", caller);
     else
@@ -43,29 +43,31 @@ CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_
 static CUresult embed_locked(cucap_builder *parent, cucap_builder *child, const char *caller, cucap_error **err)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    struct cucap_hier *h = cucap_i_builder_hier(parent);
+    CUstream s = cucap_builder_stream(parent);
     CUgraph capture_graph = NULL;
     const CUgraphNode *deps = NULL;
     size_t n = 0;
     CUgraphNode node = NULL;
     CUresult rc;
 
-    rc = cucap_i_drv.cuStreamGetCaptureInfo(parent->stream, &status, NULL, &capture_graph, &deps, NULL, &n);
+    rc = cucap_i_drv.cuStreamGetCaptureInfo(s, &status, NULL, &capture_graph, &deps, NULL, &n);
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCaptureInfo");
     if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: the parent graph is not being built (the driver reports its capture %s)", caller,
                             status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? "invalidated" : "over");
-    rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, capture_graph, deps, n, cucap_i_hier_root(child->h));
+    rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, capture_graph, deps, n, cucap_i_hier_root(cucap_i_builder_hier(child)));
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed: " CUCAP_I_RESULT_FMT "%s", caller,
                             CUCAP_I_RESULT_ARGS(rc),
                             rc == CUDA_ERROR_NOT_SUPPORTED
                                 ? " (a graph with allocation, free or conditional nodes cannot be embedded)" : "");
-    rc = cucap_i_drv.cuStreamUpdateCaptureDependencies(parent->stream, &node, NULL, 1,
+    rc = cucap_i_drv.cuStreamUpdateCaptureDependencies(s, &node, NULL, 1,
                                                         CU_STREAM_SET_CAPTURE_DEPENDENCIES);
     if (rc != CUDA_SUCCESS)
-        return cucap_i_fail_in_capture(parent->h, parent->stream, rc, caller, "cuStreamUpdateCaptureDependencies",
+        return cucap_i_fail_in_capture(h, s, rc, caller, "cuStreamUpdateCaptureDependencies",
                                        "; the child-graph node stays in the graph, with nothing captured after it "
                                        "depending on it", err);
     return CUDA_SUCCESS;

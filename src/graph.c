@@ -549,7 +549,7 @@ CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **e
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
     if ((rc = cucap_i_builder_check_ended(source, caller, err)) != CUDA_SUCCESS)
         return rc;
-    return cucap_i_exec_update(e, source->h, NULL, caller, err);   /* holding source's reference */
+    return cucap_i_exec_update(e, cucap_i_builder_hier(source), NULL, caller, err);   /* holding source's reference */
 }
 
 CUresult cucap_exec_update_graph(cucap_exec *e, cucap_graph *source, cucap_error **err)

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "builder-object.h"
-#include "builder-memory.h"
+#include "builder-object.h"
 #include "context-hold.h"
 #include "driver.h"
 #include "error.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "builder-internal.h"
-#include "builder-memory.h"
+#include "builder-object.h"
 #include "capture-registry.h"
 #include "context-hold.h"
 #include "driver.h"

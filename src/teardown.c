@@ -3,7 +3,7 @@
 #include "config.h"
 
 #include "builder-internal.h"
-#include "builder-memory.h"
+#include "builder-object.h"
 #include "context-hold.h"
 #include "deferred-destroy.h"
 #include "device-table.h"

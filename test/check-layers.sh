@@ -22,7 +22,6 @@ pool 7
 body 7
 kept-forks 7
 hierarchy 6
-builder-memory 6
 hand-back 6
 reaper 1
 fork-links 6
@@ -30,7 +29,7 @@ stream-cache 5
 params 5
 staging 5
 graph-memory 5
-builder-object 5
+builder-object 6
 relaxed-scope 5
 context-hold 4
 node-names 4

@@ -1,0 +1,30 @@
+#!/bin/sh
+# Which files of src/ read or write struct cucap_builder's fields: each
+# is compiled with the struct left incomplete (CUCAP_BUILDER_OPAQUE), and
+# a file that then fails to compile touches its fields.  Only the files
+# below may; the others go through builder-object.h's and
+# builder-internal.h's functions.  Prints TAP and the count.
+allowed='builder-object.c builder.c split.c join.c fork-links.c kept-forks.c'
+top=${srcdir:-.}
+build=${top_builddir:-.}
+echo "1..1"
+touching=
+count=0
+for f in "$top"/src/*.c; do
+    name=${f##*/}
+    if ! ${CC:-cc} -std=c11 -fsyntax-only -D_GNU_SOURCE -DCUCAP_BUILDER_OPAQUE -I"$build" -I"$top/include" \
+         -I"$top/src" ${CUDA_CFLAGS:-} "$f" >/dev/null 2>&1; then
+        touching="$touching $name"
+        count=$((count + 1))
+    fi
+done
+outside=
+for name in $touching; do
+    case " $allowed " in *" $name "*) ;; *) outside="$outside $name" ;; esac
+done
+echo "# $count files read or write the builder's fields:$touching"
+if [ -z "$outside" ]; then
+    echo "ok 1 - only the builder's own files and the fork machinery touch its fields ($count files)"
+else
+    echo "not ok 1 - files outside the builder touch its fields:$outside"
+fi
