@@ -2,7 +2,7 @@
  * (primary, fork, conditional body), its memory, what other calls read of
  * it, and the checks of its state that every builder call makes.
  * builder.c runs its life; only builder-object.c, builder.c, the fork
- * machinery (split.c, join.c, fork-links.c, kept-forks.c) read and write
+ * machinery (split.c, join.c, kept-forks.c) read and write
  * its fields (test/check-builder-fields.sh); the conditional, embed,
  * parameter-block and update calls go through the functions below.
  * Internal. */
@@ -38,7 +38,7 @@ struct cucap_builder {
     int joined_in_capture;           /* a join saw its stream ACTIVE in h's capture */
     struct cucap_registration registration;    /* the stream's entry in the capture registry */
     /* forks split from this builder and still open, for
-     * cucap_builder_join_forks; guarded by h's graph lock (fork-links.c) */
+     * cucap_builder_join_forks; guarded by h's graph lock (builder-object.c) */
     cucap_builder *split_parent;
     size_t split_index;              /* its place in split_parent->forks */
     cucap_builder **forks;           /* NULL, few_forks, or on the heap when more */
@@ -83,6 +83,23 @@ struct ctx_hold *cucap_i_builder_ctx(const cucap_builder *b);
 cucap_builder *cucap_i_builder_new_body(struct ctx_hold *ctx, CUstream s, struct cucap_body_record *record);
 void cucap_i_builder_place_body(cucap_builder *body, struct cucap_hier *parent_h, struct cucap_box *box);
 struct cucap_body_record *cucap_i_builder_body_record(const cucap_builder *b);
+
+/* Its list of open forks, for cucap_builder_join_forks: every call is
+ * made under the graph lock of the hierarchy the builders capture in
+ * (cucap_i_hier_lock). */
+/* Count new forks into b's list; -1, adding none, when out of memory. */
+int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count);
+/* b and its open forks (*n of them) in room when room_size is enough,
+ * else in a new array (free it when it is not room); NULL when out of
+ * memory. */
+cucap_builder **cucap_i_fork_links_snapshot(cucap_builder *b, cucap_builder **room, size_t room_size, size_t *n);
+/* Forget b in its split parent's list and its own forks' links (b is
+ * being closed). */
+void cucap_i_fork_links_release(cucap_builder *b);
+/* cucap_i_fork_links_release for every builder but skip; skip (the
+ * join's root, in its user's hands) lets go of its list once no fork is
+ * on it. */
+void cucap_i_fork_links_release_all(cucap_builder *const *builders, size_t count, cucap_builder *skip);
 
 /* Its memory: one by one, a split's forks in one slab, kept for reuse. */
 cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,

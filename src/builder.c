@@ -3,7 +3,7 @@
  * complete_into, graph, dot print), the capture lock
  * as builders take it, and enqueue under it.  The struct and its checks:
  * builder-object.c, with its memory; embed: embed.c; split and
- * join: split.c, join.c, fork-links.c, kept-forks.c; conditional nodes:
+ * join: split.c, join.c, kept-forks.c; conditional nodes:
  * conditional.c, and body.c for attaching a body; the capture:
  * hierarchy.c; streams and events: stream-cache.c; the parameter block
  * and named kernels: builder-params.c. */
@@ -22,7 +22,7 @@
 #include "builder-object.h"
 #include "context-hold.h"
 #include "device-table.h"
-#include "fork-links.h"
+#include "builder-object.h"
 #include "free-list.h"
 #include "graph.h"
 #include "kept-forks.h"

@@ -12,7 +12,7 @@
  *   1. a hierarchy's graph lock (cucap_i_hier_lock): every driver call on
  *      a graph of the capture, and its deferred streams and events
  *      (stream-cache.c) and the lists of its builders' open forks
- *      (fork-links.c).  Recursive.  Two of them (an embed of one capture
+ *      (builder-object.c).  Recursive.  Two of them (an embed of one capture
  *      into another) are taken in address order.
  *   2. a parameter block's lock (params.c): one launch at a time.
  *   3. a hierarchy's short lock (hierarchy.c): its box tree, body records

@@ -14,7 +14,7 @@
 #include "context-hold.h"
 #include "driver.h"
 #include "error.h"
-#include "fork-links.h"
+#include "builder-object.h"
 #include "hierarchy.h"
 #include "stream-cache.h"
 

@@ -12,7 +12,7 @@
 #include "context-hold.h"
 #include "driver.h"
 #include "error.h"
-#include "fork-links.h"
+#include "builder-object.h"
 #include "hierarchy.h"
 #include "kept-forks.h"
 #include "stream-cache.h"

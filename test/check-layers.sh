@@ -24,7 +24,6 @@ kept-forks 7
 hierarchy 6
 hand-back 6
 reaper 1
-fork-links 6
 stream-cache 5
 params 5
 staging 5
