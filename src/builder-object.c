@@ -63,6 +63,53 @@ struct ctx_hold *cucap_i_builder_ctx(const cucap_builder *b)
     return b->ctx;
 }
 
+CUstream cucap_i_builder_stream(const cucap_builder *b)
+{
+    return b->stream;
+}
+
+struct cucap_registration *cucap_i_builder_registration(cucap_builder *b)
+{
+    return &b->registration;
+}
+
+int cucap_i_builder_mark(cucap_builder *b, int mark)
+{
+    int was = b->join_mark;
+
+    b->join_mark = (unsigned char)mark;
+    return was;
+}
+
+void cucap_i_builder_joined_in_capture(cucap_builder *b)
+{
+    b->joined_in_capture = 1;
+}
+
+/* ---------------------------------------------------------------- forks a join closes */
+
+int cucap_i_fork_joins_at_once(const cucap_builder *f, const struct cucap_hier *h)
+{
+    return f->kind == CUCAP_BUILDER_FORKED && f->cached_stream && f->ctx->retained &&
+           f->state == CUCAP_BUILDER_CAPTURING && f->h == h;
+}
+
+CUstream cucap_i_fork_stream_to_give(const cucap_builder *f)
+{
+    return f->is_kept ? NULL : f->stream;
+}
+
+void cucap_i_fork_close_joined(cucap_builder *f)
+{
+    f->h = NULL;
+    f->state = CUCAP_BUILDER_CLOSED;
+    if (f->is_kept)
+        return;
+    cucap_i_ctx_hold_release(f->ctx);
+    f->ctx = NULL;
+    f->stream = NULL;
+}
+
 /* ---------------------------------------------------------------- conditional bodies */
 
 cucap_builder *cucap_i_builder_new_body(struct ctx_hold *ctx, CUstream s, struct cucap_body_record *record)

@@ -75,6 +75,27 @@ extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
 cucap_builder_state cucap_i_builder_state(const cucap_builder *b);
 struct cucap_hier *cucap_i_builder_hier(const cucap_builder *b);
 struct ctx_hold *cucap_i_builder_ctx(const cucap_builder *b);
+/* Its stream, also once closed (cucap_builder_stream says NULL then); its
+ * entry in the capture registry. */
+CUstream cucap_i_builder_stream(const cucap_builder *b);
+struct cucap_registration *cucap_i_builder_registration(cucap_builder *b);
+/* A join's mark (join.c's check for a builder given twice): set to
+ * mark, the old one returned. */
+int cucap_i_builder_mark(cucap_builder *b, int mark);
+/* A join found b's stream in its capture: b's stream waits for the
+ * capture's end when b goes. */
+void cucap_i_builder_joined_in_capture(cucap_builder *b);
+
+/* Forks a join closes in one step for all (join.c's release_joined),
+ * under the graph lock of h, their capture.  joins_at_once: f is such a
+ * fork (a FORKED, CAPTURING builder of h whose stream came from the cache
+ * of a retained context); stream_to_give: the stream the join defers to
+ * the capture's end, NULL for a kept fork (it keeps its stream for its
+ * next split); close_joined: f closed as a release closes it, once its
+ * registry entry and reference to h are gone and its stream deferred. */
+int cucap_i_fork_joins_at_once(const cucap_builder *f, const struct cucap_hier *h);
+CUstream cucap_i_fork_stream_to_give(const cucap_builder *f);
+void cucap_i_fork_close_joined(cucap_builder *f);
 
 /* A NOT_STARTED body builder on stream s (from the cache) for a body
  * whose record is `record`; placed, once its node exists, in the parent's

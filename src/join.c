@@ -50,18 +50,18 @@ static int wait_on_dependencies(cucap_builder *to, cucap_builder *from, CUresult
 {
     CUstreamCaptureStatus to_status;
     cuuint64_t to_id = 0, from_id = 0;
-    int began = to->kind != CUCAP_BUILDER_FORKED && to->h;   /* to's stream began h's capture */
+    int began = cucap_builder_get_kind(to) != CUCAP_BUILDER_FORKED && cucap_i_builder_hier(to);   /* to's stream began h's capture */
 
     /* across devices only the event join is measured; the root is asked
      * once all the same, for the capture's id (kept in the hierarchy) */
-    if (to->ctx->ctx != from->ctx->ctx && !(began && !cucap_i_hier_capture_id(to->h)))
+    if (cucap_i_builder_ctx(to)->ctx != cucap_i_builder_ctx(from)->ctx && !(began && !cucap_i_hier_capture_id(cucap_i_builder_hier(to))))
         return 0;
-    if (cucap_i_drv.cuStreamGetCaptureInfo(to->stream, &to_status, &to_id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
+    if (cucap_i_drv.cuStreamGetCaptureInfo(cucap_i_builder_stream(to), &to_status, &to_id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
         to_status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
         return 0;
     if (began)
-        cucap_i_hier_learn_capture_id(to->h, to_id);
-    return to->ctx->ctx == from->ctx->ctx && add_dependencies(to->stream, from->stream, to_id, &from_id, rc);
+        cucap_i_hier_learn_capture_id(cucap_i_builder_hier(to), to_id);
+    return cucap_i_builder_ctx(to)->ctx == cucap_i_builder_ctx(from)->ctx && add_dependencies(cucap_i_builder_stream(to), cucap_i_builder_stream(from), to_id, &from_id, rc);
 }
 
 /* `to` waits on everything captured on `from` so far. */
@@ -73,25 +73,25 @@ static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *call
 
     if (wait_on_dependencies(to, from, &rc)) {
         if (rc != CUDA_SUCCESS) {
-            rc = cucap_i_fail_in_capture(to->h, to->stream, rc, caller, "cuStreamUpdateCaptureDependencies", NULL, err);
-            cucap_i_capture_failed(from->h, caller, rc);
+            rc = cucap_i_fail_in_capture(cucap_i_builder_hier(to), cucap_i_builder_stream(to), rc, caller, "cuStreamUpdateCaptureDependencies", NULL, err);
+            cucap_i_capture_failed(cucap_i_builder_hier(from), caller, rc);
         }
         return rc;
     }
-    rc = cucap_i_take_event(from->ctx, &ev, caller);
-    if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuEventRecord(ev, from->stream)) != CUDA_SUCCESS)
+    rc = cucap_i_take_event(cucap_i_builder_ctx(from), &ev, caller);
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuEventRecord(ev, cucap_i_builder_stream(from))) != CUDA_SUCCESS)
         call = "cuEventRecord";
-    if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuStreamWaitEvent(to->stream, ev, 0)) != CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuStreamWaitEvent(cucap_i_builder_stream(to), ev, 0)) != CUDA_SUCCESS)
         call = "cuStreamWaitEvent";
     if (rc != CUDA_SUCCESS && ev) {   /* the call on `from` or on `to` failed: the other capture learns it too */
         cucap_builder *on = !strcmp(call, "cuEventRecord") ? from : to, *other = on == from ? to : from;
-        rc = cucap_i_fail_in_capture(on->h, on->stream, rc, caller, call, NULL, err);
-        cucap_i_capture_failed(other->h, caller, rc);
+        rc = cucap_i_fail_in_capture(cucap_i_builder_hier(on), cucap_i_builder_stream(on), rc, caller, call, NULL, err);
+        cucap_i_capture_failed(cucap_i_builder_hier(other), caller, rc);
     } else if (rc != CUDA_SUCCESS) {
         cucap_i_fail_driver(err, rc, caller, call);
     }
     if (ev)
-        cucap_i_give_event(from->ctx, cucap_i_hier_deferral(from->h), ev, caller);
+        cucap_i_give_event(cucap_i_builder_ctx(from), cucap_i_hier_deferral(cucap_i_builder_hier(from)), ev, caller);
     return rc;
 }
 
@@ -121,12 +121,10 @@ static CUresult check_distinct(cucap_builder *const *builders, size_t count, con
     size_t i, first;
     int repeat = 0;
 
-    for (i = 0; i < count; i++) {
-        repeat |= builders[i]->join_mark;
-        builders[i]->join_mark = 1;
-    }
     for (i = 0; i < count; i++)
-        builders[i]->join_mark = 0;
+        repeat |= cucap_i_builder_mark(builders[i], 1);
+    for (i = 0; i < count; i++)
+        (void)cucap_i_builder_mark(builders[i], 0);
     if (!repeat)
         return CUDA_SUCCESS;
     for (i = 1; i < count; i++)
@@ -151,8 +149,8 @@ static CUresult other_capture(cucap_builder *const *builders, size_t count, cons
                         "%s: builder %zu is in another capture than the root (builder %zu): the root's capture was "
                         "begun on stream %p, builder %zu's on stream %p; the driver would invalidate both "
                         "(CUDA_ERROR_STREAM_CAPTURE_MERGE), so nothing was done and both captures go on",
-                        caller, i, r, (void *)cucap_i_hier_origin(root->h), i,
-                        (void *)cucap_i_hier_origin(builders[i]->h));
+                        caller, i, r, (void *)cucap_i_hier_origin(cucap_i_builder_hier(root)), i,
+                        (void *)cucap_i_hier_origin(cucap_i_builder_hier(builders[i])));
 }
 
 /* join's checks before it touches anything: distinct, open builders, the
@@ -168,24 +166,24 @@ static CUresult check_join(cucap_builder *const *builders, size_t count, cucap_b
     size_t i;
 
     for (i = 0; i < count; i++) {
-        cucap_builder_state state = full || builders[i]->h != root->h ? cucap_builder_get_state(builders[i])
-                                                                      : builders[i]->state;
+        cucap_builder_state state = full || cucap_i_builder_hier(builders[i]) != cucap_i_builder_hier(root) ? cucap_builder_get_state(builders[i])
+                                                                      : cucap_i_builder_state(builders[i]);
         if (state == CUCAP_BUILDER_CAPTURING)
             continue;
         if (builders[i] == root)
             return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                                 "%s: the root (builder %zu, %s) is not capturing (it is %s): join waits on the "
                                 "others from a running capture", caller, i,
-                                builders[i]->kind == CUCAP_BUILDER_FORKED ? "a fork" :
-                                builders[i]->kind == CUCAP_BUILDER_BODY ? "a conditional body" : "a primary",
+                                cucap_builder_get_kind(builders[i]) == CUCAP_BUILDER_FORKED ? "a fork" :
+                                cucap_builder_get_kind(builders[i]) == CUCAP_BUILDER_BODY ? "a conditional body" : "a primary",
                                 cucap_i_state_names[state]);
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: builder %zu is not capturing (it is %s%s)", caller,
                             i, cucap_i_state_names[state],
-                            builders[i]->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
+                            cucap_builder_get_kind(builders[i]) == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
     }
     /* a root whose capture is over is refused as such, with the lock */
     for (i = 0; i < count; i++)
-        if (builders[i]->h != root->h && cucap_builder_get_state(root) == CUCAP_BUILDER_CAPTURING)
+        if (cucap_i_builder_hier(builders[i]) != cucap_i_builder_hier(root) && cucap_builder_get_state(root) == CUCAP_BUILDER_CAPTURING)
             return other_capture(builders, count, root, i, caller, err);
     return check_distinct(builders, count, caller, err);
 }
@@ -237,12 +235,12 @@ static int join_one_by_dependencies(cucap_builder *root, cucap_builder *f, const
 {
     cuuint64_t id = 0;
 
-    if (!add_dependencies(root->stream, f->stream, 0, &id, rc))
+    if (!add_dependencies(cucap_i_builder_stream(root), cucap_i_builder_stream(f), 0, &id, rc))
         return 0;
     if (*rc == CUDA_SUCCESS)   /* the root is in the capture the fork is in: h's */
         *learned = id;
     else
-        *rc = cucap_i_fail_in_capture(root->h, root->stream, *rc, caller, "cuStreamUpdateCaptureDependencies", NULL,
+        *rc = cucap_i_fail_in_capture(cucap_i_builder_hier(root), cucap_i_builder_stream(root), *rc, caller, "cuStreamUpdateCaptureDependencies", NULL,
                                       err);
     return 1;
 }
@@ -268,7 +266,7 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
     int applied = 0;
 
     for (i = 0; i < count; i++)
-        if (builders[i] != root && (builders[i]->h != root->h || builders[i]->ctx->ctx != root->ctx->ctx))
+        if (builders[i] != root && (cucap_i_builder_hier(builders[i]) != cucap_i_builder_hier(root) || cucap_i_builder_ctx(builders[i])->ctx != cucap_i_builder_ctx(root)->ctx))
             return 0;
     if (!running)
         goto out;
@@ -285,7 +283,7 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
         size_t n = 0;
         if (builders[i] == root)
             continue;
-        if (cucap_i_drv.cuStreamGetCaptureInfo(builders[i]->stream, &status, &id, NULL, &deps, &data, &n) !=
+        if (cucap_i_drv.cuStreamGetCaptureInfo(cucap_i_builder_stream(builders[i]), &status, &id, NULL, &deps, &data, &n) !=
                 CUDA_SUCCESS ||
             status != CU_STREAM_CAPTURE_STATUS_ACTIVE || (root_id && id != root_id))
             goto out;
@@ -318,14 +316,14 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
         nodes[kept] = all[kept].node;
         edges[kept] = all[kept].edge;
     }
-    *rc = kept ? cucap_i_drv.cuStreamUpdateCaptureDependencies(root->stream, nodes, edges, kept,
+    *rc = kept ? cucap_i_drv.cuStreamUpdateCaptureDependencies(cucap_i_builder_stream(root), nodes, edges, kept,
                                                                 CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
                : CUDA_SUCCESS;
     applied = 1;
     if (*rc == CUDA_SUCCESS)   /* the root is in the capture the forks are in: h's */
         *learned = root_id;
     if (*rc != CUDA_SUCCESS)
-        *rc = cucap_i_fail_in_capture(root->h, root->stream, *rc, caller, "cuStreamUpdateCaptureDependencies", NULL,
+        *rc = cucap_i_fail_in_capture(cucap_i_builder_hier(root), cucap_i_builder_stream(root), *rc, caller, "cuStreamUpdateCaptureDependencies", NULL,
                                       err);
 out:
     if (all != local)
@@ -337,21 +335,6 @@ out:
     return applied;
 }
 
-/* A fork that a one-step join joined into its capture, closed as
- * release would close it: its registry entry and reference are gone
- * already (forks_joined), its stream deferred to the capture's end; a
- * kept fork keeps its stream and context for its next split. */
-static void close_joined_fork(cucap_builder *f)
-{
-    f->h = NULL;
-    f->state = CUCAP_BUILDER_CLOSED;
-    if (f->is_kept)
-        return;
-    cucap_i_ctx_hold_release(f->ctx);
-    f->ctx = NULL;
-    f->stream = NULL;
-}
-
 /* Close, as release does, the forks a one-step join just joined into
  * root's capture, in one step for all, and release the capture's lock,
  * which the caller holds; learned as forks_joined takes
@@ -361,7 +344,7 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
 {
     struct cucap_cache_item local[64], *items = local;
     struct cucap_registration *local_entries[64], **entries = local_entries;
-    struct cucap_hier *h = root->h;
+    struct cucap_hier *h = cucap_i_builder_hier(root);
     size_t i, n = 0, n_items = 0;
     int deferred;
 
@@ -369,8 +352,7 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
         return 0;
     for (i = 0; i < count; i++) {
         cucap_builder *f = builders[i];
-        if (f != root && (f->kind != CUCAP_BUILDER_FORKED || !f->cached_stream || !f->ctx->retained ||
-                          f->state != CUCAP_BUILDER_CAPTURING || f->h != h))
+        if (f != root && !cucap_i_fork_joins_at_once(f, h))
             return 0;
     }
     if (count - 1 > 64 && (!(items = malloc((count - 1) * sizeof *items)) ||
@@ -380,10 +362,11 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
     }
     for (i = 0; i < count; i++)
         if (builders[i] != root) {
-            entries[n++] = &builders[i]->registration;
-            if (!builders[i]->is_kept)   /* a kept fork keeps its stream for its next split */
-                items[n_items++] = (struct cucap_cache_item){ builders[i]->ctx->ctx, builders[i]->ctx->dev,
-                                                              builders[i]->stream, 0, 1 };
+            CUstream given = cucap_i_fork_stream_to_give(builders[i]);   /* a kept fork keeps its own */
+            entries[n++] = cucap_i_builder_registration(builders[i]);
+            if (given)
+                items[n_items++] = (struct cucap_cache_item){ cucap_i_builder_ctx(builders[i])->ctx,
+                                                              cucap_i_builder_ctx(builders[i])->dev, given, 0, 1 };
         }
     /* as release does, in one step for all: out of the fork lists; out of
      * the registry, the streams deferred to the capture's end */
@@ -398,7 +381,7 @@ static int release_joined(cucap_builder *const *builders, size_t count, cucap_bu
         return 0;   /* out of memory: each is released on its own */
     for (i = 0; i < count; i++)
         if (builders[i] != root)
-            close_joined_fork(builders[i]);
+            cucap_i_fork_close_joined(builders[i]);
     return 1;
 }
 
@@ -411,7 +394,7 @@ static void close_others(cucap_builder *const *builders, size_t count, cucap_bui
     size_t i;
 
     for (i = 0; i < count; i++)
-        if (builders[i] != root && builders[i]->state != CUCAP_BUILDER_CLOSED)
+        if (builders[i] != root && cucap_i_builder_state(builders[i]) != CUCAP_BUILDER_CLOSED)
             cucap_i_fork_release(builders[i], caller);
 }
 
@@ -430,11 +413,11 @@ static CUresult join_checked(cucap_builder *const *builders, size_t count, cucap
         ;   /* every fork closed in one step, the lock released */
     else {
         if (learned)
-            cucap_i_hier_learn_capture_id(root->h, learned);
+            cucap_i_hier_learn_capture_id(cucap_i_builder_hier(root), learned);
         if (applied)
             for (i = 0; i < count && rc == CUDA_SUCCESS; i++)
                 if (builders[i] != root) {
-                    builders[i]->joined_in_capture = 1;
+                    cucap_i_builder_joined_in_capture(builders[i]);
                     cucap_i_fork_release(builders[i], caller);
                 }
         cucap_i_capture_unlock(root);
@@ -474,11 +457,11 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
     for (i = 0; i < count; i++) {
         if (!builders[i])
             return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: builder %zu is NULL", caller, i);
-        if (builders[i]->state == CUCAP_BUILDER_CLOSED)
+        if (cucap_i_builder_state(builders[i]) == CUCAP_BUILDER_CLOSED)
             return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: builder %zu has been closed", caller, i);
     }
     for (i = 0; i < count && !root; i++)
-        if (builders[i]->kind != CUCAP_BUILDER_FORKED)
+        if (cucap_builder_get_kind(builders[i]) != CUCAP_BUILDER_FORKED)
             root = builders[i];
     if (!root)
         root = builders[0];
@@ -507,10 +490,10 @@ static int forks_ready_to_join(cucap_builder *b, cucap_builder *const *all, size
 {
     size_t i;
 
-    if (b->state != CUCAP_BUILDER_CAPTURING || cucap_i_hier_is_capture_over(b->h))
+    if (cucap_i_builder_state(b) != CUCAP_BUILDER_CAPTURING || cucap_i_hier_is_capture_over(cucap_i_builder_hier(b)))
         return 0;
     for (i = 1; i <= n; i++)
-        if (all[i]->state != CUCAP_BUILDER_CAPTURING || all[i]->h != b->h)
+        if (cucap_i_builder_state(all[i]) != CUCAP_BUILDER_CAPTURING || cucap_i_builder_hier(all[i]) != cucap_i_builder_hier(b))
             return 0;
     return 1;
 }
@@ -526,7 +509,7 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
 
     if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if (!(h = b->h))
+    if (!(h = cucap_i_builder_hier(b)))
         return CUDA_SUCCESS;   /* no capture, no forks */
     /* the list and the join under one hold of the lock that guards it,
      * which the join releases */
@@ -568,10 +551,10 @@ CUresult cucap_builder_wait(cucap_builder *b, cucap_builder *other, cucap_error 
         if (state != CUCAP_BUILDER_CAPTURING)
             return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: %s is not capturing (it is %s%s)", caller,
                                 i ? "other" : "the builder", cucap_i_state_names[state],
-                                pair[i]->kind == CUCAP_BUILDER_FORKED && state != CUCAP_BUILDER_CLOSED
+                                cucap_builder_get_kind(pair[i]) == CUCAP_BUILDER_FORKED && state != CUCAP_BUILDER_CLOSED
                                     ? ": its primary's capture ended" : "");
     }
-    if (b->h != other->h)
+    if (cucap_i_builder_hier(b) != cucap_i_builder_hier(other))
         return other_capture(pair, 2, b, 1, caller, err);
     if (!cucap_i_capture_lock(b))
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture ended while the call ran (its end came "
