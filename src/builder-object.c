@@ -134,6 +134,16 @@ struct cucap_body_record *cucap_i_builder_body_record(const cucap_builder *b)
     return b ? b->record : NULL;
 }
 
+struct cucap_hier *cucap_i_builder_body_hier(const cucap_builder *b)
+{
+    return b->parent_h;
+}
+
+struct cucap_box *cucap_i_builder_body_box(const cucap_builder *b)
+{
+    return b->body_box;
+}
+
 /* ---------------------------------------------------------------- its open forks */
 
 /* Every builder's list of the forks split from it and still open, and

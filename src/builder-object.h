@@ -1,10 +1,11 @@
 /* The builder object (builder-object.c): one struct for the three kinds
  * (primary, fork, conditional body), its memory, what other calls read of
  * it, and the checks of its state that every builder call makes.
- * builder.c runs its life; only builder-object.c, builder.c, the fork
- * machinery (split.c, join.c, kept-forks.c) read and write
- * its fields (test/check-builder-fields.sh); the conditional, embed,
- * parameter-block and update calls go through the functions below.
+ * builder.c runs its life; only builder-object.c, builder.c and split.c
+ * (which fills its new forks) read and write its fields
+ * (test/check-builder-fields.sh); the join, conditional, embed,
+ * parameter-block, complete and update calls go through the functions
+ * below and builder-internal.h's.
  * Internal. */
 #ifndef CUCAPTURE_BUILDER_OBJECT_H
 #define CUCAPTURE_BUILDER_OBJECT_H
@@ -104,6 +105,9 @@ void cucap_i_fork_close_joined(cucap_builder *f);
 cucap_builder *cucap_i_builder_new_body(struct ctx_hold *ctx, CUstream s, struct cucap_body_record *record);
 void cucap_i_builder_place_body(cucap_builder *body, struct cucap_hier *parent_h, struct cucap_box *box);
 struct cucap_body_record *cucap_i_builder_body_record(const cucap_builder *b);
+/* A body's parent hierarchy and the box of its body graph there. */
+struct cucap_hier *cucap_i_builder_body_hier(const cucap_builder *b);
+struct cucap_box *cucap_i_builder_body_box(const cucap_builder *b);
 
 /* Its list of open forks, for cucap_builder_join_forks: every call is
  * made under the graph lock of the hierarchy the builders capture in

@@ -1,9 +1,9 @@
 /* Graph builders: creation, the capture state machine (begin, end, reset,
- * close, destroy), queries, what an ended builder hands out (complete,
- * complete_into, graph, dot print), the capture lock
- * as builders take it, and enqueue under it.  The struct and its checks:
- * builder-object.c, with its memory; embed: embed.c; split and
- * join: split.c, join.c, kept-forks.c; conditional nodes:
+ * close, destroy), a primary's kept forks and kept block, queries, the
+ * capture lock as builders take it, and enqueue under it.  The struct and its checks:
+ * builder-object.c, with its memory and list of open forks; what an
+ * ended builder hands out: builder-complete.c; embed: embed.c; split and
+ * join: split.c, join.c; conditional nodes:
  * conditional.c, and body.c for attaching a body; the capture:
  * hierarchy.c; streams and events: stream-cache.c; the parameter block
  * and named kernels: builder-params.c. */
@@ -25,7 +25,6 @@
 #include "builder-object.h"
 #include "free-list.h"
 #include "graph.h"
-#include "kept-forks.h"
 #include "params.h"
 #include "stream-cache.h"
 
@@ -480,6 +479,99 @@ void cucap_builder_destroy(cucap_builder *b)
         cucap_i_builder_free(b);
 }
 
+/* ---------------------------------------------------------------- kept forks */
+
+/* A primary builder's kept forks: the forks of cucap_builder_split_kept,
+ * which stay the builder's from one capture to the next with their
+ * streams and context, as well as the caller's until it destroys them. */
+
+static void let_go_of_kept(cucap_builder *f)
+{
+    if (atomic_fetch_sub_explicit(&f->holders, 1, memory_order_acq_rel) == 1)
+        cucap_i_builder_free(f);
+}
+
+/* A closed kept fork's stream (to the cache when it is in no capture,
+ * destroyed otherwise, which is legal in a capture) and context
+ * reference. */
+static void release_kept(cucap_builder *f, const char *caller)
+{
+    if (f->stream) {
+        cucap_i_give_back_stream(f->ctx, f->stream, NULL, 0, caller);
+        f->stream = NULL;
+    }
+    if (f->ctx)
+        cucap_i_ctx_hold_release(f->ctx);
+    f->ctx = NULL;
+}
+
+size_t cucap_i_kept_take(cucap_builder *b, size_t n, cucap_builder **out)
+{
+    size_t i, kept = 0, got = 0;
+
+    for (i = 0; i < b->kept_count; i++) {
+        cucap_builder *f = b->kept[i];
+        if (f->handed_out && atomic_load_explicit(&f->holders, memory_order_acquire) == 1) {   /* the caller destroyed it */
+            let_go_of_kept(f);
+            continue;
+        }
+        b->kept[kept++] = f;
+        if (got < n && f->state == CUCAP_BUILDER_CLOSED && f->kept_serial != b->capture_serial)
+            out[got++] = f;
+    }
+    b->kept_count = kept;
+    return got;
+}
+
+cucap_builder *cucap_i_kept_new(cucap_builder *b)
+{
+    cucap_builder *f, **grown;
+
+    if (b->kept_count == b->kept_cap) {
+        size_t cap = b->kept_cap ? 2 * b->kept_cap : 4;
+        if (!(grown = realloc(b->kept, cap * sizeof *grown)))
+            return NULL;
+        b->kept = grown;
+        b->kept_cap = cap;
+    }
+    if (!(f = cucap_i_builder_new(CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CLOSED, NULL, 1, b->ctx)))
+        return NULL;
+    f->cached_stream = 1;
+    f->is_kept = 1;
+    atomic_init(&f->holders, 1);   /* the caller's once a split hands it out (cucap_i_kept_handed_out) */
+    b->kept[b->kept_count++] = f;
+    return f;
+}
+
+void cucap_i_kept_handed_out(cucap_builder *f)
+{
+    if (f->handed_out)
+        return;
+    f->handed_out = 1;
+    atomic_store_explicit(&f->holders, 2, memory_order_relaxed);   /* nobody else holds it yet */
+}
+
+void cucap_i_kept_let_go_all(cucap_builder *b, const char *caller)
+{
+    size_t i;
+
+    for (i = 0; i < b->kept_count; i++) {
+        cucap_builder *f = b->kept[i];
+        if (!f->handed_out)   /* made by a split that failed: only b ever held it */
+            release_kept(f, caller);
+        let_go_of_kept(f);
+    }
+    free(b->kept);
+    b->kept = NULL;
+    b->kept_count = b->kept_cap = 0;
+}
+
+void cucap_i_kept_fork_destroy(cucap_builder *f, const char *caller)
+{
+    release_kept(f, caller);   /* a join left it its stream */
+    let_go_of_kept(f);
+}
+
 /* ---------------------------------------------------------------- the block a primary keeps */
 
 struct cucap_params *cucap_i_builder_kept_params(cucap_builder *b, size_t size)
@@ -553,142 +645,6 @@ CUresult cucap_builder_is_building(const cucap_builder *b, int *building, cucap_
                             "%s: the driver invalidated the capture; call cucap_builder_end to end it (it reports "
                             "why)", caller);
     *building = status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
-    return CUDA_SUCCESS;
-}
-
-CUresult cucap_builder_complete(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **out,
-                                cucap_error **err)
-{
-    static const char caller[] = "cucap_builder_complete";
-    CUresult rc;
-
-    if (!out)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
-    *out = NULL;
-    if ((rc = cucap_i_builder_check_ended(b, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if (b->kind == CUCAP_BUILDER_BODY)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                            "%s: a conditional body is completed with its parent, not alone", caller);
-    return cucap_i_hier_instantiate(b->h, NULL, opts, out, caller, err);
-}
-
-/* The error e of a call made for caller, as caller's own; e is freed. */
-static CUresult fail_as(cucap_error **err, cucap_error *e, const char *caller)
-{
-    CUresult code = cucap_error_code(e);
-    int fresh = err && !*err;
-    size_t i;
-
-    cucap_i_fail(err, code, "%s: %s", caller, cucap_error_message(e));
-    if (fresh)
-        for (i = 0; cucap_error_note(e, i); i++)
-            cucap_i_error_add_note(*err, "%s", cucap_error_note(e, i));
-    cucap_error_free(e);
-    return code;
-}
-
-static CUresult complete_into(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
-                              cucap_completion *how, cucap_update_refusal *refusal, const char *caller,
-                              cucap_error **err)
-{
-    cucap_update_refusal why;
-    cucap_error *refused = NULL;
-    cucap_exec *made = NULL;
-    CUresult rc;
-
-    if (!exec)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: exec is NULL", caller);
-    if ((rc = cucap_i_builder_check_ended(b, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if (b->kind == CUCAP_BUILDER_BODY)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                            "%s: a conditional body is completed with its parent, not alone", caller);
-    memset(&why, 0, sizeof why);
-    why.result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
-    if (*exec) {
-        rc = cucap_i_exec_update(*exec, b->h, &why, "cucap_exec_update", &refused);
-        if (rc != CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
-            if (rc == CUDA_SUCCESS && how)
-                *how = CUCAP_COMPLETED_UPDATED;
-            if (rc == CUDA_SUCCESS && refusal)
-                *refusal = why;
-            else if (rc != CUDA_SUCCESS)
-                rc = fail_as(err, refused, caller);
-            return rc;
-        }
-        cucap_error_free(refused);
-    }
-    if ((rc = cucap_i_hier_instantiate(b->h, NULL, opts, &made, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    cucap_exec_destroy(*exec);
-    *exec = made;
-    if (how)
-        *how = CUCAP_COMPLETED_INSTANTIATED;
-    if (refusal)
-        *refusal = why;
-    return CUDA_SUCCESS;
-}
-
-CUresult cucap_builder_complete_into(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
-                                     cucap_completion *how, cucap_error **err)
-{
-    return complete_into(b, opts, exec, how, NULL, "cucap_builder_complete_into", err);
-}
-
-CUresult cucap_builder_complete_into_why(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **exec,
-                                         cucap_completion *how, cucap_update_refusal *refusal, cucap_error **err)
-{
-    return complete_into(b, opts, exec, how, refusal, "cucap_builder_complete_into_why", err);
-}
-
-CUresult cucap_builder_graph(cucap_builder *b, cucap_graph **out, cucap_error **err)
-{
-    static const char caller[] = "cucap_builder_graph";
-    CUresult rc;
-
-    if (!out)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: out is NULL", caller);
-    *out = NULL;
-    if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    if (b->kind == CUCAP_BUILDER_FORKED)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                            "%s: the graph is unavailable on forked builders; use the primary", caller);
-    if (b->kind == CUCAP_BUILDER_BODY &&
-        (b->state == CUCAP_BUILDER_NOT_STARTED || b->state == CUCAP_BUILDER_ENDED)) {
-        /* the node's body graph, which lives in the parent's hierarchy */
-        if (!(*out = cucap_i_hier_graph(b->parent_h, b->body_box)))
-            return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-        return CUDA_SUCCESS;
-    }
-    if (b->state == CUCAP_BUILDER_CAPTURING)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                            "%s: the graph is unavailable while the capture is in progress; end it first", caller);
-    if (b->state == CUCAP_BUILDER_INVALIDATED)
-        return cucap_i_builder_no_graph(caller, err);
-    if (b->state == CUCAP_BUILDER_NOT_STARTED)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: there is no graph before begin", caller);
-    if (!(*out = cucap_i_hier_graph(b->h, NULL)))
-        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    return CUDA_SUCCESS;
-}
-
-CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned int flags, cucap_error **err)
-{
-    static const char caller[] = "cucap_builder_dot_print";
-    CUresult rc;
-
-    if (!path)
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: path is NULL", caller);
-    if ((rc = cucap_i_builder_check_ended(b, caller, err)) != CUDA_SUCCESS)
-        return rc;
-    cucap_i_hier_lock(b->h);
-    rc = cucap_i_drv.cuGraphDebugDotPrint(cucap_i_hier_root(b->h), path, flags);
-    cucap_i_hier_unlock(b->h);
-    if (rc != CUDA_SUCCESS)
-        return cucap_i_fail(err, rc, "%s: cuGraphDebugDotPrint could not write '%s': " CUCAP_I_RESULT_FMT, caller,
-                            path, CUCAP_I_RESULT_ARGS(rc));
     return CUDA_SUCCESS;
 }
 

@@ -14,7 +14,6 @@
 #include "error.h"
 #include "builder-object.h"
 #include "hierarchy.h"
-#include "kept-forks.h"
 #include "stream-cache.h"
 
 /* A fork stream of context `on` waits on ev; a stream of another device's

@@ -15,12 +15,12 @@ conditional 9
 embed 9
 teardown 9
 builder 8
+builder-complete 8
 builder-params 9
 builder-callback 9
 graph 7
 pool 7
 body 7
-kept-forks 7
 hierarchy 6
 hand-back 6
 reaper 1
