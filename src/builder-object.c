@@ -48,6 +48,23 @@ CUresult cucap_i_builder_check_ended(const cucap_builder *b, const char *caller,
 
 /* ---------------------------------------------------------------- what others read */
 
+/* NULL once closed (a kept fork keeps its stream and context for its
+ * next split, but they are not the caller's meanwhile) */
+CUstream cucap_builder_stream(const cucap_builder *b)
+{
+    return b && b->state != CUCAP_BUILDER_CLOSED ? b->stream : NULL;
+}
+
+CUcontext cucap_builder_context(const cucap_builder *b)
+{
+    return b && b->state != CUCAP_BUILDER_CLOSED && b->ctx ? b->ctx->ctx : NULL;
+}
+
+cucap_builder_kind cucap_builder_get_kind(const cucap_builder *b)
+{
+    return b ? b->kind : CUCAP_BUILDER_PRIMARY;
+}
+
 cucap_builder_state cucap_i_builder_state(const cucap_builder *b)
 {
     return b->state;
@@ -61,6 +78,11 @@ struct cucap_hier *cucap_i_builder_hier(const cucap_builder *b)
 struct ctx_hold *cucap_i_builder_ctx(const cucap_builder *b)
 {
     return b->ctx;
+}
+
+void cucap_i_builder_facts(const cucap_builder *b, struct cucap_builder_facts *out)
+{
+    *out = (struct cucap_builder_facts){ b->kind, b->state, b->h, b->ctx, b->stream };
 }
 
 CUstream cucap_i_builder_stream(const cucap_builder *b)

@@ -76,6 +76,16 @@ extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
 cucap_builder_state cucap_i_builder_state(const cucap_builder *b);
 struct cucap_hier *cucap_i_builder_hier(const cucap_builder *b);
 struct ctx_hold *cucap_i_builder_ctx(const cucap_builder *b);
+/* What a join reads of a builder, in one call: its kind, its own state,
+ * the hierarchy of its capture, its context hold and stream. */
+struct cucap_builder_facts {
+    cucap_builder_kind kind;
+    cucap_builder_state state;
+    struct cucap_hier *h;
+    struct ctx_hold *ctx;
+    CUstream stream;
+};
+void cucap_i_builder_facts(const cucap_builder *b, struct cucap_builder_facts *out);
 /* Its stream, also once closed (cucap_builder_stream says NULL then); its
  * entry in the capture registry. */
 CUstream cucap_i_builder_stream(const cucap_builder *b);

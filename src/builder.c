@@ -593,23 +593,6 @@ void cucap_i_builder_offer_params(cucap_builder *b, struct cucap_params *p)
 
 /* ---------------------------------------------------------------- queries */
 
-/* NULL once closed (a kept fork keeps its stream and context for its
- * next split, but they are not the caller's meanwhile) */
-CUstream cucap_builder_stream(const cucap_builder *b)
-{
-    return b && b->state != CUCAP_BUILDER_CLOSED ? b->stream : NULL;
-}
-
-CUcontext cucap_builder_context(const cucap_builder *b)
-{
-    return b && b->state != CUCAP_BUILDER_CLOSED && b->ctx ? b->ctx->ctx : NULL;
-}
-
-cucap_builder_kind cucap_builder_get_kind(const cucap_builder *b)
-{
-    return b ? b->kind : CUCAP_BUILDER_PRIMARY;
-}
-
 cucap_builder_state cucap_builder_get_state(const cucap_builder *b)
 {
     if (!b)

@@ -58,7 +58,8 @@ static CUresult embed_locked(cucap_builder *parent, cucap_builder *child, const 
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: the parent graph is not being built (the driver reports its capture %s)", caller,
                             status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? "invalidated" : "over");
-    rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, capture_graph, deps, n, cucap_i_hier_root(cucap_i_builder_hier(child)));
+    rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, capture_graph, deps, n,
+                                              cucap_i_hier_root(cucap_i_builder_hier(child)));
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed: " CUCAP_I_RESULT_FMT "%s", caller,
                             CUCAP_I_RESULT_ARGS(rc),

@@ -46,52 +46,57 @@ static int add_dependencies(CUstream to, CUstream from, cuuint64_t want, cuuint6
  * capture.  Returns 0 when it does not apply (anything else takes the
  * event path, whose errors users know), 1 when it ran with *rc its
  * result. */
-static int wait_on_dependencies(cucap_builder *to, cucap_builder *from, CUresult *rc)
+static int wait_on_dependencies(const struct cucap_builder_facts *to, const struct cucap_builder_facts *from,
+                                CUresult *rc)
 {
     CUstreamCaptureStatus to_status;
     cuuint64_t to_id = 0, from_id = 0;
-    int began = cucap_builder_get_kind(to) != CUCAP_BUILDER_FORKED && cucap_i_builder_hier(to);   /* to's stream began h's capture */
+    int began = to->kind != CUCAP_BUILDER_FORKED && to->h;   /* to's stream began h's capture */
 
     /* across devices only the event join is measured; the root is asked
      * once all the same, for the capture's id (kept in the hierarchy) */
-    if (cucap_i_builder_ctx(to)->ctx != cucap_i_builder_ctx(from)->ctx && !(began && !cucap_i_hier_capture_id(cucap_i_builder_hier(to))))
+    if (to->ctx->ctx != from->ctx->ctx && !(began && !cucap_i_hier_capture_id(to->h)))
         return 0;
-    if (cucap_i_drv.cuStreamGetCaptureInfo(cucap_i_builder_stream(to), &to_status, &to_id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
+    if (cucap_i_drv.cuStreamGetCaptureInfo(to->stream, &to_status, &to_id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
         to_status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
         return 0;
     if (began)
-        cucap_i_hier_learn_capture_id(cucap_i_builder_hier(to), to_id);
-    return cucap_i_builder_ctx(to)->ctx == cucap_i_builder_ctx(from)->ctx && add_dependencies(cucap_i_builder_stream(to), cucap_i_builder_stream(from), to_id, &from_id, rc);
+        cucap_i_hier_learn_capture_id(to->h, to_id);
+    return to->ctx->ctx == from->ctx->ctx && add_dependencies(to->stream, from->stream, to_id, &from_id, rc);
 }
 
 /* `to` waits on everything captured on `from` so far. */
-static CUresult wait_on(cucap_builder *to, cucap_builder *from, const char *caller, cucap_error **err)
+static CUresult wait_on(cucap_builder *to_builder, cucap_builder *from_builder, const char *caller, cucap_error **err)
 {
+    struct cucap_builder_facts to, from;
     CUevent ev = NULL;
     CUresult rc;
     const char *call = "cuEventCreate";
 
-    if (wait_on_dependencies(to, from, &rc)) {
+    cucap_i_builder_facts(to_builder, &to);
+    cucap_i_builder_facts(from_builder, &from);
+    if (wait_on_dependencies(&to, &from, &rc)) {
         if (rc != CUDA_SUCCESS) {
-            rc = cucap_i_fail_in_capture(cucap_i_builder_hier(to), cucap_i_builder_stream(to), rc, caller, "cuStreamUpdateCaptureDependencies", NULL, err);
-            cucap_i_capture_failed(cucap_i_builder_hier(from), caller, rc);
+            rc = cucap_i_fail_in_capture(to.h, to.stream, rc, caller, "cuStreamUpdateCaptureDependencies", NULL, err);
+            cucap_i_capture_failed(from.h, caller, rc);
         }
         return rc;
     }
-    rc = cucap_i_take_event(cucap_i_builder_ctx(from), &ev, caller);
-    if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuEventRecord(ev, cucap_i_builder_stream(from))) != CUDA_SUCCESS)
+    rc = cucap_i_take_event(from.ctx, &ev, caller);
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuEventRecord(ev, from.stream)) != CUDA_SUCCESS)
         call = "cuEventRecord";
-    if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuStreamWaitEvent(cucap_i_builder_stream(to), ev, 0)) != CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_drv.cuStreamWaitEvent(to.stream, ev, 0)) != CUDA_SUCCESS)
         call = "cuStreamWaitEvent";
     if (rc != CUDA_SUCCESS && ev) {   /* the call on `from` or on `to` failed: the other capture learns it too */
-        cucap_builder *on = !strcmp(call, "cuEventRecord") ? from : to, *other = on == from ? to : from;
-        rc = cucap_i_fail_in_capture(cucap_i_builder_hier(on), cucap_i_builder_stream(on), rc, caller, call, NULL, err);
-        cucap_i_capture_failed(cucap_i_builder_hier(other), caller, rc);
+        const struct cucap_builder_facts *on = !strcmp(call, "cuEventRecord") ? &from : &to;
+        const struct cucap_builder_facts *other = on == &from ? &to : &from;
+        rc = cucap_i_fail_in_capture(on->h, on->stream, rc, caller, call, NULL, err);
+        cucap_i_capture_failed(other->h, caller, rc);
     } else if (rc != CUDA_SUCCESS) {
         cucap_i_fail_driver(err, rc, caller, call);
     }
     if (ev)
-        cucap_i_give_event(cucap_i_builder_ctx(from), cucap_i_hier_deferral(cucap_i_builder_hier(from)), ev, caller);
+        cucap_i_give_event(from.ctx, cucap_i_hier_deferral(from.h), ev, caller);
     return rc;
 }
 
@@ -141,16 +146,19 @@ static CUresult check_distinct(cucap_builder *const *builders, size_t count, con
 static CUresult other_capture(cucap_builder *const *builders, size_t count, const cucap_builder *root, size_t i,
                               const char *caller, cucap_error **err)
 {
+    struct cucap_builder_facts r_facts, i_facts;
     size_t r = 0;
 
     while (r < count && builders[r] != root)
         r++;
+    cucap_i_builder_facts(root, &r_facts);
+    cucap_i_builder_facts(builders[i], &i_facts);
     return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
                         "%s: builder %zu is in another capture than the root (builder %zu): the root's capture was "
                         "begun on stream %p, builder %zu's on stream %p; the driver would invalidate both "
                         "(CUDA_ERROR_STREAM_CAPTURE_MERGE), so nothing was done and both captures go on",
-                        caller, i, r, (void *)cucap_i_hier_origin(cucap_i_builder_hier(root)), i,
-                        (void *)cucap_i_hier_origin(cucap_i_builder_hier(builders[i])));
+                        caller, i, r, (void *)cucap_i_hier_origin(r_facts.h), i,
+                        (void *)cucap_i_hier_origin(i_facts.h));
 }
 
 /* join's checks before it touches anything: distinct, open builders, the
@@ -163,28 +171,33 @@ static CUresult other_capture(cucap_builder *const *builders, size_t count, cons
 static CUresult check_join(cucap_builder *const *builders, size_t count, cucap_builder *root, int full,
                            const char *caller, cucap_error **err)
 {
+    struct cucap_builder_facts r, b;
     size_t i;
 
+    cucap_i_builder_facts(root, &r);
     for (i = 0; i < count; i++) {
-        cucap_builder_state state = full || cucap_i_builder_hier(builders[i]) != cucap_i_builder_hier(root) ? cucap_builder_get_state(builders[i])
-                                                                      : cucap_i_builder_state(builders[i]);
+        cucap_builder_state state;
+        cucap_i_builder_facts(builders[i], &b);
+        state = full || b.h != r.h ? cucap_builder_get_state(builders[i]) : b.state;
         if (state == CUCAP_BUILDER_CAPTURING)
             continue;
         if (builders[i] == root)
             return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                                 "%s: the root (builder %zu, %s) is not capturing (it is %s): join waits on the "
                                 "others from a running capture", caller, i,
-                                cucap_builder_get_kind(builders[i]) == CUCAP_BUILDER_FORKED ? "a fork" :
-                                cucap_builder_get_kind(builders[i]) == CUCAP_BUILDER_BODY ? "a conditional body" : "a primary",
+                                b.kind == CUCAP_BUILDER_FORKED ? "a fork" :
+                                b.kind == CUCAP_BUILDER_BODY ? "a conditional body" : "a primary",
                                 cucap_i_state_names[state]);
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: builder %zu is not capturing (it is %s%s)", caller,
                             i, cucap_i_state_names[state],
-                            cucap_builder_get_kind(builders[i]) == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
+                            b.kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
     }
     /* a root whose capture is over is refused as such, with the lock */
-    for (i = 0; i < count; i++)
-        if (cucap_i_builder_hier(builders[i]) != cucap_i_builder_hier(root) && cucap_builder_get_state(root) == CUCAP_BUILDER_CAPTURING)
+    for (i = 0; i < count; i++) {
+        cucap_i_builder_facts(builders[i], &b);
+        if (b.h != r.h && cucap_builder_get_state(root) == CUCAP_BUILDER_CAPTURING)
             return other_capture(builders, count, root, i, caller, err);
+    }
     return check_distinct(builders, count, caller, err);
 }
 
@@ -233,15 +246,17 @@ static long unique_dependencies(struct dependency *all, size_t n)
 static int join_one_by_dependencies(cucap_builder *root, cucap_builder *f, const char *caller, cucap_error **err,
                                     CUresult *rc, cuuint64_t *learned)
 {
+    struct cucap_builder_facts r, fork;
     cuuint64_t id = 0;
 
-    if (!add_dependencies(cucap_i_builder_stream(root), cucap_i_builder_stream(f), 0, &id, rc))
+    cucap_i_builder_facts(root, &r);
+    cucap_i_builder_facts(f, &fork);
+    if (!add_dependencies(r.stream, fork.stream, 0, &id, rc))
         return 0;
     if (*rc == CUDA_SUCCESS)   /* the root is in the capture the fork is in: h's */
         *learned = id;
     else
-        *rc = cucap_i_fail_in_capture(cucap_i_builder_hier(root), cucap_i_builder_stream(root), *rc, caller, "cuStreamUpdateCaptureDependencies", NULL,
-                                      err);
+        *rc = cucap_i_fail_in_capture(r.h, r.stream, *rc, caller, "cuStreamUpdateCaptureDependencies", NULL, err);
     return 1;
 }
 
@@ -263,11 +278,15 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
     long unique;
     CUstreamCaptureStatus status;
     cuuint64_t root_id = 0, id = 0;
+    struct cucap_builder_facts r, b;
     int applied = 0;
 
-    for (i = 0; i < count; i++)
-        if (builders[i] != root && (cucap_i_builder_hier(builders[i]) != cucap_i_builder_hier(root) || cucap_i_builder_ctx(builders[i])->ctx != cucap_i_builder_ctx(root)->ctx))
+    cucap_i_builder_facts(root, &r);
+    for (i = 0; i < count; i++) {
+        cucap_i_builder_facts(builders[i], &b);
+        if (builders[i] != root && (b.h != r.h || b.ctx->ctx != r.ctx->ctx))
             return 0;
+    }
     if (!running)
         goto out;
     if (count == 2)   /* one fork: its arrays as the driver gave them, to the root's stream */
@@ -283,7 +302,8 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
         size_t n = 0;
         if (builders[i] == root)
             continue;
-        if (cucap_i_drv.cuStreamGetCaptureInfo(cucap_i_builder_stream(builders[i]), &status, &id, NULL, &deps, &data, &n) !=
+        if (cucap_i_drv.cuStreamGetCaptureInfo(cucap_i_builder_stream(builders[i]), &status, &id, NULL, &deps, &data,
+                                               &n) !=
                 CUDA_SUCCESS ||
             status != CU_STREAM_CAPTURE_STATUS_ACTIVE || (root_id && id != root_id))
             goto out;
@@ -316,14 +336,14 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
         nodes[kept] = all[kept].node;
         edges[kept] = all[kept].edge;
     }
-    *rc = kept ? cucap_i_drv.cuStreamUpdateCaptureDependencies(cucap_i_builder_stream(root), nodes, edges, kept,
+    *rc = kept ? cucap_i_drv.cuStreamUpdateCaptureDependencies(r.stream, nodes, edges, kept,
                                                                 CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
                : CUDA_SUCCESS;
     applied = 1;
     if (*rc == CUDA_SUCCESS)   /* the root is in the capture the forks are in: h's */
         *learned = root_id;
     if (*rc != CUDA_SUCCESS)
-        *rc = cucap_i_fail_in_capture(cucap_i_builder_hier(root), cucap_i_builder_stream(root), *rc, caller, "cuStreamUpdateCaptureDependencies", NULL,
+        *rc = cucap_i_fail_in_capture(r.h, r.stream, *rc, caller, "cuStreamUpdateCaptureDependencies", NULL,
                                       err);
 out:
     if (all != local)
@@ -455,14 +475,15 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
                             builders ? count : 0);
     }
     for (i = 0; i < count; i++) {
+        struct cucap_builder_facts f;
         if (!builders[i])
             return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: builder %zu is NULL", caller, i);
-        if (cucap_i_builder_state(builders[i]) == CUCAP_BUILDER_CLOSED)
+        cucap_i_builder_facts(builders[i], &f);
+        if (f.state == CUCAP_BUILDER_CLOSED)
             return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: builder %zu has been closed", caller, i);
-    }
-    for (i = 0; i < count && !root; i++)
-        if (cucap_builder_get_kind(builders[i]) != CUCAP_BUILDER_FORKED)
+        if (!root && f.kind != CUCAP_BUILDER_FORKED)
             root = builders[i];
+    }
     if (!root)
         root = builders[0];
     if ((rc = check_join(builders, count, root, 0, caller, err)) != CUDA_SUCCESS)
@@ -488,13 +509,17 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
  * them), so that the join may skip them. */
 static int forks_ready_to_join(cucap_builder *b, cucap_builder *const *all, size_t n)
 {
+    struct cucap_builder_facts root, f;
     size_t i;
 
-    if (cucap_i_builder_state(b) != CUCAP_BUILDER_CAPTURING || cucap_i_hier_is_capture_over(cucap_i_builder_hier(b)))
+    cucap_i_builder_facts(b, &root);
+    if (root.state != CUCAP_BUILDER_CAPTURING || cucap_i_hier_is_capture_over(root.h))
         return 0;
-    for (i = 1; i <= n; i++)
-        if (cucap_i_builder_state(all[i]) != CUCAP_BUILDER_CAPTURING || cucap_i_builder_hier(all[i]) != cucap_i_builder_hier(b))
+    for (i = 1; i <= n; i++) {
+        cucap_i_builder_facts(all[i], &f);
+        if (f.state != CUCAP_BUILDER_CAPTURING || f.h != root.h)
             return 0;
+    }
     return 1;
 }
 

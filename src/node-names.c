@@ -315,12 +315,14 @@ CUresult cucap_i_names_copy(const struct cucap_node_names *list, struct cucap_no
 
 static int same_shape(const struct named_node *a, const struct named_node *b)
 {
+    const struct kernel_args *x = &a->u.kernel, *y = &b->u.kernel;
+
     if (a->type != b->type)
         return 0;
     if (a->type != CU_GRAPH_NODE_TYPE_KERNEL)
         return 1;
-    return a->u.kernel.count == b->u.kernel.count && a->u.kernel.values_size == b->u.kernel.values_size &&
-           (!a->u.kernel.count || !memcmp(a->u.kernel.sizes, b->u.kernel.sizes, a->u.kernel.count * sizeof *a->u.kernel.sizes));
+    return x->count == y->count && x->values_size == y->values_size &&
+           (!x->count || !memcmp(x->sizes, y->sizes, x->count * sizeof *x->sizes));
 }
 
 void cucap_i_names_updated(struct cucap_node_names *list, const struct cucap_node_names *source)
