@@ -64,6 +64,14 @@ void cucap_i_kept_let_go_all(cucap_builder *b, const char *caller);
  * builder let go too. */
 void cucap_i_kept_fork_destroy(cucap_builder *f, const char *caller);
 
+/* Before a split_kept's graph lock, b's kept forks that an earlier
+ * capture left unjoined closed; as_last_time: the first n kept forks as
+ * the last split left them (closed by their join, with their stream and
+ * b's context, still the caller's, b with its split event), in forks,
+ * or 0 taking none. */
+void cucap_i_kept_close_stale(cucap_builder *b, const char *caller);
+int cucap_i_kept_as_last_time(cucap_builder *b, size_t n, cucap_builder **forks);
+
 /* Driver calls on the streams of a running capture take its hierarchy's
  * graph lock (cucap_i_hier_lock): one thread at a time adds to a capture
  * graph, and no fork, body or join of one thread ever calls into a

@@ -108,6 +108,62 @@ void cucap_i_builder_joined_in_capture(cucap_builder *b)
     b->joined_in_capture = 1;
 }
 
+/* ---------------------------------------------------------------- forks a split starts */
+
+CUevent cucap_i_builder_split_event(const cucap_builder *b)
+{
+    return b->split_event;
+}
+
+void cucap_i_builder_keep_split_event(cucap_builder *b, CUevent ev)
+{
+    b->split_event = ev;
+}
+
+unsigned long cucap_i_builder_capture_serial(const cucap_builder *b)
+{
+    return b->capture_serial;
+}
+
+cucap_builder *cucap_i_fork_start_new(struct builder_slab *slab, size_t i, CUstream s, struct ctx_hold *ctx,
+                                      struct cucap_hier *h)
+{
+    cucap_builder *f = cucap_i_builder_slab_take(slab, i, CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, s, 1, ctx);
+
+    f->cached_stream = 1;
+    f->h = h;
+    return f;
+}
+
+void cucap_i_fork_start_kept(cucap_builder *f, struct cucap_hier *h, unsigned long serial)
+{
+    f->kept_serial = serial;
+    f->joined_in_capture = 0;
+    f->state = CUCAP_BUILDER_CAPTURING;
+    f->h = h;
+}
+
+void cucap_i_kept_fork_set_stream(cucap_builder *f, CUstream s, struct ctx_hold *ctx)
+{
+    f->stream = s;
+    if (s && !f->ctx) {   /* a close gave its context back */
+        f->ctx = ctx;
+        cucap_i_ctx_hold_ref_by(ctx, 1);
+    }
+}
+
+void cucap_i_forks_register(cucap_builder *const *forks, size_t n, struct cucap_hier *h)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        forks[i]->registration.stream = forks[i]->stream;
+        forks[i]->registration.next = i + 1 < n ? &forks[i + 1]->registration : NULL;
+    }
+    if (n)
+        cucap_i_registry_add_chain(&forks[0]->registration, n, h);
+}
+
 /* ---------------------------------------------------------------- forks a join closes */
 
 int cucap_i_fork_joins_at_once(const cucap_builder *f, const struct cucap_hier *h)

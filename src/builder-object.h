@@ -1,11 +1,10 @@
 /* The builder object (builder-object.c): one struct for the three kinds
  * (primary, fork, conditional body), its memory, what other calls read of
  * it, and the checks of its state that every builder call makes.
- * builder.c runs its life; only builder-object.c, builder.c and split.c
- * (which fills its new forks) read and write its fields
- * (test/check-builder-fields.sh); the join, conditional, embed,
- * parameter-block, complete and update calls go through the functions
- * below and builder-internal.h's.
+ * builder.c runs its life; only builder-object.c and builder.c read and
+ * write its fields (test/check-builder-fields.sh); the split, join,
+ * conditional, embed, parameter-block, complete and update calls go
+ * through the functions below and builder-internal.h's.
  * Internal. */
 #ifndef CUCAPTURE_BUILDER_OBJECT_H
 #define CUCAPTURE_BUILDER_OBJECT_H
@@ -96,6 +95,23 @@ int cucap_i_builder_mark(cucap_builder *b, int mark);
 /* A join found b's stream in its capture: b's stream waits for the
  * capture's end when b goes. */
 void cucap_i_builder_joined_in_capture(cucap_builder *b);
+
+/* What a split reads and writes: b's split event (a PRIMARY builder of a
+ * retained context keeps it from one capture to the next), its count of
+ * captures; a new fork of the split's slab started (CAPTURING in h, on
+ * stream s from the cache, with a reference to ctx the caller adds for
+ * all), a kept fork started again in capture `serial` of its builder, a
+ * kept fork given a stream (NULL: it takes a new one next time; the
+ * context too when a close gave it back); the split's n forks entered in
+ * the capture registry for h. */
+CUevent cucap_i_builder_split_event(const cucap_builder *b);
+void cucap_i_builder_keep_split_event(cucap_builder *b, CUevent ev);
+unsigned long cucap_i_builder_capture_serial(const cucap_builder *b);
+cucap_builder *cucap_i_fork_start_new(struct builder_slab *slab, size_t i, CUstream s, struct ctx_hold *ctx,
+                                      struct cucap_hier *h);
+void cucap_i_fork_start_kept(cucap_builder *f, struct cucap_hier *h, unsigned long serial);
+void cucap_i_kept_fork_set_stream(cucap_builder *f, CUstream s, struct ctx_hold *ctx);
+void cucap_i_forks_register(cucap_builder *const *forks, size_t n, struct cucap_hier *h);
 
 /* Forks a join closes in one step for all (join.c's release_joined),
  * under the graph lock of h, their capture.  joins_at_once: f is such a

@@ -9,6 +9,7 @@
  * and named kernels: builder-params.c. */
 #include "config.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -570,6 +571,39 @@ void cucap_i_kept_fork_destroy(cucap_builder *f, const char *caller)
 {
     release_kept(f, caller);   /* a join left it its stream */
     let_go_of_kept(f);
+}
+
+/* Kept forks of b's earlier captures that were left unjoined (their
+ * capture is over, they still say so): closed, so that a split may take
+ * them again.  Before the graph lock: closing takes their own capture's. */
+void cucap_i_kept_close_stale(cucap_builder *b, const char *caller)
+{
+    size_t i;
+
+    for (i = 0; i < b->kept_count; i++) {
+        cucap_builder *f = b->kept[i];
+        if (f->state != CUCAP_BUILDER_CLOSED && f->kept_serial != b->capture_serial &&
+            (!f->handed_out || atomic_load_explicit(&f->holders, memory_order_acquire) == 2) &&
+            cucap_builder_get_state(f) != CUCAP_BUILDER_CAPTURING)
+            (void)cucap_i_builder_close_as(f, caller, "closing a kept fork that an earlier capture left unjoined",
+                                           NULL);
+    }
+}
+
+int cucap_i_kept_as_last_time(cucap_builder *b, size_t n, cucap_builder **forks)
+{
+    size_t i;
+
+    if (n > b->kept_count || !b->split_event)
+        return 0;
+    for (i = 0; i < n; i++) {
+        cucap_builder *f = b->kept[i];
+        if (f->state != CUCAP_BUILDER_CLOSED || !f->stream || f->ctx != b->ctx || !f->handed_out ||
+            f->kept_serial == b->capture_serial || atomic_load_explicit(&f->holders, memory_order_acquire) != 2)
+            return 0;
+        forks[i] = f;
+    }
+    return 1;
 }
 
 /* ---------------------------------------------------------------- the block a primary keeps */

@@ -3,16 +3,13 @@
  * cucap_builder_split_on and cucap_builder_split_kept). */
 #include "config.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "builder-internal.h"
 #include "builder-object.h"
-#include "capture-registry.h"
 #include "context-hold.h"
 #include "driver.h"
 #include "error.h"
-#include "builder-object.h"
 #include "hierarchy.h"
 #include "stream-cache.h"
 
@@ -53,7 +50,8 @@ static CUresult not_capturing(const cucap_builder *b, const char *caller, cucap_
 
     return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                         "%s: the builder must be building before it can be split (it is %s%s)", caller,
-                        cucap_i_state_names[state], b->kind == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
+                        cucap_i_state_names[state],
+                        cucap_builder_get_kind(b) == CUCAP_BUILDER_FORKED ? ": its primary's capture ended" : "");
 }
 
 /* The split's event and the forks' streams: streams whose forks joined
@@ -63,16 +61,19 @@ static CUresult not_capturing(const cucap_builder *b, const char *caller, cucap_
 static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t n, CUstream *streams, CUevent *ev,
                                    const char *caller, cucap_error **err)
 {
-    struct cucap_deferral *d = cucap_i_hier_deferral(b->h);
+    struct cucap_builder_facts at;
+    struct cucap_deferral *d;
     const char *failed = "cuEventCreate";
     size_t joined = 0, kept = 0, i;
     CUresult rc;
 
-    if (on == b->ctx) {
+    cucap_i_builder_facts(b, &at);
+    d = cucap_i_hier_deferral(at.h);
+    if (on == at.ctx) {
         if (on->retained && (joined = cucap_i_deferral_take_joined(d, on->ctx, n, streams)) == n && *ev)
             return CUDA_SUCCESS;
         /* a direct run's streams kept from earlier runs next (none in a capture) */
-        if ((kept = cucap_i_direct_take_streams(b->h, on->ctx, n - joined, streams + joined)) == n - joined && *ev)
+        if ((kept = cucap_i_direct_take_streams(at.h, on->ctx, n - joined, streams + joined)) == n - joined && *ev)
             return CUDA_SUCCESS;
         joined += kept;
         rc = *ev ? cucap_i_take_streams(on, n - joined, streams + joined, caller)
@@ -81,8 +82,8 @@ static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t
             if (*ev) {   /* the builder's own event (so the context is retained): the streams failed */
                 failed = "cuStreamCreate";
                 cucap_i_cache_give_event(on->ctx, on->dev, *ev, caller);
-                if (b->split_event == *ev)
-                    b->split_event = NULL;
+                if (cucap_i_builder_split_event(b) == *ev)
+                    cucap_i_builder_keep_split_event(b, NULL);
                 *ev = NULL;
             }
             for (i = 0; i < joined - kept; i++) {   /* still in this capture: back to wait for its end */
@@ -91,16 +92,16 @@ static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t
                     cucap_i_drv.cuStreamDestroy(streams[i]);   /* legal in a capture */
             }
             for (; i < joined; i++)   /* back to the direct run that kept them */
-                if (!cucap_i_direct_keep_stream(b->h, on->ctx, streams[i]))
+                if (!cucap_i_direct_keep_stream(at.h, on->ctx, streams[i]))
                     cucap_i_drv.cuStreamDestroy(streams[i]);
             return cucap_i_fail_driver(err, rc, caller, failed);
         }
         return CUDA_SUCCESS;
     }
-    if ((rc = cucap_i_take_event(b->ctx, ev, caller)) != CUDA_SUCCESS)
+    if ((rc = cucap_i_take_event(at.ctx, ev, caller)) != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
     if ((rc = cucap_i_take_streams(on, n, streams, caller)) != CUDA_SUCCESS) {
-        cucap_i_give_event(b->ctx, NULL, *ev, caller);
+        cucap_i_give_event(at.ctx, NULL, *ev, caller);
         return cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
     }
     return CUDA_SUCCESS;
@@ -112,58 +113,36 @@ static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t
  * for the forks' streams, destroyed when b's context has no cache
  * (legal in a capture), or nothing when e is NULL (b keeps it), and the
  * graph lock released. */
-static void split_done(cucap_builder *b, CUevent e, cucap_builder *const *forks, size_t n, const char *caller)
+static void split_done(const struct cucap_builder_facts *at, CUevent e, cucap_builder *const *forks, size_t n,
+                       const char *caller)
 {
-    struct cucap_cache_item item = { b->ctx->ctx, b->ctx->dev, e, 1, 0 };
-    struct cucap_hier *h = b->h;
-    size_t i;
+    struct cucap_cache_item item = { at->ctx->ctx, at->ctx->dev, e, 1, 0 };
 
-    cucap_i_hier_ref_by(h, n);
-    for (i = 0; i < n; i++) {
-        forks[i]->registration.stream = forks[i]->stream;
-        forks[i]->registration.next = i + 1 < n ? &forks[i + 1]->registration : NULL;
-    }
-    if (n)
-        cucap_i_registry_add_chain(&forks[0]->registration, n, h);
-    if (e && (!b->ctx->retained || cucap_i_defer(cucap_i_hier_deferral(h), &item, 1, n, caller) != 0))
+    cucap_i_hier_ref_by(at->h, n);
+    cucap_i_forks_register(forks, n, at->h);
+    if (e && (!at->ctx->retained || cucap_i_defer(cucap_i_hier_deferral(at->h), &item, 1, n, caller) != 0))
         cucap_i_drv.cuEventDestroy(e);
-    cucap_i_hier_unlock(h);
+    cucap_i_hier_unlock(at->h);
 }
 
 /* A primary builder of a retained context records its splits on an event
  * it keeps (builder.c gives it back): its captures run one at a time, so
  * the event is never in two captures that both run.  Any other builder's
  * split event waits for its capture's end, deferred to the hierarchy. */
-static int keeps_split_event(const cucap_builder *b, const struct ctx_hold *on)
+static int keeps_split_event(const struct cucap_builder_facts *at, const struct ctx_hold *on)
 {
-    return b->kind == CUCAP_BUILDER_PRIMARY && on == b->ctx && b->ctx->retained;
+    return at->kind == CUCAP_BUILDER_PRIMARY && on == at->ctx && at->ctx->retained;
 }
 
 /* After the split's record on ev: the event kept by b, or NULL when it
  * goes to the capture's deferral with the split (split_done). */
-static CUevent keep_split_event(cucap_builder *b, const struct ctx_hold *on, CUevent ev)
+static CUevent keep_split_event(cucap_builder *b, const struct cucap_builder_facts *at, const struct ctx_hold *on,
+                               CUevent ev)
 {
-    if (!keeps_split_event(b, on))
+    if (!keeps_split_event(at, on))
         return ev;
-    b->split_event = ev;
+    cucap_i_builder_keep_split_event(b, ev);
     return NULL;
-}
-
-/* Kept forks of b's earlier captures that were left unjoined (their
- * capture is over, they still say so): closed, so that a split may take
- * them again.  Before the graph lock: closing takes their own capture's. */
-static void close_stale_kept(cucap_builder *b, const char *caller)
-{
-    size_t i;
-
-    for (i = 0; i < b->kept_count; i++) {
-        cucap_builder *f = b->kept[i];
-        if (f->state != CUCAP_BUILDER_CLOSED && f->kept_serial != b->capture_serial &&
-            (!f->handed_out || atomic_load_explicit(&f->holders, memory_order_acquire) == 2) &&
-            cucap_builder_get_state(f) != CUCAP_BUILDER_CAPTURING)
-            (void)cucap_i_builder_close_as(f, caller, "closing a kept fork that an earlier capture left unjoined",
-                                           NULL);
-    }
 }
 
 /* split_kept's forks ready for b's capture, under its graph lock: kept
@@ -174,6 +153,7 @@ static CUresult take_kept(cucap_builder *b, size_t n, cucap_builder **forks, CUs
                           const char *caller, cucap_error **err)
 {
     size_t got = cucap_i_kept_take(b, n, forks), bare = 0, i;
+    struct ctx_hold *ctx = cucap_i_builder_ctx(b);
     CUresult rc;
 
     while (got < n && (forks[got] = cucap_i_kept_new(b)) != NULL)
@@ -181,42 +161,15 @@ static CUresult take_kept(cucap_builder *b, size_t n, cucap_builder **forks, CUs
     if (got < n)
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     for (i = 0; i < n; i++)
-        bare += !forks[i]->stream;
+        bare += !cucap_i_builder_stream(forks[i]);
     if (bare == 0 && *ev)
         return CUDA_SUCCESS;   /* every fork has its stream, the builder its event */
-    if ((rc = take_split_handles(b, b->ctx, bare, streams, ev, caller, err)) != CUDA_SUCCESS)
+    if ((rc = take_split_handles(b, ctx, bare, streams, ev, caller, err)) != CUDA_SUCCESS)
         return rc;
-    for (i = 0, bare = 0; i < n; i++) {
-        cucap_builder *f = forks[i];
-        if (f->stream)
-            continue;
-        f->stream = streams[bare++];
-        if (!f->ctx) {   /* a close gave its context back */
-            f->ctx = b->ctx;
-            cucap_i_ctx_hold_ref_by(f->ctx, 1);
-        }
-    }
+    for (i = 0, bare = 0; i < n; i++)
+        if (!cucap_i_builder_stream(forks[i]))
+            cucap_i_kept_fork_set_stream(forks[i], streams[bare++], ctx);
     return CUDA_SUCCESS;
-}
-
-/* split_kept's forks when the first n kept ones come back as the last
- * split left them: closed by their join, with their stream and b's
- * context, held by the caller still, and b with its split event.  0,
- * taking none, when any is not (take_kept then sorts them out). */
-static int kept_as_last_time(cucap_builder *b, size_t n, cucap_builder **forks)
-{
-    size_t i;
-
-    if (n > b->kept_count || !b->split_event)
-        return 0;
-    for (i = 0; i < n; i++) {
-        cucap_builder *f = b->kept[i];
-        if (f->state != CUCAP_BUILDER_CLOSED || !f->stream || f->ctx != b->ctx || !f->handed_out ||
-            f->kept_serial == b->capture_serial || atomic_load_explicit(&f->holders, memory_order_acquire) != 2)
-            return 0;
-        forks[i] = f;
-    }
-    return 1;
 }
 
 /* Every split: count - 1 forks of b whose streams are of context `on`,
@@ -225,37 +178,30 @@ static int kept_as_last_time(cucap_builder *b, size_t n, cucap_builder **forks)
  * joined to its capture (kept forks their own streams, new ones from the
  * slab on streams[]): *made of them started; on a failure the streams
  * not started are given back. */
-static CUresult start_forks(cucap_builder *b, struct ctx_hold *on, CUevent ev, size_t n, cucap_builder **forks,
-                           CUstream *streams, struct builder_slab *slab, int kept, size_t *made, const char *caller,
-                           cucap_error **err)
+static CUresult start_forks(cucap_builder *b, const struct cucap_builder_facts *at, struct ctx_hold *on, CUevent ev,
+                           size_t n, cucap_builder **forks, CUstream *streams, struct builder_slab *slab, int kept,
+                           size_t *made, const char *caller, cucap_error **err)
 {
+    unsigned long serial = cucap_i_builder_capture_serial(b);
     CUresult rc = CUDA_SUCCESS;
     size_t i;
 
     for (*made = 0; *made < n; ++*made) {
-        CUstream s = kept ? forks[*made]->stream : streams[*made];
-        cucap_builder *f;
-        if ((rc = fork_wait(on, b->ctx, s, ev)) != CUDA_SUCCESS) {
-            rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuStreamWaitEvent", NULL, err);
+        CUstream s = kept ? cucap_i_builder_stream(forks[*made]) : streams[*made];
+        if ((rc = fork_wait(on, at->ctx, s, ev)) != CUDA_SUCCESS) {
+            rc = cucap_i_fail_in_capture(at->h, at->stream, rc, caller, "cuStreamWaitEvent", NULL, err);
             /* it may have joined nothing, or the capture: destroying is legal; the rest joined nothing */
             cucap_i_drv.cuStreamDestroy(s);
             if (kept)
-                forks[*made]->stream = NULL;   /* the fork takes a new one next time */
+                cucap_i_kept_fork_set_stream(forks[*made], NULL, NULL);   /* it takes a new one next time */
             for (i = *made + 1; i < n && !kept; i++)
                 cucap_i_give_stream(on, streams[i], caller);
             break;
         }
-        if (kept) {
-            f = forks[*made];
-            f->kept_serial = b->capture_serial;
-            f->joined_in_capture = 0;
-        } else {
-            f = forks[*made] = cucap_i_builder_slab_take(slab, *made, CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING,
-                                                         s, 1, on);
-            f->cached_stream = 1;
-        }
-        f->state = CUCAP_BUILDER_CAPTURING;
-        f->h = b->h;
+        if (kept)
+            cucap_i_fork_start_kept(forks[*made], at->h, serial);
+        else
+            forks[*made] = cucap_i_fork_start_new(slab, *made, s, on, at->h);
     }
     if (!kept)
         cucap_i_ctx_hold_ref_by(on, *made);
@@ -282,6 +228,7 @@ static CUresult split(cucap_builder *b, struct ctx_hold *on, size_t count, cucap
 {
     CUstream streams_local[64], *streams = streams_local;
     struct builder_slab *slab = NULL;
+    struct cucap_builder_facts at;
     size_t n = count - 1, made = 0, i;
     int again = 0;
     CUevent ev;
@@ -289,50 +236,51 @@ static CUresult split(cucap_builder *b, struct ctx_hold *on, size_t count, cucap
 
     if ((rc = check_split_arguments(b, count, forks, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if (kept && b->kind != CUCAP_BUILDER_PRIMARY)
+    cucap_i_builder_facts(b, &at);
+    if (kept && at.kind != CUCAP_BUILDER_PRIMARY)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: only a primary builder keeps forks (this one is %s); "
                             "use cucap_builder_split", caller,
-                            b->kind == CUCAP_BUILDER_FORKED ? "a fork" : "a conditional body");
-    if (b->state != CUCAP_BUILDER_CAPTURING)
+                            at.kind == CUCAP_BUILDER_FORKED ? "a fork" : "a conditional body");
+    if (at.state != CUCAP_BUILDER_CAPTURING)
         return not_capturing(b, caller, err);
     /* kept forks as the last split left them need nothing new */
-    if (!kept || !(again = kept_as_last_time(b, n, forks))) {
+    if (!kept || !(again = cucap_i_kept_as_last_time(b, n, forks))) {
         for (i = 0; i < n; i++)
             forks[i] = NULL;
         if (kept)
-            close_stale_kept(b, caller);
+            cucap_i_kept_close_stale(b, caller);
         if ((n > 64 && !(streams = malloc(n * sizeof *streams))) ||
             (!kept && !(slab = cucap_i_builder_slab_new(n)))) {
             rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
             goto out;
         }
     }
-    if (!cucap_i_hier_lock_running(b->h)) {   /* a fork whose primary's capture ended */
-        cucap_i_hier_unlock(b->h);
+    if (!cucap_i_hier_lock_running(at.h)) {   /* a fork whose primary's capture ended */
+        cucap_i_hier_unlock(at.h);
         rc = not_capturing(b, caller, err);
         goto out;
     }
-    ev = keeps_split_event(b, on) ? b->split_event : NULL;
+    ev = keeps_split_event(&at, on) ? cucap_i_builder_split_event(b) : NULL;
     if (!again && (rc = kept ? take_kept(b, n, forks, streams, &ev, caller, err)
                              : take_split_handles(b, on, n, streams, &ev, caller, err)) != CUDA_SUCCESS) {
-        cucap_i_hier_unlock(b->h);
+        cucap_i_hier_unlock(at.h);
         goto out;
     }
     /* one event where b stands; every fork's stream waits on it and so joins the capture there */
-    if ((rc = cucap_i_drv.cuEventRecord(ev, b->stream)) != CUDA_SUCCESS) {
-        rc = cucap_i_fail_in_capture(b->h, b->stream, rc, caller, "cuEventRecord", NULL, err);
-        cucap_i_give_event(b->ctx, cucap_i_hier_deferral(b->h), ev, caller);
-        if (keeps_split_event(b, on))
-            b->split_event = NULL;
+    if ((rc = cucap_i_drv.cuEventRecord(ev, at.stream)) != CUDA_SUCCESS) {
+        rc = cucap_i_fail_in_capture(at.h, at.stream, rc, caller, "cuEventRecord", NULL, err);
+        cucap_i_give_event(at.ctx, cucap_i_hier_deferral(at.h), ev, caller);
+        if (keeps_split_event(&at, on))
+            cucap_i_builder_keep_split_event(b, NULL);
         for (i = 0; i < n && !kept; i++)
             cucap_i_give_stream(on, streams[i], caller);
-        cucap_i_hier_unlock(b->h);
+        cucap_i_hier_unlock(at.h);
         goto out;
     }
-    rc = start_forks(b, on, ev, n, forks, streams, slab, kept, &made, caller, err);
+    rc = start_forks(b, &at, on, ev, n, forks, streams, slab, kept, &made, caller, err);
     if (rc == CUDA_SUCCESS && cucap_i_fork_links_add(b, forks, n) != 0)
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    split_done(b, keep_split_event(b, on, ev), forks, made, caller);
+    split_done(&at, keep_split_event(b, &at, on, ev), forks, made, caller);
 out:
     if (slab)
         cucap_i_builder_slab_done(slab, made);
@@ -347,23 +295,23 @@ out:
 
 CUresult cucap_builder_split(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
 {
-    return split(b, b ? b->ctx : NULL, count, forks, 0, "cucap_builder_split", err);
+    return split(b, b ? cucap_i_builder_ctx(b) : NULL, count, forks, 0, "cucap_builder_split", err);
 }
 
 CUresult cucap_builder_split_kept(cucap_builder *b, size_t count, cucap_builder **forks, cucap_error **err)
 {
-    return split(b, b ? b->ctx : NULL, count, forks, 1, "cucap_builder_split_kept", err);
+    return split(b, b ? cucap_i_builder_ctx(b) : NULL, count, forks, 1, "cucap_builder_split_kept", err);
 }
 
 CUresult cucap_builder_split_on(cucap_builder *b, CUdevice dev, size_t count, cucap_builder **forks,
                                 cucap_error **err)
 {
     static const char caller[] = "cucap_builder_split_on";
-    struct ctx_hold *on;
+    struct ctx_hold *own = b ? cucap_i_builder_ctx(b) : NULL, *on;   /* NULL once closed */
     CUresult rc;
 
-    if (b && b->ctx->retained && b->ctx->dev == dev)
-        return split(b, b->ctx, count, forks, 0, caller, err);
+    if (own && own->retained && own->dev == dev)
+        return split(b, own, count, forks, 0, caller, err);
     if ((rc = check_split_arguments(b, count, forks, caller, err)) != CUDA_SUCCESS)
         return rc;
     if ((rc = cucap_i_ctx_hold_primary(dev, &on, caller, err)) != CUDA_SUCCESS)

@@ -215,6 +215,27 @@ BACKEND_TEST(builder, operation_by_state_matrix)
         }
 }
 
+/* Every split of a closed builder is refused, whatever device it names
+ * (split_on read the closed builder's context before it checked it). */
+BACKEND_TEST(builder, splits_of_a_closed_builder_are_refused)
+{
+    cucap_builder *b = NULL, *forks[1] = { NULL };
+    cucap_error *err = NULL;
+
+    cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_close(b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split_on(b, 0, 2, forks, &err), CUDA_ERROR_ILLEGAL_STATE, "%s",
+                 cucap_error_message(err));
+    cr_assert(strstr(cucap_error_message(err), "closed"), "%s", cucap_error_message(err));
+    cucap_error_free(err);
+    err = NULL;
+    cr_assert_eq(cucap_builder_split_kept(b, 2, forks, &err), CUDA_ERROR_ILLEGAL_STATE, "%s",
+                 cucap_error_message(err));
+    cucap_error_free(err);
+    cr_assert_null(forks[0]);
+    cucap_builder_destroy(b);
+}
+
 BACKEND_TEST(builder, bad_arguments)
 {
     cucap_builder *b = new_builder(), *out = (cucap_builder *)&b, *forks[2];
