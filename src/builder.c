@@ -512,7 +512,8 @@ size_t cucap_i_kept_take(cucap_builder *b, size_t n, cucap_builder **out)
 
     for (i = 0; i < b->kept_count; i++) {
         cucap_builder *f = b->kept[i];
-        if (f->handed_out && atomic_load_explicit(&f->holders, memory_order_acquire) == 1) {   /* the caller destroyed it */
+        /* the caller destroyed it */
+        if (f->handed_out && atomic_load_explicit(&f->holders, memory_order_acquire) == 1) {
             let_go_of_kept(f);
             continue;
         }

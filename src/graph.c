@@ -267,8 +267,7 @@ static void mark_launch(cucap_exec *e, CUstream s, const char *caller)
     CUresult rc;
 
     if ((!e->done && (rc = cucap_i_drv.cuEventCreate(&e->done, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) ||
-        (rc = cucap_i_drv.cuEventRecord(e->done, s)) != CUDA_SUCCESS)
-    {
+        (rc = cucap_i_drv.cuEventRecord(e->done, s)) != CUDA_SUCCESS) {
         e->lost_track = 1;
         cucap_i_warn(rc, "%s: no event could be recorded behind a launch; destroying the executable graph may "
                      "wait for that launch, and host callback data it owns is not given back: " CUCAP_I_RESULT_FMT,
