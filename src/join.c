@@ -260,6 +260,50 @@ static int join_one_by_dependencies(cucap_builder *root, cucap_builder *f, const
     return 1;
 }
 
+/* The dependency nodes, with their edge data, of every builder but the
+ * root, appended to *all (local's 128 first, then the heap; *total of
+ * them), all of them ACTIVE in one capture, whose id is left in *id.  0
+ * when one is not, or out of memory. */
+static int gather_dependencies(cucap_builder *root, cucap_builder *const *builders, size_t count,
+                               struct dependency *local, struct dependency **all, size_t *total, cuuint64_t *id)
+{
+    CUstreamCaptureStatus status;
+    struct dependency *grown;
+    cuuint64_t this_id = 0;
+    size_t cap = 128, i, j;
+
+    for (i = 0; i < count; i++) {
+        const CUgraphNode *deps = NULL;
+        const CUgraphEdgeData *data = NULL;
+        size_t n = 0;
+        if (builders[i] == root)
+            continue;
+        if (cucap_i_drv.cuStreamGetCaptureInfo(cucap_i_builder_stream(builders[i]), &status, &this_id, NULL, &deps,
+                                               &data, &n) != CUDA_SUCCESS ||
+            status != CU_STREAM_CAPTURE_STATUS_ACTIVE || (*id && this_id != *id))
+            return 0;
+        *id = this_id;
+        if (*total + n > cap) {
+            size_t want = 2 * (*total + n);
+            if (!(grown = *all == local ? malloc(want * sizeof **all) : realloc(*all, want * sizeof **all)))
+                return 0;
+            if (*all == local)
+                memcpy(grown, local, *total * sizeof **all);
+            *all = grown;
+            cap = want;
+        }
+        /* the arrays are the driver's until the next call on this stream: copied now */
+        for (j = 0; j < n; j++, ++*total) {
+            (*all)[*total].node = deps[j];
+            if (data)
+                (*all)[*total].edge = data[j];
+            else
+                memset(&(*all)[*total].edge, 0, sizeof (*all)[*total].edge);
+        }
+    }
+    return 1;
+}
+
 /* The whole join in one step when every builder is ACTIVE in the root's
  * capture and context (doc/driver-facts.md, "Joining by capture
  * dependencies"): each builder's dependency nodes, with their edge data
@@ -271,13 +315,12 @@ static int join_one_by_dependencies(cucap_builder *root, cucap_builder *f, const
 static int join_by_dependencies(cucap_builder *root, cucap_builder *const *builders, size_t count, int running,
                                 const char *caller, cucap_error **err, CUresult *rc, cuuint64_t *learned)
 {
-    struct dependency local[128], *all = local, *grown;
+    struct dependency local[128], *all = local;
     CUgraphNode nodes_local[128], *nodes = nodes_local;
     CUgraphEdgeData edges_local[128], *edges = edges_local;
-    size_t cap = 128, total = 0, kept = 0, i, j;
+    size_t total = 0, kept = 0, i;
     long unique;
-    CUstreamCaptureStatus status;
-    cuuint64_t root_id = 0, id = 0;
+    cuuint64_t root_id = 0;
     struct cucap_builder_facts r, b;
     int applied = 0;
 
@@ -296,36 +339,8 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
      * takes every stream out of it (doc/driver-facts.md, "Ending a
      * capture"), so one ACTIVE in it proves the capture, and the root in
      * it, still running */
-    for (i = 0; i < count; i++) {
-        const CUgraphNode *deps = NULL;
-        const CUgraphEdgeData *data = NULL;
-        size_t n = 0;
-        if (builders[i] == root)
-            continue;
-        if (cucap_i_drv.cuStreamGetCaptureInfo(cucap_i_builder_stream(builders[i]), &status, &id, NULL, &deps, &data,
-                                               &n) !=
-                CUDA_SUCCESS ||
-            status != CU_STREAM_CAPTURE_STATUS_ACTIVE || (root_id && id != root_id))
-            goto out;
-        root_id = id;
-        if (total + n > cap) {
-            size_t want = 2 * (total + n);
-            if (!(grown = all == local ? malloc(want * sizeof *all) : realloc(all, want * sizeof *all)))
-                goto out;
-            if (all == local)
-                memcpy(grown, local, total * sizeof *all);
-            all = grown;
-            cap = want;
-        }
-        /* the arrays are the driver's until the next call on this stream: copied now */
-        for (j = 0; j < n; j++, total++) {
-            all[total].node = deps[j];
-            if (data)
-                all[total].edge = data[j];
-            else
-                memset(&all[total].edge, 0, sizeof all[total].edge);
-        }
-    }
+    if (!gather_dependencies(root, builders, count, local, &all, &total, &root_id))
+        goto out;
     /* forks that did nothing since the split share their dependency: once each */
     if ((unique = unique_dependencies(all, total)) < 0)
         goto out;
