@@ -67,6 +67,9 @@ struct cucap_graph_set {
                                            queued_first (a run's stream waits for its own to hand back) */
     unsigned int queued_first, queued_count;
     size_t making, making_bytes;     /* graphs being instantiated or updated, and the room set aside for them */
+    cucap_builder **builders;        /* every builder the set made, destroyed with it */
+    cucap_builder **idle;            /* those between captures, reset (as many places as builders) */
+    size_t builder_count, idle_count, builder_places;   /* places: builders, and those being made */
     cucap_graph_set_stats stats;
 };
 
@@ -294,9 +297,63 @@ static void reason_from(char *why, size_t size, const char *what, CUresult rc, c
         snprintf(why + used, size - used, " (%s)", cucap_error_note(e, i));
 }
 
-/* Capture fn on a new builder of the set: the builder, ENDED, or NULL
- * with the reason in why.  A block of offer's size that fn asks for is
- * offer (NULL: a new one). */
+/* ---------------------------------------------------------------- the set's builders */
+
+/* A builder for a capture: an idle one of the set's, or a new one, made
+ * outside the lock with its place among the idle ones made first (so
+ * that giving it back cannot fail). */
+static CUresult take_builder(cucap_graph_set *set, cucap_builder **b, cucap_error **err)
+{
+    size_t n;
+    cucap_builder **grown;
+    CUresult rc;
+
+    pthread_mutex_lock(&set->lock);
+    if (set->idle_count) {
+        *b = set->idle[--set->idle_count];
+        pthread_mutex_unlock(&set->lock);
+        return CUDA_SUCCESS;
+    }
+    n = ++set->builder_places;
+    if ((grown = realloc(set->builders, n * sizeof *grown)))
+        set->builders = grown;
+    if (grown && (grown = realloc(set->idle, n * sizeof *grown)))
+        set->idle = grown;
+    if (!grown)
+        set->builder_places--;
+    pthread_mutex_unlock(&set->lock);
+    if (!grown)
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "cucap_graph_set_run: out of memory");
+    rc = cucap_builder_create(set->dev, b, err);
+    pthread_mutex_lock(&set->lock);
+    if (rc == CUDA_SUCCESS)
+        set->builders[set->builder_count++] = *b;
+    else
+        set->builder_places--;
+    pthread_mutex_unlock(&set->lock);
+    return rc;
+}
+
+/* b back among the idle builders: its capture abandoned if still running,
+ * NOT_STARTED, holding no block (the next capture is another key's,
+ * whose launches must not wait for this one's).  One whose capture the
+ * driver would not end stays out, until the set's destroy. */
+static void give_builder(cucap_graph_set *set, cucap_builder *b)
+{
+    if (!b)
+        return;
+    cucap_builder_abandon(b);
+    cucap_i_builder_offer_params(b, NULL);
+    if (cucap_builder_reset(b, NULL) != CUDA_SUCCESS)
+        return;
+    pthread_mutex_lock(&set->lock);
+    set->idle[set->idle_count++] = b;
+    pthread_mutex_unlock(&set->lock);
+}
+
+/* Capture fn on a builder of the set: the builder, ENDED, or NULL with
+ * the reason in why.  A block of offer's size that fn asks for is offer
+ * (NULL: a new one). */
 static cucap_builder *capture(cucap_graph_set *set, cucap_capture_fn fn, void *user_data, struct cucap_params *offer,
                               double *us, char *why, size_t why_size)
 {
@@ -305,7 +362,7 @@ static cucap_builder *capture(cucap_graph_set *set, cucap_capture_fn fn, void *u
     double t0 = now_us();
     CUresult rc;
 
-    if ((rc = cucap_builder_create(set->dev, &b, &e)) == CUDA_SUCCESS && offer)
+    if ((rc = take_builder(set, &b, &e)) == CUDA_SUCCESS && offer)
         cucap_i_builder_offer_params(b, offer);
     if (rc != CUDA_SUCCESS || (rc = cucap_builder_begin(b, set->opts.capture_mode, &e)) != CUDA_SUCCESS) {
         reason_from(why, why_size, "the capture could not begin", rc, e);
@@ -320,7 +377,7 @@ static cucap_builder *capture(cucap_graph_set *set, cucap_capture_fn fn, void *u
         return b;
     }
     cucap_error_free(e);
-    cucap_builder_destroy(b);
+    give_builder(set, b);
     return NULL;
 }
 
@@ -519,7 +576,7 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
     kept_block_done(set, offer);
     m.memory_nodes = memory_nodes;
     if (!b || why[0]) {
-        cucap_builder_destroy(b);
+        give_builder(set, b);
         return settle(set, e, NULL, nodes, bytes, 0, *how, why, &m, NULL);
     }
     /* the graph memory calls in the set's context and relaxed mode (a
@@ -549,7 +606,7 @@ static int make_graph(cucap_graph_set *set, struct entry *e, cucap_capture_fn fn
         m.refusal = m.used ? "" : refusal;
     made = settle(set, e, exec, nodes, bytes, capture_us, *how, why, &m, first);
     cucap_i_work_leave_quietly(&w, "cucap_graph_set_run");
-    cucap_builder_destroy(b);
+    give_builder(set, b);
     return made;
 }
 
@@ -589,7 +646,7 @@ static CUresult run_on_copy(cucap_graph_set *set, struct entry *e, cucap_capture
     struct key_exec *x = NULL;
     CUresult rc;
 
-    cucap_builder_destroy(b);
+    give_builder(set, b);
     pthread_mutex_lock(&set->lock);
     set->making--;
     set->making_bytes -= may_take(0, e->nodes);
@@ -1007,6 +1064,10 @@ void cucap_graph_set_destroy(cucap_graph_set *set)
             (void)cucap_i_drv.cuEventDestroy(set->queued[i]);
     (void)cucap_i_graph_memory_trim(set->dev);
     cucap_i_work_leave_quietly(&w, "cucap_graph_set_destroy");
+    while (set->builder_count)
+        cucap_builder_destroy(set->builders[--set->builder_count]);
+    free(set->builders);
+    free(set->idle);
     cucap_i_ctx_hold_release(set->hold);
     pthread_mutex_destroy(&set->lock);
     pthread_cond_destroy(&set->settled);

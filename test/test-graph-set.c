@@ -1333,7 +1333,8 @@ FAULT_BACKEND_TEST(graph_set, an_instantiation_out_of_memory_runs_eagerly)
 
 /* Every run a miss served by an update (one graph, one kept): the
  * capture takes the block the updated executable graph reads, so no miss
- * allocates a parameter block; each run still reads its own values. */
+ * allocates a parameter block, and the builder the set keeps, so no miss
+ * makes or destroys one; each run still reads its own values. */
 FAULT_BACKEND_TEST(graph_set, a_miss_served_by_an_update_makes_no_new_block)
 {
     cucap_graph_set *set = new_set((size_t)64 << 20, 1, 1);
@@ -1343,15 +1344,17 @@ FAULT_BACKEND_TEST(graph_set, a_miss_served_by_an_update_makes_no_new_block)
     cucap_error *err = NULL;
     CUstream s = new_stream();
     uint64_t step, key;
-    long allocations = -1;
+    long allocations = -1, infos = -1;
 
     memset(&st, 0, sizeof st);
     st.per_key = 1;
     cr_assert_eq(D.cuMemAlloc(&st.out, 9 * 2 * sizeof(struct values)), CUDA_SUCCESS);
     for (step = 1; step <= 24; step++) {
         key = 2 * (step % 4 + 1);   /* keys without allocations: one topology */
-        if (step == 5)
+        if (step == 5) {
             allocations = calls("cuMemAllocFromPoolAsync");
+            infos = calls("cuStreamGetCaptureInfo");
+        }
         cr_assert_eq(run_step(set, &st, step, key, s, &kind, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
         cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);   /* the block idle at the next miss */
         check_out(st.out + key * 2 * sizeof(struct values), step, key);
@@ -1360,6 +1363,9 @@ FAULT_BACKEND_TEST(graph_set, a_miss_served_by_an_update_makes_no_new_block)
     }
     cr_assert_eq(calls("cuMemAllocFromPoolAsync") - allocations, 0, "20 misses allocated %ld blocks",
                  calls("cuMemAllocFromPoolAsync") - allocations);
+    /* the capture's own question, once a miss; a builder made and destroyed per capture asked again */
+    cr_assert_leq(calls("cuStreamGetCaptureInfo") - infos, 20, "20 misses asked %ld times whether a stream was "
+                  "capturing", calls("cuStreamGetCaptureInfo") - infos);
     cucap_graph_set_get_stats(set, &stats);
     cr_assert_geq(stats.updates, 22);
     cucap_graph_set_destroy(set);

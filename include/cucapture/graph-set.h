@@ -85,13 +85,16 @@ typedef struct cucap_graph_set cucap_graph_set;
  * The function records the step on b's stream and on forks it splits
  * from b (joined before it returns), with pool allocations, a parameter
  * block (cucap_builder_params() of the size of the run's values), named
- * kernels, runtime-API kernels and library calls on those streams.  b is
- * CAPTURING; it is the set's, not the function's to end or destroy.  When
+ * nodes, runtime-API kernels and library calls on those streams.  b is
+ * CAPTURING; it is the set's, not the function's to end or destroy (the
+ * set keeps its builders and resets them between captures: no block of
+ * one capture is offered to another key's, and kept forks the function
+ * splits stay with the builder until the set's destroy).  When
  * the set runs the step eagerly, b does the same work at once: forks are
  * streams ordered by events, pool allocations are stream-ordered, the
  * parameter block holds the run's values; conditional nodes and
  * cucap_builder_embed() are refused then (CUDA_ERROR_NOT_SUPPORTED), and
- * naming a kernel does nothing.
+ * naming a node does nothing.
  *
  * \return      CUDA_SUCCESS, or an error (with *err set) that the set
  *              returns from the run as it is, notes included.
