@@ -103,11 +103,6 @@ int cucap_i_builder_mark(cucap_builder *b, int mark)
     return was;
 }
 
-void cucap_i_builder_joined_in_capture(cucap_builder *b)
-{
-    b->joined_in_capture = 1;
-}
-
 /* ---------------------------------------------------------------- forks a split starts */
 
 CUevent cucap_i_builder_split_event(const cucap_builder *b)
@@ -138,7 +133,6 @@ cucap_builder *cucap_i_fork_start_new(struct builder_slab *slab, size_t i, CUstr
 void cucap_i_fork_start_kept(cucap_builder *f, struct cucap_hier *h, unsigned long serial)
 {
     f->kept_serial = serial;
-    f->joined_in_capture = 0;
     f->state = CUCAP_BUILDER_CAPTURING;
     f->h = h;
 }
@@ -166,15 +160,9 @@ void cucap_i_forks_register(cucap_builder *const *forks, size_t n, struct cucap_
 
 /* ---------------------------------------------------------------- forks a join closes */
 
-int cucap_i_fork_joins_at_once(const cucap_builder *f, const struct cucap_hier *h)
-{
-    return f->kind == CUCAP_BUILDER_FORKED && f->cached_stream && f->ctx->retained &&
-           f->state == CUCAP_BUILDER_CAPTURING && f->h == h;
-}
-
 CUstream cucap_i_fork_stream_to_give(const cucap_builder *f)
 {
-    return f->is_kept ? NULL : f->stream;
+    return f->is_kept || !f->cached_stream ? NULL : f->stream;
 }
 
 void cucap_i_fork_close_joined(cucap_builder *f)

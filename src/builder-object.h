@@ -35,7 +35,6 @@ struct cucap_builder {
     int owns_stream;
     int cached_stream;               /* the stream comes from the stream cache */
     unsigned char join_mark;         /* set while a join checks it (join.c) */
-    int joined_in_capture;           /* a join saw its stream ACTIVE in h's capture */
     struct cucap_registration registration;    /* the stream's entry in the capture registry */
     /* forks split from this builder and still open, for
      * cucap_builder_join_forks; guarded by h's graph lock (builder-object.c) */
@@ -92,9 +91,6 @@ struct cucap_registration *cucap_i_builder_registration(cucap_builder *b);
 /* A join's mark (join.c's check for a builder given twice): set to
  * mark, the old one returned. */
 int cucap_i_builder_mark(cucap_builder *b, int mark);
-/* A join found b's stream in its capture: b's stream waits for the
- * capture's end when b goes. */
-void cucap_i_builder_joined_in_capture(cucap_builder *b);
 
 /* What a split reads and writes: b's split event (a PRIMARY builder of a
  * retained context keeps it from one capture to the next), its count of
@@ -113,14 +109,12 @@ void cucap_i_fork_start_kept(cucap_builder *f, struct cucap_hier *h, unsigned lo
 void cucap_i_kept_fork_set_stream(cucap_builder *f, CUstream s, struct ctx_hold *ctx);
 void cucap_i_forks_register(cucap_builder *const *forks, size_t n, struct cucap_hier *h);
 
-/* Forks a join closes in one step for all (join.c's release_joined),
- * under the graph lock of h, their capture.  joins_at_once: f is such a
- * fork (a FORKED, CAPTURING builder of h whose stream came from the cache
- * of a retained context); stream_to_give: the stream the join defers to
- * the capture's end, NULL for a kept fork (it keeps its stream for its
- * next split); close_joined: f closed as a release closes it, once its
- * registry entry and reference to h are gone and its stream deferred. */
-int cucap_i_fork_joins_at_once(const cucap_builder *f, const struct cucap_hier *h);
+/* Forks a join closes (join.c's close_forks), under the graph lock of
+ * their capture.  stream_to_give: the stream the close gives back, NULL
+ * for a kept fork (it keeps its stream for its next split) and for a fork
+ * on the caller's own stream; close_joined: f CLOSED, once its registry
+ * entry and reference to the capture are gone and its stream given back
+ * (a kept fork keeps its context too). */
 CUstream cucap_i_fork_stream_to_give(const cucap_builder *f);
 void cucap_i_fork_close_joined(cucap_builder *f);
 

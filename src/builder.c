@@ -295,7 +295,7 @@ static void let_go_of_all(cucap_builder *b, int stream_done, const char *caller)
 {
     if (!stream_done && b->cached_stream) {
         (void)cucap_i_capture_lock(b);
-        cucap_i_give_back_stream(b->ctx, b->stream, b->h, b->joined_in_capture, caller);
+        cucap_i_give_back_stream(b->ctx, b->stream, b->h, caller);
         cucap_i_capture_unlock(b);
     }
     cucap_i_hier_unref(b->h, caller);
@@ -345,10 +345,10 @@ static void release(cucap_builder *b, const char *caller)
             status != CU_STREAM_CAPTURE_STATUS_NONE)
             cucap_i_warn(CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's stream is still capturing and was not "
                          "destroyed", caller);
-        else if (b->cached_stream && (!cucap_i_hier_direct(b->h) || cucap_i_stream_idle(b->ctx->ctx, b->stream, caller)))
-            cucap_i_give_back_stream(b->ctx, b->stream, NULL, 0, caller);   /* its capture is over */
-        else if (b->cached_stream && cucap_i_direct_keep_stream(b->h, b->ctx->ctx, b->stream))
-            ;   /* behind the run's work, for a later run */
+        else if (b->cached_stream && cucap_i_hier_direct(b->h))
+            cucap_i_direct_give_stream(b->h, b->ctx, b->stream, caller);   /* behind the run's work */
+        else if (b->cached_stream)
+            cucap_i_give_back_stream(b->ctx, b->stream, NULL, caller);   /* its capture is over */
         else if ((rc = cucap_i_drv.cuStreamDestroy(b->stream)) != CUDA_SUCCESS)
             cucap_i_warn(rc, "%s: cuStreamDestroy failed while releasing the builder's stream: " CUCAP_I_RESULT_FMT,
                          caller, CUCAP_I_RESULT_ARGS(rc));
@@ -362,7 +362,6 @@ static void release(cucap_builder *b, const char *caller)
 static void start_over(cucap_builder *b, const char *caller)
 {
     let_go(b, caller);
-    b->joined_in_capture = 0;
     b->state = CUCAP_BUILDER_NOT_STARTED;
 }
 
@@ -498,7 +497,7 @@ static void let_go_of_kept(cucap_builder *f)
 static void release_kept(cucap_builder *f, const char *caller)
 {
     if (f->stream) {
-        cucap_i_give_back_stream(f->ctx, f->stream, NULL, 0, caller);
+        cucap_i_give_back_stream(f->ctx, f->stream, NULL, caller);
         f->stream = NULL;
     }
     if (f->ctx)

@@ -95,6 +95,24 @@ static int keep_stream(struct cucap_direct_run *direct, CUcontext ctx, CUstream 
     return s != NULL;
 }
 
+/* Idle: to the cache; behind the run's work: kept, or destroyed when the
+ * table is full; anything else (a stream some capture took) destroyed. */
+static void give_stream(struct cucap_direct_run *direct, struct ctx_hold *c, CUstream s, const char *caller)
+{
+    struct cucap_work_scope w;
+    CUresult rc;
+
+    cucap_i_work_enter_quietly(&w, c->ctx, caller);
+    rc = cucap_i_drv.cuStreamQuery(s);
+    cucap_i_work_leave_quietly(&w, caller);
+    if (rc == CUDA_SUCCESS)
+        cucap_i_give_stream(c, s, caller);
+    else if ((rc != CUDA_ERROR_NOT_READY || !keep_stream(direct, c->ctx, s)) &&
+             (rc = cucap_i_drv.cuStreamDestroy(s)) != CUDA_SUCCESS)
+        cucap_i_warn(rc, "%s: cuStreamDestroy failed on a stream behind an eager run: " CUCAP_I_RESULT_FMT, caller,
+                     CUCAP_I_RESULT_ARGS(rc));
+}
+
 void cucap_i_eager_streams_drain(void)
 {
     struct cucap_work_scope w;
@@ -225,7 +243,7 @@ CUresult cucap_i_run_eagerly(struct ctx_hold *hold, cucap_capture_fn fn, void *u
     memset(&run, 0, sizeof run);
     run.direct.params = eager_params;
     run.direct.take_stream = take_kept_stream;
-    run.direct.keep_stream = keep_stream;
+    run.direct.give_stream = give_stream;
     if (cucap_i_drv.cuStreamGetId(s, &run.after) != CUDA_SUCCESS)
         run.after = 0;   /* nothing kept for it */
     run.hold = hold;

@@ -222,26 +222,24 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended)
     cucap_i_deferral_end(&h->deferral, "cucap_builder_end");
 }
 
-void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_hier *h, int joined, const char *caller)
+void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_hier *h, const char *caller)
 {
-    struct cucap_cache_item item = { c->ctx, c->dev, s, 0, 1 };
+    struct cucap_cache_item item = { c->ctx, c->dev, s, 0, 0 };
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t id = 0;
     CUresult rc;
 
-    if (joined && c->retained && h && !h->direct && cucap_i_defer(&h->deferral, &item, 1, 0, caller) == 0)
+    if (h && h->direct) {
+        cucap_i_direct_give_stream(h, c, s, caller);
         return;
+    }
     rc = cucap_i_drv.cuStreamGetCaptureInfo(s, &status, &id, NULL, NULL, NULL, NULL);
-    if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE &&
-        (!h || !h->direct || cucap_i_stream_idle(c->ctx, s, caller))) {
+    if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE) {
         cucap_i_give_stream(c, s, caller);
         return;
     }
-    if (rc == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE && cucap_i_direct_keep_stream(h, c->ctx, s))
-        return;
     /* a capture id not learned yet (no join saw it): not provably this
      * capture, so destroyed rather than kept */
-    item.joined = 0;
     if (rc == CUDA_SUCCESS && c->retained && h && id && id == h->capture_id &&
         cucap_i_defer(&h->deferral, &item, 1, 0, caller) == 0)
         return;
@@ -269,9 +267,9 @@ size_t cucap_i_direct_take_streams(const struct cucap_hier *h, CUcontext ctx, si
     return i;
 }
 
-int cucap_i_direct_keep_stream(const struct cucap_hier *h, CUcontext ctx, CUstream s)
+void cucap_i_direct_give_stream(const struct cucap_hier *h, struct ctx_hold *c, CUstream s, const char *caller)
 {
-    return h && h->direct && h->direct->keep_stream && h->direct->keep_stream(h->direct, ctx, s);
+    h->direct->give_stream(h->direct, c, s, caller);
 }
 
 struct cucap_direct_run *cucap_i_hier_direct(const struct cucap_hier *h)

@@ -100,15 +100,15 @@ CUcontext cucap_i_hier_context(const struct cucap_hier *h);
 int cucap_i_hier_is_owned(struct cucap_hier *h);
 /* Where the streams and events of its capture wait for its end. */
 struct cucap_deferral *cucap_i_hier_deferral(struct cucap_hier *h);
-/* A stream of c that a builder used, given back: to the cache when the
- * driver says it is in no capture; to wait for the end of h's capture
- * when it is still in that one (joined: a join just saw it there, no need
- * to ask); destroyed otherwise (in another capture, which is legal, or c
- * has no cache), so that no later builder is ever handed a stream inside
- * a capture it is not part of.  h NULL: in no capture of the library's
- * that may still run. */
+/* A stream of c that a builder used, given back: to h's direct run when
+ * h is one; to the cache when the driver says it is in no capture; to
+ * wait for the end of h's capture when it is still in that one;
+ * destroyed otherwise (in another capture, which is legal, or c has no
+ * cache), so that no later builder is ever handed a stream inside a
+ * capture it is not part of.  h NULL: in no capture of the library's
+ * that may still run.  (A join closes its forks itself: join.c.) */
 struct ctx_hold;
-void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_hier *h, int joined, const char *caller);
+void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_hier *h, const char *caller);
 /* The capture is over; `ended`, when not NULL, is the graph its end
  * returned, which the hierarchy owns from now on (the caller holds the
  * graph lock).  The streams and events deferred to the end go back to
@@ -133,23 +133,24 @@ struct cucap_direct_run {
     CUresult (*params)(struct cucap_direct_run *run, CUcontext ctx, CUdevice dev, CUstream s, size_t size,
                        CUdeviceptr *block, const char *caller, cucap_error **err);
     /* A stream of ctx for a fork that the owner kept from an earlier run
-     * (keep_stream), or NULL: a new fork's work may queue behind that
+     * (give_stream), or NULL: a new fork's work may queue behind that
      * run's, which the run's origin follows already. */
     CUstream (*take_stream)(struct cucap_direct_run *run, CUcontext ctx);
-    /* Keep stream s of ctx, still behind the run's work, for a later run
-     * (1), or not (0: it is destroyed).  A stream behind work in flight
-     * never goes back to the cache (stream-cache.h), and a new one each
-     * run would make the driver's cuStreamCreate wait once enough are left
-     * behind it (measured: doc/driver-facts.md). */
-    int (*keep_stream)(struct cucap_direct_run *run, CUcontext ctx, CUstream s);
+    /* Stream s of c, which the run's builders used (a fork's, or a
+     * builder's own), handed back: to the cache once its work is done,
+     * else kept behind the run's work for a later run, or destroyed.  A
+     * stream behind work in flight never goes back to the cache
+     * (stream-cache.h), and a new one each run would make the driver's
+     * cuStreamCreate wait once enough are left behind it (measured:
+     * doc/driver-facts.md). */
+    void (*give_stream)(struct cucap_direct_run *run, struct ctx_hold *c, CUstream s, const char *caller);
 };
 struct cucap_direct_run *cucap_i_hier_direct(const struct cucap_hier *h);   /* NULL: a real capture */
 /* Up to n streams of ctx that h's direct run kept from earlier runs (none
  * for a capture): how many were written to out. */
 size_t cucap_i_direct_take_streams(const struct cucap_hier *h, CUcontext ctx, size_t n, CUstream *out);
-/* Stream s of ctx, behind work in flight, kept by h's direct run (1) or
- * not (0; always 0 for a capture). */
-int cucap_i_direct_keep_stream(const struct cucap_hier *h, CUcontext ctx, CUstream s);
+/* Stream s of c handed back to h's direct run (give_stream above). */
+void cucap_i_direct_give_stream(const struct cucap_hier *h, struct ctx_hold *c, CUstream s, const char *caller);
 /* The list of the nodes its capture named (node-names.h), NULL until
  * one is named; under the graph lock. */
 struct cucap_node_names;

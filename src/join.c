@@ -100,23 +100,6 @@ static CUresult wait_on(cucap_builder *to_builder, cucap_builder *from_builder, 
     return rc;
 }
 
-/* A join's last step on the capture of h, whose graph lock the caller
- * holds: the capture's id learned (when id is not 0), the n joined forks'
- * entries out of the registry and their references to h dropped, and the
- * n_items streams of those that give theirs back deferred to the
- * capture's end.  -1, changing nothing but the id, when out of memory. */
-static int forks_joined(struct cucap_hier *h, cuuint64_t id, const struct cucap_cache_item *items, size_t n_items,
-                        struct cucap_registration *const *entries, size_t n)
-{
-    if (id)
-        cucap_i_hier_learn_capture_id(h, id);
-    if (n_items && cucap_i_defer(cucap_i_hier_deferral(h), items, n_items, 0, "cucap_builder_join") != 0)
-        return -1;
-    cucap_i_registry_remove_all(entries, n);
-    cucap_i_hier_unref_by(h, n);   /* the joiner's reference stays: never the last */
-    return 0;
-}
-
 /* No builder twice, in O(K): each builder is marked while the check runs
  * and unmarked after it (a builder is in one thread's hands at a time,
  * so no other join marks it meanwhile).  Only a refused join pays the
@@ -370,108 +353,101 @@ out:
     return applied;
 }
 
-/* Close, as release does, the forks a one-step join just joined into
- * root's capture, in one step for all, and release the capture's lock,
- * which the caller holds; learned as forks_joined takes
- * it.  0, the lock still held and nothing changed that matters, when
- * that does not apply (each is then closed on its own). */
-static int release_joined(cucap_builder *const *builders, size_t count, cucap_builder *root, cuuint64_t learned)
-{
-    struct cucap_cache_item local[64], *items = local;
-    struct cucap_registration *local_entries[64], **entries = local_entries;
-    struct cucap_hier *h = cucap_i_builder_hier(root);
-    size_t i, n = 0, n_items = 0;
-    int deferred;
+/* ---------------------------------------------------------------- the close */
 
-    if (count < 2)
-        return 0;
+#define CLOSE_BATCH 64
+
+/* A fork's stream that cannot wait for the capture's end: destroyed,
+ * which is legal while the capture runs. */
+static void destroy_stream(CUstream s, const char *caller)
+{
+    CUresult rc = cucap_i_drv.cuStreamDestroy(s);
+
+    if (rc != CUDA_SUCCESS)
+        cucap_i_warn(rc, "%s: cuStreamDestroy failed while closing a fork: " CUCAP_I_RESULT_FMT, caller,
+                     CUCAP_I_RESULT_ARGS(rc));
+}
+
+/* Up to CLOSE_BATCH of close_forks' forks closed in one step. */
+static void close_batch(cucap_builder *const *builders, size_t count, cucap_builder *root, struct cucap_hier *h,
+                        int running, int joined, const char *caller)
+{
+    struct cucap_cache_item items[CLOSE_BATCH];
+    struct cucap_registration *entries[CLOSE_BATCH];
+    cucap_builder *closing[CLOSE_BATCH];
+    int direct = cucap_i_hier_direct(h) != NULL;   /* its streams may be behind its work */
+    size_t i, n = 0, n_items = 0;
+
     for (i = 0; i < count; i++) {
         cucap_builder *f = builders[i];
-        if (f != root && !cucap_i_fork_joins_at_once(f, h))
-            return 0;
+        struct ctx_hold *ctx = cucap_i_builder_ctx(f);
+        CUstream given;
+        if (f == root || cucap_i_builder_state(f) == CUCAP_BUILDER_CLOSED)
+            continue;
+        closing[n] = f;
+        entries[n++] = cucap_i_builder_registration(f);
+        if (!(given = cucap_i_fork_stream_to_give(f)))
+            continue;   /* a kept fork keeps its own, a fork on the caller's stream leaves it */
+        if (direct)
+            cucap_i_direct_give_stream(h, ctx, given, caller);
+        else if (running && ctx->retained)
+            items[n_items++] = (struct cucap_cache_item){ ctx->ctx, ctx->dev, given, 0, joined };
+        else
+            destroy_stream(given, caller);   /* no cache for its context, or the capture ended meanwhile */
     }
-    if (count - 1 > 64 && (!(items = malloc((count - 1) * sizeof *items)) ||
-                           !(entries = malloc((count - 1) * sizeof *entries)))) {
-        free(items == local ? NULL : items);
-        return 0;
-    }
-    for (i = 0; i < count; i++)
-        if (builders[i] != root) {
-            CUstream given = cucap_i_fork_stream_to_give(builders[i]);   /* a kept fork keeps its own */
-            entries[n++] = cucap_i_builder_registration(builders[i]);
-            if (given)
-                items[n_items++] = (struct cucap_cache_item){ cucap_i_builder_ctx(builders[i])->ctx,
-                                                              cucap_i_builder_ctx(builders[i])->dev, given, 0, 1 };
-        }
-    /* as release does, in one step for all: out of the fork lists; out of
-     * the registry, the streams deferred to the capture's end */
-    cucap_i_fork_links_release_all(builders, count, root);
-    if ((deferred = forks_joined(h, learned, items, n_items, entries, n) == 0))
-        cucap_i_hier_unlock(h);
-    if (items != local)
-        free(items);
-    if (entries != local_entries)
-        free(entries);
-    if (!deferred)
-        return 0;   /* out of memory: each is released on its own */
-    for (i = 0; i < count; i++)
-        if (builders[i] != root)
-            cucap_i_fork_close_joined(builders[i]);
-    return 1;
+    if (n_items && cucap_i_defer(cucap_i_hier_deferral(h), items, n_items, 0, caller) != 0)
+        for (i = 0; i < n_items; i++)   /* out of memory */
+            destroy_stream(items[i].handle, caller);
+    cucap_i_fork_links_release_all(closing, n, root);
+    cucap_i_registry_remove_all(entries, n);
+    cucap_i_hier_unref_by(h, n);   /* the root's reference stays: never the last */
+    for (i = 0; i < n; i++)
+        cucap_i_fork_close_joined(closing[i]);
 }
 
-/* Whatever a join did, no builder but the root is left open.  Every
- * other builder is a fork of the root's capture (join refuses builders
- * of another capture, and a capture has one builder that is not a fork),
- * so closing one has nothing to end. */
-static void close_others(cucap_builder *const *builders, size_t count, cucap_builder *root, const char *caller)
+/* Close every builder of builders but root that is still open: forks of
+ * root's capture, whose graph lock the caller holds (running: whether the
+ * capture runs).  Out of the fork lists and the registry, their
+ * references to the capture dropped; their streams, which are in that
+ * capture while it runs, deferred to its end (joined: their work joined
+ * into it, so a later split may take them), handed back to a direct run,
+ * or destroyed (a context without a cache, a capture that ended while
+ * the join ran, out of memory); a kept fork keeps its stream and context
+ * for its next split.  learned: the capture's id, when a join learned it.
+ * The one way a join closes forks, joined or not. */
+static void close_forks(cucap_builder *const *builders, size_t count, cucap_builder *root, cuuint64_t learned,
+                        int running, int joined, const char *caller)
 {
-    size_t i;
+    struct cucap_hier *h = cucap_i_builder_hier(root);
+    size_t start;
 
-    for (i = 0; i < count; i++)
-        if (builders[i] != root && cucap_i_builder_state(builders[i]) != CUCAP_BUILDER_CLOSED)
-            cucap_i_fork_release(builders[i], caller);
+    if (learned)
+        cucap_i_hier_learn_capture_id(h, learned);
+    for (start = 0; start < count; start += CLOSE_BATCH)
+        close_batch(builders + start, count - start < CLOSE_BATCH ? count - start : CLOSE_BATCH, root, h, running,
+                    joined, caller);
 }
 
-/* The join once its checks passed, with one hold of the capture's lock
- * (running: whether root's capture still runs), which it releases. */
+/* The join once its checks passed, under one hold of the capture's lock
+ * (running: whether root's capture still runs), which it releases: every
+ * fork joined in one step by capture dependencies, or each waited on,
+ * then closed; whatever failed, no builder but the root is left open. */
 static CUresult join_checked(cucap_builder *const *builders, size_t count, cucap_builder *root, int running,
                              const char *caller, cucap_error **err)
 {
     CUresult rc = CUDA_SUCCESS;
     cuuint64_t learned = 0;
     size_t i;
-    int applied;
 
-    applied = join_by_dependencies(root, builders, count, running, caller, err, &rc, &learned);
-    if (applied && rc == CUDA_SUCCESS && release_joined(builders, count, root, learned))
-        ;   /* every fork closed in one step, the lock released */
-    else {
-        if (learned)
-            cucap_i_hier_learn_capture_id(cucap_i_builder_hier(root), learned);
-        if (applied)
-            for (i = 0; i < count && rc == CUDA_SUCCESS; i++)
-                if (builders[i] != root) {
-                    cucap_i_builder_joined_in_capture(builders[i]);
-                    cucap_i_fork_release(builders[i], caller);
-                }
-        cucap_i_capture_unlock(root);
-    }
-    if (!applied) {
-        for (i = 0; i < count && rc == CUDA_SUCCESS; i++) {
-            if (builders[i] == root)
-                continue;
-            if (!cucap_i_capture_lock(root))   /* builders[i] is in the same capture */
-                rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture of builder %zu or of the root "
-                                  "ended while join ran (its end came from another thread)", caller, i);
-            else
-                rc = wait_on(root, builders[i], caller, err);
-            cucap_i_capture_unlock(root);
-            if (rc == CUDA_SUCCESS)
-                cucap_i_fork_release(builders[i], caller);
-        }
-    }
-    close_others(builders, count, root, caller);
+    if (!join_by_dependencies(root, builders, count, running, caller, err, &rc, &learned))
+        for (i = 0; i < count && rc == CUDA_SUCCESS; i++)
+            if (builders[i] != root)
+                rc = running ? wait_on(root, builders[i], caller, err)
+                             : cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture of builder %zu or of "
+                                            "the root ended while join ran (its end came from another thread)",
+                                            caller, i);
+    close_forks(builders, count, root, learned, running, rc == CUDA_SUCCESS, caller);
+    cucap_i_capture_unlock(root);
     return rc;
 }
 

@@ -92,8 +92,7 @@ static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t
                     cucap_i_drv.cuStreamDestroy(streams[i]);   /* legal in a capture */
             }
             for (; i < joined; i++)   /* back to the direct run that kept them */
-                if (!cucap_i_direct_keep_stream(at.h, on->ctx, streams[i]))
-                    cucap_i_drv.cuStreamDestroy(streams[i]);
+                cucap_i_direct_give_stream(at.h, on, streams[i], caller);
             return cucap_i_fail_driver(err, rc, caller, failed);
         }
         return CUDA_SUCCESS;

@@ -1393,6 +1393,53 @@ FAULT_BACKEND_TEST(builder, close_retries_an_end_that_left_the_capture_running)
     }
 }
 
+/* A join that fails while its capture runs closes its forks the one way
+ * a join closes forks: their streams, which are in that capture, wait
+ * for its end and then go back to the cache.  Ten captures, each with
+ * a join refused by the driver and then abandoned, destroy no stream and
+ * make none after the first (a general release destroyed both forks'
+ * streams each time, as not provably in the capture). */
+FAULT_BACKEND_TEST(builder, a_failed_join_leaves_its_forks_streams_to_the_capture_s_end)
+{
+    cucap_builder *b = new_builder(), *forks[3] = { NULL, NULL, NULL };
+    cucap_error *err = NULL;
+    CUdeviceptr d;
+    long made = 0;
+    int i;
+
+    cr_assert_eq(D.cuMemAlloc(&d, 128), CUDA_SUCCESS);
+    for (i = 0; i < 10; i++) {
+        if (i == 1)
+            made = calls("cuStreamCreate");
+        cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+        forks[0] = b;
+        cr_assert_eq(cucap_builder_split(b, 3, &forks[1], NULL), CUDA_SUCCESS);
+        cr_assert_eq(D.cuMemsetD8Async(d, 1, 64, cucap_builder_stream(forks[1])), CUDA_SUCCESS);
+        cr_assert_eq(D.cuMemsetD8Async(d + 64, 2, 64, cucap_builder_stream(forks[2])), CUDA_SUCCESS);
+        cr_assert_eq(set_rules("cuStreamUpdateCaptureDependencies:1:CUDA_ERROR_ILLEGAL_STATE"), 0);
+        cr_assert_neq(cucap_builder_join(forks, 3, NULL, &err), CUDA_SUCCESS, "the join was not refused");
+        cucap_error_free(err);
+        err = NULL;
+        cr_assert_eq(injected(), 1, "the join never asked for the capture dependencies (%ld)", injected());
+        cr_assert_eq(cucap_builder_get_state(forks[1]), CUCAP_BUILDER_CLOSED);
+        cr_assert_eq(cucap_builder_get_state(forks[2]), CUCAP_BUILDER_CLOSED);
+        cucap_builder_destroy(forks[1]);
+        cucap_builder_destroy(forks[2]);
+        cucap_builder_abandon(b);
+        cr_assert_eq(cucap_builder_get_state(b), CUCAP_BUILDER_NOT_STARTED);
+        cr_assert_eq(calls("cuStreamDestroy"), 0, "capture %d: a fork's stream was destroyed", i);
+    }
+    cr_assert_eq(calls("cuStreamCreate") - made, 0, "the later captures made %ld streams",
+                 calls("cuStreamCreate") - made);
+    cucap_builder_destroy(b);
+    cr_assert_eq(set_rules(""), 0);
+    D.cuMemFree(d);
+    if (on_simulator()) {
+        cr_assert_eq(sim_live_settled("graph"), 0);
+        cr_assert_eq(sim_live_settled("stream"), 0);
+    }
+}
+
 /* ---------------------------------------------------------------- isolation (issue: never break another capture) */
 
 /* A body's stream that the user made part of another capture, then the
