@@ -18,6 +18,14 @@
 #include "hierarchy.h"
 #include "stream-cache.h"
 
+/* to's stream gains n capture dependencies, with their edge data. */
+static CUresult add_to_stream(CUstream to, const CUgraphNode *nodes, const CUgraphEdgeData *edges, size_t n)
+{
+    return n ? cucap_i_drv.cuStreamUpdateCaptureDependencies(to, (CUgraphNode *)nodes, (CUgraphEdgeData *)edges, n,
+                                                             CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
+             : CUDA_SUCCESS;
+}
+
 /* to's stream gains from's current capture dependencies, with their edge
  * data (without it, edges that carry data make the query LOSSY_QUERY):
  * the same graph as an event record and wait at a fraction of the cost
@@ -36,9 +44,7 @@ static int add_dependencies(CUstream to, CUstream from, cuuint64_t want, cuuint6
     if (cucap_i_drv.cuStreamGetCaptureInfo(from, &status, id, NULL, &deps, &edges, &n) != CUDA_SUCCESS ||
         status != CU_STREAM_CAPTURE_STATUS_ACTIVE || (want && *id != want) || (n && !edges))
         return 0;
-    *rc = n ? cucap_i_drv.cuStreamUpdateCaptureDependencies(to, (CUgraphNode *)deps, (CUgraphEdgeData *)edges, n,
-                                                             CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
-            : CUDA_SUCCESS;
+    *rc = add_to_stream(to, deps, edges, n);
     return 1;
 }
 
@@ -334,9 +340,7 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
         nodes[kept] = all[kept].node;
         edges[kept] = all[kept].edge;
     }
-    *rc = kept ? cucap_i_drv.cuStreamUpdateCaptureDependencies(r.stream, nodes, edges, kept,
-                                                                CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
-               : CUDA_SUCCESS;
+    *rc = add_to_stream(r.stream, nodes, edges, kept);
     applied = 1;
     if (*rc == CUDA_SUCCESS)   /* the root is in the capture the forks are in: h's */
         *learned = root_id;

@@ -171,8 +171,6 @@ static CUresult take_kept(cucap_builder *b, size_t n, cucap_builder **forks, CUs
     return CUDA_SUCCESS;
 }
 
-/* Every split: count - 1 forks of b whose streams are of context `on`,
- * new ones (their builders in one slab) or, kept, b's kept forks. */
 /* The n forks' streams made to wait on ev, where b stands, and so
  * joined to its capture (kept forks their own streams, new ones from the
  * slab on streams[]): *made of them started; on a failure the streams
@@ -222,15 +220,78 @@ static void hand_out_nothing(cucap_builder **forks, size_t n, size_t made, int k
     }
 }
 
+/* What a split holds between its steps: the forks' streams (on the
+ * stack for up to 64) and, for new forks, their slab. */
+struct split_room {
+    CUstream local[64], *streams;
+    struct builder_slab *slab;
+};
+
+/* What differs before the lock: kept forks as the last split left them
+ * need nothing new (*again); otherwise the forks are cleared, a kept
+ * split closes stale kept forks, and room is made. */
+static CUresult prepare_forks(cucap_builder *b, size_t n, cucap_builder **forks, int kept, struct split_room *room,
+                              int *again, const char *caller, cucap_error **err)
+{
+    size_t i;
+
+    room->streams = room->local;
+    room->slab = NULL;
+    if (kept && (*again = cucap_i_kept_as_last_time(b, n, forks)))
+        return CUDA_SUCCESS;
+    for (i = 0; i < n; i++)
+        forks[i] = NULL;
+    if (kept)
+        cucap_i_kept_close_stale(b, caller);
+    if ((n > 64 && !(room->streams = malloc(n * sizeof *room->streams))) ||
+        (!kept && !(room->slab = cucap_i_builder_slab_new(n))))
+        return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    return CUDA_SUCCESS;
+}
+
+/* The split under the graph lock of b's running capture, which it
+ * releases: handles taken (unless again), one event recorded where b
+ * stands, every fork's stream made to wait on it (*made started), the
+ * forks linked to b. */
+static CUresult split_locked(cucap_builder *b, const struct cucap_builder_facts *at, struct ctx_hold *on, size_t n,
+                             cucap_builder **forks, int kept, int again, struct split_room *room, size_t *made,
+                             const char *caller, cucap_error **err)
+{
+    CUevent ev = keeps_split_event(at, on) ? cucap_i_builder_split_event(b) : NULL;
+    CUresult rc;
+    size_t i;
+
+    if (!again && (rc = kept ? take_kept(b, n, forks, room->streams, &ev, caller, err)
+                             : take_split_handles(b, on, n, room->streams, &ev, caller, err)) != CUDA_SUCCESS) {
+        cucap_i_hier_unlock(at->h);
+        return rc;
+    }
+    if ((rc = cucap_i_drv.cuEventRecord(ev, at->stream)) != CUDA_SUCCESS) {
+        rc = cucap_i_fail_in_capture(at->h, at->stream, rc, caller, "cuEventRecord", NULL, err);
+        cucap_i_give_event(at->ctx, cucap_i_hier_deferral(at->h), ev, caller);
+        if (keeps_split_event(at, on))
+            cucap_i_builder_keep_split_event(b, NULL);
+        for (i = 0; i < n && !kept; i++)
+            cucap_i_give_stream(on, room->streams[i], caller);
+        cucap_i_hier_unlock(at->h);
+        return rc;
+    }
+    rc = start_forks(b, at, on, ev, n, forks, room->streams, room->slab, kept, made, caller, err);
+    if (rc == CUDA_SUCCESS && cucap_i_fork_links_add(b, forks, n) != 0)
+        rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
+    split_done(at, keep_split_event(b, at, on, ev), forks, *made, caller);
+    return rc;
+}
+
+/* Every split: count - 1 forks of b whose streams are of context `on`,
+ * new ones (their builders in one slab) or, kept, b's kept forks. */
 static CUresult split(cucap_builder *b, struct ctx_hold *on, size_t count, cucap_builder **forks, int kept,
                       const char *caller, cucap_error **err)
 {
-    CUstream streams_local[64], *streams = streams_local;
-    struct builder_slab *slab = NULL;
+    struct split_room room;
     struct cucap_builder_facts at;
     size_t n = count - 1, made = 0, i;
     int again = 0;
-    CUevent ev;
     CUresult rc;
 
     if ((rc = check_split_arguments(b, count, forks, caller, err)) != CUDA_SUCCESS)
@@ -242,49 +303,18 @@ static CUresult split(cucap_builder *b, struct ctx_hold *on, size_t count, cucap
                             at.kind == CUCAP_BUILDER_FORKED ? "a fork" : "a conditional body");
     if (at.state != CUCAP_BUILDER_CAPTURING)
         return not_capturing(b, caller, err);
-    /* kept forks as the last split left them need nothing new */
-    if (!kept || !(again = cucap_i_kept_as_last_time(b, n, forks))) {
-        for (i = 0; i < n; i++)
-            forks[i] = NULL;
-        if (kept)
-            cucap_i_kept_close_stale(b, caller);
-        if ((n > 64 && !(streams = malloc(n * sizeof *streams))) ||
-            (!kept && !(slab = cucap_i_builder_slab_new(n)))) {
-            rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-            goto out;
+    if ((rc = prepare_forks(b, n, forks, kept, &room, &again, caller, err)) == CUDA_SUCCESS) {
+        if (cucap_i_hier_lock_running(at.h)) {
+            rc = split_locked(b, &at, on, n, forks, kept, again, &room, &made, caller, err);
+        } else {   /* a fork whose primary's capture ended */
+            cucap_i_hier_unlock(at.h);
+            rc = not_capturing(b, caller, err);
         }
     }
-    if (!cucap_i_hier_lock_running(at.h)) {   /* a fork whose primary's capture ended */
-        cucap_i_hier_unlock(at.h);
-        rc = not_capturing(b, caller, err);
-        goto out;
-    }
-    ev = keeps_split_event(&at, on) ? cucap_i_builder_split_event(b) : NULL;
-    if (!again && (rc = kept ? take_kept(b, n, forks, streams, &ev, caller, err)
-                             : take_split_handles(b, on, n, streams, &ev, caller, err)) != CUDA_SUCCESS) {
-        cucap_i_hier_unlock(at.h);
-        goto out;
-    }
-    /* one event where b stands; every fork's stream waits on it and so joins the capture there */
-    if ((rc = cucap_i_drv.cuEventRecord(ev, at.stream)) != CUDA_SUCCESS) {
-        rc = cucap_i_fail_in_capture(at.h, at.stream, rc, caller, "cuEventRecord", NULL, err);
-        cucap_i_give_event(at.ctx, cucap_i_hier_deferral(at.h), ev, caller);
-        if (keeps_split_event(&at, on))
-            cucap_i_builder_keep_split_event(b, NULL);
-        for (i = 0; i < n && !kept; i++)
-            cucap_i_give_stream(on, streams[i], caller);
-        cucap_i_hier_unlock(at.h);
-        goto out;
-    }
-    rc = start_forks(b, &at, on, ev, n, forks, streams, slab, kept, &made, caller, err);
-    if (rc == CUDA_SUCCESS && cucap_i_fork_links_add(b, forks, n) != 0)
-        rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    split_done(&at, keep_split_event(b, &at, on, ev), forks, made, caller);
-out:
-    if (slab)
-        cucap_i_builder_slab_done(slab, made);
-    if (streams != streams_local)
-        free(streams);
+    if (room.slab)
+        cucap_i_builder_slab_done(room.slab, made);
+    if (room.streams != room.local)
+        free(room.streams);
     if (rc != CUDA_SUCCESS)
         hand_out_nothing(forks, n, made, kept, caller);
     for (i = 0; i < n && rc == CUDA_SUCCESS && kept; i++)
