@@ -3,12 +3,12 @@
 #define CUCAP_I_BODY_H
 
 #include "cucapture.h"
-#include "hierarchy.h"
+#include "capture.h"
 
 /* A body's capture ended with graph g: add it to its node's body
  * graph (body_box of the parent's hierarchy) as a child-graph node, and
  * mark its record attached or failed. */
-CUresult cucap_i_attach_body(struct cucap_hier *parent, struct cucap_box *body_box, struct cucap_body_record *record,
+CUresult cucap_i_attach_body(struct cucap_capture *parent, struct cucap_box *body_box, struct cucap_body_record *record,
                              CUgraph g, const char *caller, cucap_error **err);
 
 #endif

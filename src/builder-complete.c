@@ -9,7 +9,7 @@
 #include "driver.h"
 #include "error.h"
 #include "graph.h"
-#include "hierarchy.h"
+#include "capture.h"
 
 CUresult cucap_builder_complete(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **out,
                                 cucap_error **err)
@@ -25,7 +25,7 @@ CUresult cucap_builder_complete(cucap_builder *b, const cucap_complete_options *
     if (cucap_builder_get_kind(b) == CUCAP_BUILDER_BODY)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: a conditional body is completed with its parent, not alone", caller);
-    return cucap_i_hier_instantiate(cucap_i_builder_hier(b), NULL, opts, out, caller, err);
+    return cucap_i_capture_instantiate(cucap_i_builder_hier(b), NULL, opts, out, caller, err);
 }
 
 /* The error e of a call made for caller, as caller's own; e is freed. */
@@ -74,7 +74,7 @@ static CUresult complete_into(cucap_builder *b, const cucap_complete_options *op
         }
         cucap_error_free(refused);
     }
-    if ((rc = cucap_i_hier_instantiate(cucap_i_builder_hier(b), NULL, opts, &made, caller, err)) != CUDA_SUCCESS)
+    if ((rc = cucap_i_capture_instantiate(cucap_i_builder_hier(b), NULL, opts, &made, caller, err)) != CUDA_SUCCESS)
         return rc;
     cucap_exec_destroy(*exec);
     *exec = made;
@@ -113,7 +113,7 @@ CUresult cucap_builder_graph(cucap_builder *b, cucap_graph **out, cucap_error **
     if (cucap_builder_get_kind(b) == CUCAP_BUILDER_BODY &&
         (cucap_i_builder_state(b) == CUCAP_BUILDER_NOT_STARTED || cucap_i_builder_state(b) == CUCAP_BUILDER_ENDED)) {
         /* the node's body graph, which lives in the parent's hierarchy */
-        if (!(*out = cucap_i_hier_graph(cucap_i_builder_body_hier(b), cucap_i_builder_body_box(b))))
+        if (!(*out = cucap_i_capture_graph(cucap_i_builder_body_hier(b), cucap_i_builder_body_box(b))))
             return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
         return CUDA_SUCCESS;
     }
@@ -124,7 +124,7 @@ CUresult cucap_builder_graph(cucap_builder *b, cucap_graph **out, cucap_error **
         return cucap_i_builder_no_graph(caller, err);
     if (cucap_i_builder_state(b) == CUCAP_BUILDER_NOT_STARTED)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: there is no graph before begin", caller);
-    if (!(*out = cucap_i_hier_graph(cucap_i_builder_hier(b), NULL)))
+    if (!(*out = cucap_i_capture_graph(cucap_i_builder_hier(b), NULL)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     return CUDA_SUCCESS;
 }
@@ -138,9 +138,9 @@ CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned in
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: path is NULL", caller);
     if ((rc = cucap_i_builder_check_ended(b, caller, err)) != CUDA_SUCCESS)
         return rc;
-    cucap_i_hier_lock(cucap_i_builder_hier(b));
-    rc = cucap_i_drv.cuGraphDebugDotPrint(cucap_i_hier_root(cucap_i_builder_hier(b)), path, flags);
-    cucap_i_hier_unlock(cucap_i_builder_hier(b));
+    cucap_i_capture_lock(cucap_i_builder_hier(b));
+    rc = cucap_i_drv.cuGraphDebugDotPrint(cucap_i_capture_root(cucap_i_builder_hier(b)), path, flags);
+    cucap_i_capture_unlock(cucap_i_builder_hier(b));
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail(err, rc, "%s: cuGraphDebugDotPrint could not write '%s': " CUCAP_I_RESULT_FMT, caller,
                             path, CUCAP_I_RESULT_ARGS(rc));

@@ -73,14 +73,14 @@ void cucap_i_kept_close_stale(cucap_builder *b, const char *caller);
 int cucap_i_kept_as_last_time(cucap_builder *b, size_t n, cucap_builder **forks);
 
 /* Driver calls on the streams of a running capture take its hierarchy's
- * graph lock (cucap_i_hier_lock): one thread at a time adds to a capture
+ * graph lock (cucap_i_capture_lock): one thread at a time adds to a capture
  * graph, and no fork, body or join of one thread ever calls into a
  * capture that another thread's end is tearing down (the driver may
  * crash then).  lock returns whether the capture is still running;
  * unlock whatever it returned. */
-int cucap_i_capture_lock(const cucap_builder *b);
-void cucap_i_capture_unlock(const cucap_builder *b);
-int cucap_i_capture_lock_pair(const cucap_builder *a, const cucap_builder *b);
-void cucap_i_capture_unlock_pair(const cucap_builder *a, const cucap_builder *b);
+int cucap_i_builder_lock(const cucap_builder *b);
+void cucap_i_builder_unlock(const cucap_builder *b);
+int cucap_i_builders_lock_pair(const cucap_builder *a, const cucap_builder *b);
+void cucap_i_builders_unlock_pair(const cucap_builder *a, const cucap_builder *b);
 
 #endif

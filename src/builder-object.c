@@ -70,7 +70,7 @@ cucap_builder_state cucap_i_builder_state(const cucap_builder *b)
     return b->state;
 }
 
-struct cucap_hier *cucap_i_builder_hier(const cucap_builder *b)
+struct cucap_capture *cucap_i_builder_hier(const cucap_builder *b)
 {
     return b->h;
 }
@@ -121,7 +121,7 @@ unsigned long cucap_i_builder_capture_serial(const cucap_builder *b)
 }
 
 cucap_builder *cucap_i_fork_start_new(struct builder_slab *slab, size_t i, CUstream s, struct ctx_hold *ctx,
-                                      struct cucap_hier *h)
+                                      struct cucap_capture *h)
 {
     cucap_builder *f = cucap_i_builder_slab_take(slab, i, CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, s, 1, ctx);
 
@@ -130,7 +130,7 @@ cucap_builder *cucap_i_fork_start_new(struct builder_slab *slab, size_t i, CUstr
     return f;
 }
 
-void cucap_i_fork_start_kept(cucap_builder *f, struct cucap_hier *h, unsigned long serial)
+void cucap_i_fork_start_kept(cucap_builder *f, struct cucap_capture *h, unsigned long serial)
 {
     f->kept_serial = serial;
     f->state = CUCAP_BUILDER_CAPTURING;
@@ -146,7 +146,7 @@ void cucap_i_kept_fork_set_stream(cucap_builder *f, CUstream s, struct ctx_hold 
     }
 }
 
-void cucap_i_forks_register(cucap_builder *const *forks, size_t n, struct cucap_hier *h)
+void cucap_i_forks_register(cucap_builder *const *forks, size_t n, struct cucap_capture *h)
 {
     size_t i;
 
@@ -189,7 +189,7 @@ cucap_builder *cucap_i_builder_new_body(struct ctx_hold *ctx, CUstream s, struct
     return b;
 }
 
-void cucap_i_builder_place_body(cucap_builder *body, struct cucap_hier *parent_h, struct cucap_box *box)
+void cucap_i_builder_place_body(cucap_builder *body, struct cucap_capture *parent_h, struct cucap_box *box)
 {
     body->body_box = box;
     body->parent_h = parent_h;
@@ -200,7 +200,7 @@ struct cucap_body_record *cucap_i_builder_body_record(const cucap_builder *b)
     return b ? b->record : NULL;
 }
 
-struct cucap_hier *cucap_i_builder_body_hier(const cucap_builder *b)
+struct cucap_capture *cucap_i_builder_body_hier(const cucap_builder *b)
 {
     return b->parent_h;
 }

@@ -16,7 +16,7 @@
 #include "context-hold.h"
 #include "cucapture.h"
 
-struct cucap_hier;
+struct cucap_capture;
 struct cucap_box;
 struct cucap_body_record;
 struct cucap_params;
@@ -31,7 +31,7 @@ struct cucap_builder {
     cucap_builder_state state;
     CUstream stream;
     struct ctx_hold *ctx;
-    struct cucap_hier *h;            /* from begin (forks: their parent's) */
+    struct cucap_capture *h;            /* from begin (forks: their parent's) */
     int owns_stream;
     int cached_stream;               /* the stream comes from the stream cache */
     unsigned char join_mark;         /* set while a join checks it (join.c) */
@@ -59,7 +59,7 @@ struct cucap_builder {
     struct builder_slab *slab;       /* allocated with the other forks of its split, or NULL */
     /* BODY only: the body graph of a conditional node in the parent's
      * hierarchy, which the body's standalone capture is attached to */
-    struct cucap_hier *parent_h;
+    struct cucap_capture *parent_h;
     struct cucap_box *body_box;
     struct cucap_body_record *record;
     int record_failed;               /* the last capture failed or could not be attached */
@@ -72,14 +72,14 @@ extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
  * cucap_builder_get_state), the hierarchy of its capture (NULL before
  * begin), its context hold. */
 cucap_builder_state cucap_i_builder_state(const cucap_builder *b);
-struct cucap_hier *cucap_i_builder_hier(const cucap_builder *b);
+struct cucap_capture *cucap_i_builder_hier(const cucap_builder *b);
 struct ctx_hold *cucap_i_builder_ctx(const cucap_builder *b);
 /* What a join reads of a builder, in one call: its kind, its own state,
  * the hierarchy of its capture, its context hold and stream. */
 struct cucap_builder_facts {
     cucap_builder_kind kind;
     cucap_builder_state state;
-    struct cucap_hier *h;
+    struct cucap_capture *h;
     struct ctx_hold *ctx;
     CUstream stream;
 };
@@ -104,10 +104,10 @@ CUevent cucap_i_builder_split_event(const cucap_builder *b);
 void cucap_i_builder_keep_split_event(cucap_builder *b, CUevent ev);
 unsigned long cucap_i_builder_capture_serial(const cucap_builder *b);
 cucap_builder *cucap_i_fork_start_new(struct builder_slab *slab, size_t i, CUstream s, struct ctx_hold *ctx,
-                                      struct cucap_hier *h);
-void cucap_i_fork_start_kept(cucap_builder *f, struct cucap_hier *h, unsigned long serial);
+                                      struct cucap_capture *h);
+void cucap_i_fork_start_kept(cucap_builder *f, struct cucap_capture *h, unsigned long serial);
 void cucap_i_kept_fork_set_stream(cucap_builder *f, CUstream s, struct ctx_hold *ctx);
-void cucap_i_forks_register(cucap_builder *const *forks, size_t n, struct cucap_hier *h);
+void cucap_i_forks_register(cucap_builder *const *forks, size_t n, struct cucap_capture *h);
 
 /* Forks a join closes (join.c's close_forks), under the graph lock of
  * their capture.  stream_to_give: the stream the close gives back, NULL
@@ -123,15 +123,15 @@ void cucap_i_fork_close_joined(cucap_builder *f);
  * hierarchy at the body graph's box, with a reference on parent_h that the
  * caller took for it. */
 cucap_builder *cucap_i_builder_new_body(struct ctx_hold *ctx, CUstream s, struct cucap_body_record *record);
-void cucap_i_builder_place_body(cucap_builder *body, struct cucap_hier *parent_h, struct cucap_box *box);
+void cucap_i_builder_place_body(cucap_builder *body, struct cucap_capture *parent_h, struct cucap_box *box);
 struct cucap_body_record *cucap_i_builder_body_record(const cucap_builder *b);
 /* A body's parent hierarchy and the box of its body graph there. */
-struct cucap_hier *cucap_i_builder_body_hier(const cucap_builder *b);
+struct cucap_capture *cucap_i_builder_body_hier(const cucap_builder *b);
 struct cucap_box *cucap_i_builder_body_box(const cucap_builder *b);
 
 /* Its list of open forks, for cucap_builder_join_forks: every call is
  * made under the graph lock of the hierarchy the builders capture in
- * (cucap_i_hier_lock). */
+ * (cucap_i_capture_lock). */
 /* Count new forks into b's list; -1, adding none, when out of memory. */
 int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count);
 /* b and its open forks (*n of them) in room when room_size is enough,

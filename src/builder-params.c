@@ -7,7 +7,7 @@
 #include "context-hold.h"
 #include "driver.h"
 #include "error.h"
-#include "hierarchy.h"
+#include "capture.h"
 #include "node-names.h"
 #include "params.h"
 
@@ -17,7 +17,7 @@ static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUd
     struct cucap_direct_run *run;
     struct cucap_params *p;
     struct ctx_hold *hold;
-    struct cucap_hier *h;
+    struct cucap_capture *h;
     CUresult rc = CUDA_SUCCESS;
 
     if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
@@ -34,16 +34,16 @@ static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUd
     if (cucap_i_builder_state(b) != CUCAP_BUILDER_CAPTURING)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is not capturing (it is %s)", caller,
                             cucap_i_state_names[cucap_i_builder_state(b)]);
-    if (!cucap_i_capture_lock(b)) {
-        cucap_i_capture_unlock(b);
+    if (!cucap_i_builder_lock(b)) {
+        cucap_i_builder_unlock(b);
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's capture ended (its primary's end came "
                             "first)", caller);
     }
     h = cucap_i_builder_hier(b);
     hold = cucap_i_builder_ctx(b);
-    if ((run = cucap_i_hier_direct(h)) != NULL)
+    if ((run = cucap_i_capture_direct(h)) != NULL)
         rc = run->params(run, hold->ctx, hold->dev, cucap_builder_stream(b), size, block, caller, err);
-    else if ((p = cucap_i_hier_params(h)) != NULL)
+    else if ((p = cucap_i_capture_params(h)) != NULL)
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                           "%s: the capture has its parameter block already (%zu bytes at 0x%llx): one per capture, "
                           "so put every value its work reads in one struct", caller, cucap_i_params_size(p),
@@ -56,11 +56,11 @@ static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUd
             cucap_i_builder_offer_params(b, p);
         if (rc == CUDA_SUCCESS) {
             cucap_i_params_set_type(p, type);
-            cucap_i_hier_set_params(h, p, caller);
+            cucap_i_capture_set_params(h, p, caller);
             *block = cucap_i_params_block(p);
         }
     }
-    cucap_i_capture_unlock(b);
+    cucap_i_builder_unlock(b);
     return rc;
 }
 
@@ -89,14 +89,14 @@ CUresult cucap_builder_name_node(cucap_builder *b, const char *name, cucap_error
     if ((state = cucap_builder_get_state(b)) != CUCAP_BUILDER_CAPTURING)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder is not capturing (it is %s)", caller,
                             cucap_i_state_names[state]);
-    if (!cucap_i_capture_lock(b))
+    if (!cucap_i_builder_lock(b))
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture ended while the call ran (its end came "
                           "from another thread)", caller);
-    else if (!cucap_i_hier_direct(cucap_i_builder_hier(b)))
-        rc = cucap_i_names_add(cucap_i_hier_names(cucap_i_builder_hier(b)), cucap_builder_stream(b), name, caller, err);
+    else if (!cucap_i_capture_direct(cucap_i_builder_hier(b)))
+        rc = cucap_i_names_add(cucap_i_capture_names(cucap_i_builder_hier(b)), cucap_builder_stream(b), name, caller, err);
     else
         rc = name && *name ? CUDA_SUCCESS : cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the name is %s", caller,
                                                          name ? "empty" : "NULL");   /* a direct run: no graph */
-    cucap_i_capture_unlock(b);
+    cucap_i_builder_unlock(b);
     return rc;
 }

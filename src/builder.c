@@ -17,7 +17,7 @@
 #include "builder-internal.h"
 #include "capture-registry.h"
 #include "driver.h"
-#include "hierarchy.h"
+#include "capture.h"
 #include "error.h"
 #include "body.h"
 #include "builder-object.h"
@@ -104,13 +104,13 @@ CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_e
 /* b's links to its forks and to its split parent gone, under the graph
  * lock of h, the hierarchy they capture in.  Only b's user makes or drops
  * b's own list: one that is not a fork and has none has no link. */
-static void drop_fork_links(cucap_builder *b, struct cucap_hier *h)
+static void drop_fork_links(cucap_builder *b, struct cucap_capture *h)
 {
     if (!h || (b->kind != CUCAP_BUILDER_FORKED && !b->forks))
         return;
-    cucap_i_hier_lock(h);
+    cucap_i_capture_lock(h);
     cucap_i_fork_links_release(b);
-    cucap_i_hier_unlock(h);
+    cucap_i_capture_unlock(h);
 }
 
 /* A body whose capture failed, or could not be attached, may capture again:
@@ -126,7 +126,7 @@ static int body_may_begin_again(const cucap_builder *b)
 static CUresult begin(cucap_builder *b, CUstreamCaptureMode mode, struct cucap_direct_run *run, const char *caller,
                       cucap_error **err)
 {
-    struct cucap_hier *h = NULL;
+    struct cucap_capture *h = NULL;
     CUresult rc;
 
     if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
@@ -149,20 +149,20 @@ static CUresult begin(cucap_builder *b, CUstreamCaptureMode mode, struct cucap_d
     /* the hierarchy first: nothing to undo when memory is short; its
      * graph and the capture's id are learned when first needed (the end
      * returns the graph, a join sees the id) */
-    if (!(h = run ? cucap_i_hier_new_direct(b->ctx->ctx, b->stream, run) : cucap_i_hier_new_capture(b->ctx->ctx, b->stream)))
+    if (!(h = run ? cucap_i_capture_new_direct(b->ctx->ctx, b->stream, run) : cucap_i_capture_new(b->ctx->ctx, b->stream)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    cucap_i_hier_set_mode(h, mode);
+    cucap_i_capture_set_mode(h, mode);
     if (!run && (rc = cucap_i_drv.cuStreamBeginCapture(b->stream, mode)) != CUDA_SUCCESS) {
-        cucap_i_hier_unref(h, caller);
+        cucap_i_capture_unref(h, caller);
         return cucap_i_fail_driver(err, rc, caller, "cuStreamBeginCapture");
     }
     if (b->kind == CUCAP_BUILDER_BODY && b->h) {   /* a failed earlier capture of this body */
         drop_fork_links(b, b->h);   /* its forks stay in that capture */
-        cucap_i_hier_unref(b->h, caller);
+        cucap_i_capture_unref(b->h, caller);
     }
     if (b->kind == CUCAP_BUILDER_BODY) {
-        cucap_i_hier_mark_body_capture(h);
-        cucap_i_hier_set_body(b->parent_h, b->record, CUCAP_BODY_CAPTURING);
+        cucap_i_capture_mark_body(h);
+        cucap_i_capture_set_body(b->parent_h, b->record, CUCAP_BODY_CAPTURING);
     }
     b->h = h;
     b->state = CUCAP_BUILDER_CAPTURING;
@@ -195,11 +195,11 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
     *out = NULL;
     if (b->state != CUCAP_BUILDER_CAPTURING || b->kind == CUCAP_BUILDER_FORKED)
         return CUDA_SUCCESS;
-    cucap_i_hier_lock(b->h);
-    if (cucap_i_hier_direct(b->h)) {   /* nothing to end: the work ran */
-        cucap_i_hier_capture_over(b->h, NULL);
+    cucap_i_capture_lock(b->h);
+    if (cucap_i_capture_direct(b->h)) {   /* nothing to end: the work ran */
+        cucap_i_capture_over(b->h, NULL);
         b->state = CUCAP_BUILDER_ENDED;
-        cucap_i_hier_unlock(b->h);
+        cucap_i_capture_unlock(b->h);
         cucap_i_registry_remove(&b->registration);
         return CUDA_SUCCESS;
     }
@@ -208,29 +208,29 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
         if (!g && rc != CUDA_SUCCESS &&
             cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
             status != CU_STREAM_CAPTURE_STATUS_NONE) {
-            cucap_i_hier_unlock(b->h);
+            cucap_i_capture_unlock(b->h);
             return rc;   /* a failed end that left the capture running (never caused by the library) */
         }
         over = 1;
     }
     if (g) {
         /* owned, every stream of the capture out of it */
-        cucap_i_hier_capture_over(b->h, g);
+        cucap_i_capture_over(b->h, g);
         b->state = CUCAP_BUILDER_ENDED;
     } else {
         /* no graph: the driver discarded it, nothing may destroy it */
-        cucap_i_hier_retire(b->h, cucap_i_hier_root_box(b->h));
+        cucap_i_capture_retire(b->h, cucap_i_capture_root_box(b->h));
         b->state = CUCAP_BUILDER_INVALIDATED;
         if (b->kind == CUCAP_BUILDER_BODY) {
             b->record_failed = 1;
-            cucap_i_hier_set_body(b->parent_h, b->record, CUCAP_BODY_FAILED);
+            cucap_i_capture_set_body(b->parent_h, b->record, CUCAP_BODY_FAILED);
         }
         if (rc == CUDA_SUCCESS)
             rc = CUDA_ERROR_UNKNOWN;   /* success without a graph: never seen */
         if (over)
-            cucap_i_hier_capture_over(b->h, NULL);   /* every stream of the capture is out of it */
+            cucap_i_capture_over(b->h, NULL);   /* every stream of the capture is out of it */
     }
-    cucap_i_hier_unlock(b->h);
+    cucap_i_capture_unlock(b->h);
     cucap_i_registry_remove(&b->registration);
     *out = g;
     return rc;
@@ -241,7 +241,7 @@ static CUresult end_failed(cucap_builder *b, CUresult rc, const char *caller, co
     cucap_i_fail(err, rc, "%s: cuStreamEndCapture failed while %s: " CUCAP_I_RESULT_FMT "%s", caller, doing,
                  CUCAP_I_RESULT_ARGS(rc),
                  b->state == CUCAP_BUILDER_INVALIDATED ? "; the driver discarded the graph" : "");
-    cucap_i_hier_note_first_failure(b->h, err);
+    cucap_i_capture_note_first_failure(b->h, err);
     return rc;
 }
 
@@ -284,7 +284,7 @@ CUresult cucap_builder_end(cucap_builder *b, cucap_error **err)
 static void let_go(cucap_builder *b, const char *caller)
 {
     drop_fork_links(b, b->h);
-    cucap_i_hier_unref(b->h, caller);
+    cucap_i_capture_unref(b->h, caller);
     b->h = NULL;
 }
 
@@ -294,12 +294,12 @@ static void let_go(cucap_builder *b, const char *caller)
 static void let_go_of_all(cucap_builder *b, int stream_done, const char *caller)
 {
     if (!stream_done && b->cached_stream) {
-        (void)cucap_i_capture_lock(b);
+        (void)cucap_i_builder_lock(b);
         cucap_i_give_back_stream(b->ctx, b->stream, b->h, caller);
-        cucap_i_capture_unlock(b);
+        cucap_i_builder_unlock(b);
     }
-    cucap_i_hier_unref(b->h, caller);
-    cucap_i_hier_unref(b->parent_h, caller);
+    cucap_i_capture_unref(b->h, caller);
+    cucap_i_capture_unref(b->parent_h, caller);
     cucap_i_ctx_hold_release(b->ctx);
     b->h = NULL;
     b->parent_h = NULL;
@@ -327,9 +327,9 @@ static void release(cucap_builder *b, const char *caller)
     }
     cucap_i_registry_remove(&b->registration);   /* a capture that could not be ended */
     if (b->split_event) {   /* in b's capture while it runs: reused once that is over */
-        (void)cucap_i_capture_lock(b);
-        cucap_i_give_event(b->ctx, b->h ? cucap_i_hier_deferral(b->h) : NULL, b->split_event, caller);
-        cucap_i_capture_unlock(b);
+        (void)cucap_i_builder_lock(b);
+        cucap_i_give_event(b->ctx, b->h ? cucap_i_capture_deferral(b->h) : NULL, b->split_event, caller);
+        cucap_i_builder_unlock(b);
         b->split_event = NULL;
     }
     cucap_i_kept_let_go_all(b, caller);
@@ -345,7 +345,7 @@ static void release(cucap_builder *b, const char *caller)
             status != CU_STREAM_CAPTURE_STATUS_NONE)
             cucap_i_warn(CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's stream is still capturing and was not "
                          "destroyed", caller);
-        else if (b->cached_stream && cucap_i_hier_direct(b->h))
+        else if (b->cached_stream && cucap_i_capture_direct(b->h))
             cucap_i_direct_give_stream(b->h, b->ctx, b->stream, caller);   /* behind the run's work */
         else if (b->cached_stream)
             cucap_i_give_back_stream(b->ctx, b->stream, NULL, caller);   /* its capture is over */
@@ -411,7 +411,7 @@ void cucap_builder_abandon(cucap_builder *b)
     /* a body: its graph is never attached; its node's body stays empty,
      * and the parent refuses to instantiate, until it captures again */
     b->record_failed = 1;
-    cucap_i_hier_set_body(b->parent_h, b->record, CUCAP_BODY_FAILED);
+    cucap_i_capture_set_body(b->parent_h, b->record, CUCAP_BODY_FAILED);
     b->state = CUCAP_BUILDER_INVALIDATED;
 }
 
@@ -452,7 +452,7 @@ static int keep_for_create(cucap_builder *b)
     if (cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
         status != CU_STREAM_CAPTURE_STATUS_NONE)
         return 0;
-    if (cucap_i_hier_direct(b->h) && !cucap_i_stream_idle(b->ctx->ctx, b->stream, "cucap_builder_destroy"))
+    if (cucap_i_capture_direct(b->h) && !cucap_i_stream_idle(b->ctx->ctx, b->stream, "cucap_builder_destroy"))
         return 0;   /* its stream is behind work in flight: destroyed (stream-cache.h) */
     if (b->h)   /* ENDED or INVALIDATED */
         start_over(b, "cucap_builder_destroy");
@@ -632,8 +632,8 @@ cucap_builder_state cucap_builder_get_state(const cucap_builder *b)
     if (!b)
         return CUCAP_BUILDER_CLOSED;
     /* a fork is in its primary's capture: once that is over, so is the fork */
-    if (b->kind == CUCAP_BUILDER_FORKED && b->state == CUCAP_BUILDER_CAPTURING && cucap_i_hier_is_capture_over(b->h))
-        return cucap_i_hier_is_owned(b->h) ? CUCAP_BUILDER_ENDED : CUCAP_BUILDER_INVALIDATED;
+    if (b->kind == CUCAP_BUILDER_FORKED && b->state == CUCAP_BUILDER_CAPTURING && cucap_i_capture_is_over(b->h))
+        return cucap_i_capture_has_graph(b->h) ? CUCAP_BUILDER_ENDED : CUCAP_BUILDER_INVALIDATED;
     return b->state;
 }
 
@@ -648,13 +648,13 @@ CUresult cucap_builder_is_building(const cucap_builder *b, int *building, cucap_
     *building = 0;
     if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if (b->kind == CUCAP_BUILDER_FORKED && !cucap_i_capture_lock(b)) {   /* its primary's capture is over */
-        cucap_i_capture_unlock(b);
+    if (b->kind == CUCAP_BUILDER_FORKED && !cucap_i_builder_lock(b)) {   /* its primary's capture is over */
+        cucap_i_builder_unlock(b);
         return CUDA_SUCCESS;
     }
     rc = cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL);
     if (b->kind == CUCAP_BUILDER_FORKED)
-        cucap_i_capture_unlock(b);
+        cucap_i_builder_unlock(b);
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail_driver(err, rc, caller, "cuStreamGetCaptureInfo");
     if (status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
@@ -668,38 +668,38 @@ CUresult cucap_builder_is_building(const cucap_builder *b, int *building, cucap_
 /* ---------------------------------------------------------------- the capture lock, and enqueue under it */
 
 /* See builder-internal.h.  Returns whether the capture is still running;
- * the caller unlocks with cucap_i_capture_unlock whatever it returned. */
-int cucap_i_capture_lock(const cucap_builder *b)
+ * the caller unlocks with cucap_i_builder_unlock whatever it returned. */
+int cucap_i_builder_lock(const cucap_builder *b)
 {
-    return b->h ? cucap_i_hier_lock_running(b->h) : 0;
+    return b->h ? cucap_i_capture_lock_running(b->h) : 0;
 }
 
-void cucap_i_capture_unlock(const cucap_builder *b)
+void cucap_i_builder_unlock(const cucap_builder *b)
 {
     if (b->h)
-        cucap_i_hier_unlock(b->h);
+        cucap_i_capture_unlock(b->h);
 }
 
 /* The same for two builders (join's root and another), in a fixed order. */
-int cucap_i_capture_lock_pair(const cucap_builder *a, const cucap_builder *b)
+int cucap_i_builders_lock_pair(const cucap_builder *a, const cucap_builder *b)
 {
     int running;
 
     if (!a->h || !b->h || a->h == b->h)
-        return cucap_i_capture_lock(a) & (a->h == b->h ? 1 : cucap_i_capture_lock(b));
+        return cucap_i_builder_lock(a) & (a->h == b->h ? 1 : cucap_i_builder_lock(b));
     if ((uintptr_t)a->h < (uintptr_t)b->h) {
-        running = cucap_i_capture_lock(a);
-        return cucap_i_capture_lock(b) & running;
+        running = cucap_i_builder_lock(a);
+        return cucap_i_builder_lock(b) & running;
     }
-    running = cucap_i_capture_lock(b);
-    return cucap_i_capture_lock(a) & running;
+    running = cucap_i_builder_lock(b);
+    return cucap_i_builder_lock(a) & running;
 }
 
-void cucap_i_capture_unlock_pair(const cucap_builder *a, const cucap_builder *b)
+void cucap_i_builders_unlock_pair(const cucap_builder *a, const cucap_builder *b)
 {
-    cucap_i_capture_unlock(a);
+    cucap_i_builder_unlock(a);
     if (b->h != a->h)
-        cucap_i_capture_unlock(b);
+        cucap_i_builder_unlock(b);
 }
 
 CUresult cucap_builder_enqueue(cucap_builder *b, cucap_enqueue_fn fn, void *user_data, cucap_error **err)
@@ -711,7 +711,7 @@ CUresult cucap_builder_enqueue(cucap_builder *b, cucap_enqueue_fn fn, void *user
 CUresult cucap_i_builder_enqueue_as(cucap_builder *b, cucap_enqueue_fn fn, void *user_data, const char *caller,
                                     const char *what, cucap_error **err)
 {
-    struct cucap_hier *h;
+    struct cucap_capture *h;
     CUcontext ctx, saved = NULL;
     CUstream s;
     CUresult rc;
@@ -727,8 +727,8 @@ CUresult cucap_i_builder_enqueue_as(cucap_builder *b, cucap_enqueue_fn fn, void 
     h = b->h;
     ctx = b->ctx->ctx;
     s = b->stream;
-    cucap_i_hier_ref(h);
-    if (!cucap_i_capture_lock(b)) {
+    cucap_i_capture_ref(h);
+    if (!cucap_i_builder_lock(b)) {
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's capture ended (its primary's end came "
                           "first); the work was not enqueued", caller);
     } else if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) == CUDA_SUCCESS) {
@@ -738,7 +738,7 @@ CUresult cucap_i_builder_enqueue_as(cucap_builder *b, cucap_enqueue_fn fn, void 
         }
         rc = cucap_i_ctx_leave_for(ctx, saved, rc, caller, err);
     }
-    cucap_i_hier_unlock(h);
-    cucap_i_hier_unref(h, caller);
+    cucap_i_capture_unlock(h);
+    cucap_i_capture_unref(h, caller);
     return rc;
 }

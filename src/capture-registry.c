@@ -12,7 +12,7 @@ static struct cucap_registration *entries;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_size_t registered;     /* entries listed: none, no lookup */
 
-static void link_locked(struct cucap_registration *r, struct cucap_hier *h)
+static void link_locked(struct cucap_registration *r, struct cucap_capture *h)
 {
     r->h = h;
     r->prev = NULL;
@@ -35,14 +35,14 @@ static void unlink_locked(struct cucap_registration *r)
     atomic_fetch_sub_explicit(&registered, 1, memory_order_relaxed);
 }
 
-void cucap_i_registry_add(struct cucap_registration *r, CUstream s, struct cucap_hier *h)
+void cucap_i_registry_add(struct cucap_registration *r, CUstream s, struct cucap_capture *h)
 {
     r->stream = s;
     r->next = NULL;
     cucap_i_registry_add_chain(r, 1, h);
 }
 
-void cucap_i_registry_add_chain(struct cucap_registration *first, size_t n, struct cucap_hier *h)
+void cucap_i_registry_add_chain(struct cucap_registration *first, size_t n, struct cucap_capture *h)
 {
     struct cucap_registration *r, *next;
     size_t i;
@@ -76,10 +76,10 @@ void cucap_i_registry_remove_all(struct cucap_registration *const *remove, size_
     pthread_mutex_unlock(&registry_lock);
 }
 
-struct cucap_hier *cucap_i_registry_find(CUstream s, int (*take)(struct cucap_hier *h))
+struct cucap_capture *cucap_i_registry_find(CUstream s, int (*take)(struct cucap_capture *h))
 {
     struct cucap_registration *r;
-    struct cucap_hier *found = NULL;
+    struct cucap_capture *found = NULL;
 
     if (!s || atomic_load_explicit(&registered, memory_order_relaxed) == 0)
         return NULL;
@@ -91,7 +91,7 @@ struct cucap_hier *cucap_i_registry_find(CUstream s, int (*take)(struct cucap_hi
     return found;
 }
 
-void cucap_i_registry_describe(const struct cucap_hier *h, CUstream origin, char *buf, size_t size)
+void cucap_i_registry_describe(const struct cucap_capture *h, CUstream origin, char *buf, size_t size)
 {
     const struct cucap_registration *r;
     size_t used;

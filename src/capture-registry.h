@@ -10,21 +10,21 @@
 
 #include "cucapture.h"
 
-struct cucap_hier;
+struct cucap_capture;
 
 /* One stream's entry, kept in the builder whose stream it is; only the
  * thread using that builder adds or removes it. */
 struct cucap_registration {
     CUstream stream;
-    struct cucap_hier *h;            /* the builder holds a reference to it while the entry is in */
+    struct cucap_capture *h;            /* the builder holds a reference to it while the entry is in */
     struct cucap_registration *prev, *next;
     int linked;
 };
 
-void cucap_i_registry_add(struct cucap_registration *r, CUstream s, struct cucap_hier *h);
+void cucap_i_registry_add(struct cucap_registration *r, CUstream s, struct cucap_capture *h);
 /* n entries at once (a split's forks), chained through next, each with
  * its stream set */
-void cucap_i_registry_add_chain(struct cucap_registration *first, size_t n, struct cucap_hier *h);
+void cucap_i_registry_add_chain(struct cucap_registration *first, size_t n, struct cucap_capture *h);
 /* Out of the registry; one that is not in is fine. */
 void cucap_i_registry_remove(struct cucap_registration *r);
 void cucap_i_registry_remove_all(struct cucap_registration *const *entries, size_t n);
@@ -33,9 +33,9 @@ void cucap_i_registry_remove_all(struct cucap_registration *const *entries, size
  * is sure to live: the entry's builder holds a reference), returns 1
  * (taking a reference); take returns 0 for a capture that is over, whose
  * entries stay until their builders let go. */
-struct cucap_hier *cucap_i_registry_find(CUstream s, int (*take)(struct cucap_hier *h));
+struct cucap_capture *cucap_i_registry_find(CUstream s, int (*take)(struct cucap_capture *h));
 /* "the origin 0x... and forks 0x..., 0x..." for the registered streams of
  * h's capture, begun on origin. */
-void cucap_i_registry_describe(const struct cucap_hier *h, CUstream origin, char *buf, size_t size);
+void cucap_i_registry_describe(const struct cucap_capture *h, CUstream origin, char *buf, size_t size);
 
 #endif

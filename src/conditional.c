@@ -7,7 +7,7 @@
 
 #include "builder-internal.h"
 #include "driver.h"
-#include "hierarchy.h"
+#include "capture.h"
 #include "error.h"
 #include "builder-object.h"
 #include "stream-cache.h"
@@ -15,13 +15,13 @@
 #define IF_ELSE_SWITCH_FLOOR 12080    /* IF with two bodies and SWITCH: CUDA 12.8 drivers */
 
 /* Conditional calls write into the capture graph: under the capture's
- * lock (see cucap_i_capture_lock), refused once a fork's primary ended. */
+ * lock (see cucap_i_builder_lock), refused once a fork's primary ended. */
 static CUresult conditional_lock(const cucap_builder *b, const char *caller, cucap_error **err)
 {
     if (!b || cucap_i_builder_state(b) == CUCAP_BUILDER_CLOSED || !cucap_i_builder_hier(b))
         return CUDA_SUCCESS;   /* the prologue refuses these */
-    if (!cucap_i_capture_lock(b) && cucap_i_builder_state(b) == CUCAP_BUILDER_CAPTURING) {
-        cucap_i_capture_unlock(b);
+    if (!cucap_i_builder_lock(b) && cucap_i_builder_state(b) == CUCAP_BUILDER_CAPTURING) {
+        cucap_i_builder_unlock(b);
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: cannot add conditional work when not actively capturing (the capture ended)",
                             caller);
@@ -32,7 +32,7 @@ static CUresult conditional_lock(const cucap_builder *b, const char *caller, cuc
 static void conditional_unlock(const cucap_builder *b)
 {
     if (b && cucap_i_builder_state(b) != CUCAP_BUILDER_CLOSED)
-        cucap_i_capture_unlock(b);
+        cucap_i_builder_unlock(b);
 }
 
 /* The checks every conditional call shares; fills the capture point. */
@@ -49,11 +49,11 @@ static CUresult conditional_prologue(cucap_builder *b, int driver_floor, const c
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
                             "%s: driver version %d does not support this conditional node (it needs CUDA %d.%d)",
                             caller, cucap_driver_version(), driver_floor / 1000, driver_floor % 1000 / 10);
-    if (cucap_i_hier_direct(cucap_i_builder_hier(b)))
+    if (cucap_i_capture_direct(cucap_i_builder_hier(b)))
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
                             "%s: conditional nodes exist only in a graph, and this builder runs its work at once "
                             "without capturing", caller);
-    if (cucap_i_hier_is_body_capture(cucap_i_builder_hier(b)))
+    if (cucap_i_capture_is_body(cucap_i_builder_hier(b)))
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
                             "%s: conditional nodes cannot be nested inside a conditional body: a body is captured "
                             "standalone and attached as a child graph, and the driver refuses child graphs that "
@@ -120,7 +120,7 @@ static CUresult add_conditional_locked(cucap_builder *b, CUgraphConditionalHandl
                                        unsigned int size, int driver_floor, const char *caller, const char *node_name,
                                        cucap_builder **bodies, cucap_error **err)
 {
-    struct cucap_hier *h;
+    struct cucap_capture *h;
     struct ctx_hold *hold;
     CUstream stream;
     CUgraph graph = NULL;
@@ -145,10 +145,10 @@ static CUresult add_conditional_locked(cucap_builder *b, CUgraphConditionalHandl
             cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
             break;
         }
-        if (!(record = cucap_i_hier_add_body(h, node_name, made)) ||
+        if (!(record = cucap_i_capture_add_body(h, node_name, made)) ||
             !(bodies[made] = cucap_i_builder_new_body(hold, s, record))) {
             if (record)
-                cucap_i_hier_set_body(h, record, CUCAP_BODY_EMPTY);
+                cucap_i_capture_set_body(h, record, CUCAP_BODY_EMPTY);
             cucap_i_give_stream(hold, s, caller);
             rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
             break;
@@ -172,16 +172,16 @@ static CUresult add_conditional_locked(cucap_builder *b, CUgraphConditionalHandl
                                          "it depending on it", err);
     }
     for (i = 0; rc == CUDA_SUCCESS && i < size; i++) {
-        struct cucap_box *box = cucap_i_hier_add_child(h, cucap_i_hier_root_box(h), params.conditional.phGraph_out[i]);
+        struct cucap_box *box = cucap_i_capture_add_child(h, cucap_i_capture_root_box(h), params.conditional.phGraph_out[i]);
         if (!box)
             rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-        cucap_i_hier_ref(h);
+        cucap_i_capture_ref(h);
         cucap_i_builder_place_body(bodies[i], h, box);
     }
     if (rc != CUDA_SUCCESS) {
         for (i = 0; i < size; i++) {
             if (cucap_i_builder_body_record(bodies[i]))
-                cucap_i_hier_set_body(h, cucap_i_builder_body_record(bodies[i]), CUCAP_BODY_EMPTY);
+                cucap_i_capture_set_body(h, cucap_i_builder_body_record(bodies[i]), CUCAP_BODY_EMPTY);
             cucap_builder_destroy(bodies[i]);
             bodies[i] = NULL;
         }

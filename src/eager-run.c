@@ -14,7 +14,7 @@
 #include "eager-run.h"
 #include "error.h"
 #include "hand-back.h"
-#include "hierarchy.h"
+#include "capture.h"
 #include "staging.h"
 #include "stream-cache.h"
 

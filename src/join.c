@@ -15,7 +15,7 @@
 #include "driver.h"
 #include "error.h"
 #include "builder-object.h"
-#include "hierarchy.h"
+#include "capture.h"
 #include "stream-cache.h"
 
 /* to's stream gains n capture dependencies, with their edge data. */
@@ -61,13 +61,13 @@ static int wait_on_dependencies(const struct cucap_builder_facts *to, const stru
 
     /* across devices only the event join is measured; the root is asked
      * once all the same, for the capture's id (kept in the hierarchy) */
-    if (to->ctx->ctx != from->ctx->ctx && !(began && !cucap_i_hier_capture_id(to->h)))
+    if (to->ctx->ctx != from->ctx->ctx && !(began && !cucap_i_capture_id(to->h)))
         return 0;
     if (cucap_i_drv.cuStreamGetCaptureInfo(to->stream, &to_status, &to_id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
         to_status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
         return 0;
     if (began)
-        cucap_i_hier_learn_capture_id(to->h, to_id);
+        cucap_i_capture_learn_id(to->h, to_id);
     return to->ctx->ctx == from->ctx->ctx && add_dependencies(to->stream, from->stream, to_id, &from_id, rc);
 }
 
@@ -102,7 +102,7 @@ static CUresult wait_on(cucap_builder *to_builder, cucap_builder *from_builder, 
         cucap_i_fail_driver(err, rc, caller, call);
     }
     if (ev)
-        cucap_i_give_event(from.ctx, cucap_i_hier_deferral(from.h), ev, caller);
+        cucap_i_give_event(from.ctx, cucap_i_capture_deferral(from.h), ev, caller);
     return rc;
 }
 
@@ -146,8 +146,8 @@ static CUresult other_capture(cucap_builder *const *builders, size_t count, cons
                         "%s: builder %zu is in another capture than the root (builder %zu): the root's capture was "
                         "begun on stream %p, builder %zu's on stream %p; the driver would invalidate both "
                         "(CUDA_ERROR_STREAM_CAPTURE_MERGE), so nothing was done and both captures go on",
-                        caller, i, r, (void *)cucap_i_hier_origin(r_facts.h), i,
-                        (void *)cucap_i_hier_origin(i_facts.h));
+                        caller, i, r, (void *)cucap_i_capture_origin(r_facts.h), i,
+                        (void *)cucap_i_capture_origin(i_facts.h));
 }
 
 /* join's checks before it touches anything: distinct, open builders, the
@@ -373,13 +373,13 @@ static void destroy_stream(CUstream s, const char *caller)
 }
 
 /* Up to CLOSE_BATCH of close_forks' forks closed in one step. */
-static void close_batch(cucap_builder *const *builders, size_t count, cucap_builder *root, struct cucap_hier *h,
+static void close_batch(cucap_builder *const *builders, size_t count, cucap_builder *root, struct cucap_capture *h,
                         int running, int joined, const char *caller)
 {
     struct cucap_cache_item items[CLOSE_BATCH];
     struct cucap_registration *entries[CLOSE_BATCH];
     cucap_builder *closing[CLOSE_BATCH];
-    int direct = cucap_i_hier_direct(h) != NULL;   /* its streams may be behind its work */
+    int direct = cucap_i_capture_direct(h) != NULL;   /* its streams may be behind its work */
     size_t i, n = 0, n_items = 0;
 
     for (i = 0; i < count; i++) {
@@ -399,12 +399,12 @@ static void close_batch(cucap_builder *const *builders, size_t count, cucap_buil
         else
             destroy_stream(given, caller);   /* no cache for its context, or the capture ended meanwhile */
     }
-    if (n_items && cucap_i_defer(cucap_i_hier_deferral(h), items, n_items, 0, caller) != 0)
+    if (n_items && cucap_i_defer(cucap_i_capture_deferral(h), items, n_items, 0, caller) != 0)
         for (i = 0; i < n_items; i++)   /* out of memory */
             destroy_stream(items[i].handle, caller);
     cucap_i_fork_links_release_all(closing, n, root);
     cucap_i_registry_remove_all(entries, n);
-    cucap_i_hier_unref_by(h, n);   /* the root's reference stays: never the last */
+    cucap_i_capture_unref_by(h, n);   /* the root's reference stays: never the last */
     for (i = 0; i < n; i++)
         cucap_i_fork_close_joined(closing[i]);
 }
@@ -422,11 +422,11 @@ static void close_batch(cucap_builder *const *builders, size_t count, cucap_buil
 static void close_forks(cucap_builder *const *builders, size_t count, cucap_builder *root, cuuint64_t learned,
                         int running, int joined, const char *caller)
 {
-    struct cucap_hier *h = cucap_i_builder_hier(root);
+    struct cucap_capture *h = cucap_i_builder_hier(root);
     size_t start;
 
     if (learned)
-        cucap_i_hier_learn_capture_id(h, learned);
+        cucap_i_capture_learn_id(h, learned);
     for (start = 0; start < count; start += CLOSE_BATCH)
         close_batch(builders + start, count - start < CLOSE_BATCH ? count - start : CLOSE_BATCH, root, h, running,
                     joined, caller);
@@ -451,7 +451,7 @@ static CUresult join_checked(cucap_builder *const *builders, size_t count, cucap
                                             "the root ended while join ran (its end came from another thread)",
                                             caller, i);
     close_forks(builders, count, root, learned, running, rc == CUDA_SUCCESS, caller);
-    cucap_i_capture_unlock(root);
+    cucap_i_builder_unlock(root);
     return rc;
 }
 
@@ -486,11 +486,11 @@ CUresult cucap_builder_join(cucap_builder *const *builders, size_t count, cucap_
 
     /* the one-step join and the close of its forks under one hold of the
      * capture's lock */
-    if (!(running = cucap_i_capture_lock(root))) {
-        cucap_i_capture_unlock(root);
+    if (!(running = cucap_i_builder_lock(root))) {
+        cucap_i_builder_unlock(root);
         if ((rc = check_join(builders, count, root, 1, caller, err)) != CUDA_SUCCESS)
             return rc;
-        (void)cucap_i_capture_lock(root);
+        (void)cucap_i_builder_lock(root);
     }
     rc = join_checked(builders, count, root, running, caller, err);
     if (root_out)
@@ -508,7 +508,7 @@ static int forks_ready_to_join(cucap_builder *b, cucap_builder *const *all, size
     size_t i;
 
     cucap_i_builder_facts(b, &root);
-    if (root.state != CUCAP_BUILDER_CAPTURING || cucap_i_hier_is_capture_over(root.h))
+    if (root.state != CUCAP_BUILDER_CAPTURING || cucap_i_capture_is_over(root.h))
         return 0;
     for (i = 1; i <= n; i++) {
         cucap_i_builder_facts(all[i], &f);
@@ -522,7 +522,7 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_join_forks";
     cucap_builder *room[16], **all;
-    struct cucap_hier *h;
+    struct cucap_capture *h;
     size_t n;
     CUresult rc;
     int joined = 0, held = 1;
@@ -533,7 +533,7 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
         return CUDA_SUCCESS;   /* no capture, no forks */
     /* the list and the join under one hold of the lock that guards it,
      * which the join releases */
-    cucap_i_hier_lock(h);
+    cucap_i_capture_lock(h);
     if (!(all = cucap_i_fork_links_snapshot(b, room, sizeof room / sizeof room[0], &n)))
         rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     else if (n == 0)
@@ -547,7 +547,7 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
             rc = cucap_builder_join(all, n + 1, NULL, err);
     }
     if (held)
-        cucap_i_hier_unlock(h);
+        cucap_i_capture_unlock(h);
     if (joined && rc != CUDA_SUCCESS && err && *err)
         cucap_i_error_add_note(*err, "%s joined the %zu open forks split from this builder", caller, n);
     if (all && all != room)
@@ -576,11 +576,11 @@ CUresult cucap_builder_wait(cucap_builder *b, cucap_builder *other, cucap_error 
     }
     if (cucap_i_builder_hier(b) != cucap_i_builder_hier(other))
         return other_capture(pair, 2, b, 1, caller, err);
-    if (!cucap_i_capture_lock(b))
+    if (!cucap_i_builder_lock(b))
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture ended while the call ran (its end came "
                           "from another thread)", caller);
     else
         rc = wait_on(b, other, caller, err);
-    cucap_i_capture_unlock(b);
+    cucap_i_builder_unlock(b);
     return rc;
 }

@@ -10,7 +10,7 @@
 
 #include "context-hold.h"
 #include "driver.h"
-#include "hierarchy.h"
+#include "capture.h"
 #include "error.h"
 #include "live-pointers.h"
 #include "device-table.h"
@@ -306,7 +306,7 @@ static CUresult stream_ordered(cucap_pool *p, int allocate, size_t size, CUstrea
 {
     const char *call = allocate ? "cuMemAllocFromPoolAsync" : "cuMemFreeAsync";
     struct cucap_work_scope w;
-    struct cucap_hier *capture = cucap_i_capture_lock_stream(s);
+    struct cucap_capture *capture = cucap_i_capture_lock_stream(s);
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult rc;
 
@@ -318,7 +318,7 @@ static CUresult stream_ordered(cucap_pool *p, int allocate, size_t size, CUstrea
             cucap_i_drv.cuStreamGetCaptureInfo(s, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS)
             *captured = status != CU_STREAM_CAPTURE_STATUS_NONE;
         else if (captured)
-            *captured = capture && !cucap_i_hier_direct(capture);
+            *captured = capture && !cucap_i_capture_direct(capture);
         if (rc != CUDA_SUCCESS) {
             cucap_i_capture_failed(capture, allocate ? "cucap_pool_alloc (cuMemAllocFromPoolAsync)"
                                                      : "cucap_pool_free (cuMemFreeAsync)", rc);

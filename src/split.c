@@ -10,7 +10,7 @@
 #include "context-hold.h"
 #include "driver.h"
 #include "error.h"
-#include "hierarchy.h"
+#include "capture.h"
 #include "stream-cache.h"
 
 /* A fork stream of context `on` waits on ev; a stream of another device's
@@ -68,7 +68,7 @@ static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t
     CUresult rc;
 
     cucap_i_builder_facts(b, &at);
-    d = cucap_i_hier_deferral(at.h);
+    d = cucap_i_capture_deferral(at.h);
     if (on == at.ctx) {
         if (on->retained && (joined = cucap_i_deferral_take_joined(d, on->ctx, n, streams)) == n && *ev)
             return CUDA_SUCCESS;
@@ -117,11 +117,11 @@ static void split_done(const struct cucap_builder_facts *at, CUevent e, cucap_bu
 {
     struct cucap_cache_item item = { at->ctx->ctx, at->ctx->dev, e, 1, 0 };
 
-    cucap_i_hier_ref_by(at->h, n);
+    cucap_i_capture_ref_by(at->h, n);
     cucap_i_forks_register(forks, n, at->h);
-    if (e && (!at->ctx->retained || cucap_i_defer(cucap_i_hier_deferral(at->h), &item, 1, n, caller) != 0))
+    if (e && (!at->ctx->retained || cucap_i_defer(cucap_i_capture_deferral(at->h), &item, 1, n, caller) != 0))
         cucap_i_drv.cuEventDestroy(e);
-    cucap_i_hier_unlock(at->h);
+    cucap_i_capture_unlock(at->h);
 }
 
 /* A primary builder of a retained context records its splits on an event
@@ -263,17 +263,17 @@ static CUresult split_locked(cucap_builder *b, const struct cucap_builder_facts 
 
     if (!again && (rc = kept ? take_kept(b, n, forks, room->streams, &ev, caller, err)
                              : take_split_handles(b, on, n, room->streams, &ev, caller, err)) != CUDA_SUCCESS) {
-        cucap_i_hier_unlock(at->h);
+        cucap_i_capture_unlock(at->h);
         return rc;
     }
     if ((rc = cucap_i_drv.cuEventRecord(ev, at->stream)) != CUDA_SUCCESS) {
         rc = cucap_i_fail_in_capture(at->h, at->stream, rc, caller, "cuEventRecord", NULL, err);
-        cucap_i_give_event(at->ctx, cucap_i_hier_deferral(at->h), ev, caller);
+        cucap_i_give_event(at->ctx, cucap_i_capture_deferral(at->h), ev, caller);
         if (keeps_split_event(at, on))
             cucap_i_builder_keep_split_event(b, NULL);
         for (i = 0; i < n && !kept; i++)
             cucap_i_give_stream(on, room->streams[i], caller);
-        cucap_i_hier_unlock(at->h);
+        cucap_i_capture_unlock(at->h);
         return rc;
     }
     rc = start_forks(b, at, on, ev, n, forks, room->streams, room->slab, kept, made, caller, err);
@@ -304,10 +304,10 @@ static CUresult split(cucap_builder *b, struct ctx_hold *on, size_t count, cucap
     if (at.state != CUCAP_BUILDER_CAPTURING)
         return not_capturing(b, caller, err);
     if ((rc = prepare_forks(b, n, forks, kept, &room, &again, caller, err)) == CUDA_SUCCESS) {
-        if (cucap_i_hier_lock_running(at.h)) {
+        if (cucap_i_capture_lock_running(at.h)) {
             rc = split_locked(b, &at, on, n, forks, kept, again, &room, &made, caller, err);
         } else {   /* a fork whose primary's capture ended */
-            cucap_i_hier_unlock(at.h);
+            cucap_i_capture_unlock(at.h);
             rc = not_capturing(b, caller, err);
         }
     }

@@ -59,7 +59,7 @@ void cucap_i_stream_cache_drain(void);
  * the end it goes back at once.  So no stream or event is ever handed to
  * a second capture while the first may still touch it.  Every call on a
  * deferral but destroy is made under the graph lock of its capture
- * (cucap_i_hier_lock), which guards it. */
+ * (cucap_i_capture_lock), which guards it. */
 struct cucap_deferral {
     int over;                        /* the capture ended: give back at once */
     struct cucap_cache_item *items;  /* few, or on the heap when more */

@@ -10,7 +10,7 @@
 #include "driver.h"
 #include "eager-run.h"
 #include "hand-back.h"
-#include "hierarchy.h"
+#include "capture.h"
 #include "params.h"
 #include "error.h"
 #include "pool-internal.h"
@@ -26,7 +26,7 @@ static void drain_all(void)
     cucap_i_staging_drain();   /* they hold contexts */
     cucap_i_ctx_holds_drain();
     cucap_i_builder_free_lists_drain();
-    cucap_i_hier_free_list_drain();
+    cucap_i_capture_free_list_drain();
     cucap_i_pool_free_list_drain();
     cucap_i_stream_cache_drain();
     cucap_i_hand_back_drain();   /* words from the blocks' pools */

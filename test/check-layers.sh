@@ -21,7 +21,7 @@ builder-callback 9
 graph 7
 pool 7
 body 7
-hierarchy 6
+capture 6
 hand-back 6
 reaper 1
 stream-cache 5

@@ -11,7 +11,7 @@
 
 #include "backend.h"
 #include "builder-internal.h"
-#include "hierarchy.h"
+#include "capture.h"
 #include "error-names.h"
 #include "error.h"
 

@@ -5,7 +5,7 @@
 
 #include "backend.h"
 #include "builder-internal.h"
-#include "hierarchy.h"
+#include "capture.h"
 #include "stream-cache.h"
 
 TestSuite(streams, .init = sim_setup, .fini = gpu_teardown, .timeout = 60);

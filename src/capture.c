@@ -3,7 +3,7 @@
  * after being retired), with what the capture keeps until it is over:
  * the records of its conditional bodies, the first library call that
  * failed while it ran, its parameter block and its deferred streams and
- * events.  This file owns struct cucap_hier; hierarchy.h has the library's
+ * events.  This file owns struct cucap_capture; hierarchy.h has the library's
  * lock order. */
 #include "config.h"
 
@@ -18,7 +18,7 @@
 #include "context-hold.h"
 #include "driver.h"
 #include "free-list.h"
-#include "hierarchy.h"
+#include "capture.h"
 #include "error.h"
 #include "node-names.h"
 #include "params.h"
@@ -39,9 +39,9 @@ struct cucap_body_record {
     struct cucap_body_record *next;
 };
 
-struct cucap_hier {
+struct cucap_capture {
     atomic_int refs;                 /* builders (forks included), graph references, executable graphs */
-    pthread_mutex_t graph_lock;      /* recursive; see cucap_i_hier_lock */
+    pthread_mutex_t graph_lock;      /* recursive; see cucap_i_capture_lock */
     pthread_mutex_t lock;            /* the short lock: the box list, bodies, the failure record */
     CUcontext ctx;
     CUstream origin;                 /* the stream that began its capture */
@@ -66,14 +66,14 @@ struct cucap_hier {
 
 static struct cucap_free_list free_hiers = CUCAP_FREE_LIST_INIT;
 
-void cucap_i_hier_free_list_drain(void)
+void cucap_i_capture_free_list_drain(void)
 {
     cucap_i_free_list_drain(&free_hiers);
 }
 
-struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx, CUstream origin)
+struct cucap_capture *cucap_i_capture_new(CUcontext ctx, CUstream origin)
 {
-    struct cucap_hier *h = cucap_i_free_list_take(&free_hiers);
+    struct cucap_capture *h = cucap_i_free_list_take(&free_hiers);
     pthread_mutexattr_t recursive;
 
     if (h)
@@ -95,17 +95,17 @@ struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx, CUstream origin)
     return h;
 }
 
-void cucap_i_hier_ref(struct cucap_hier *h)
+void cucap_i_capture_ref(struct cucap_capture *h)
 {
     atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
 }
 
-void cucap_i_hier_ref_by(struct cucap_hier *h, size_t n)
+void cucap_i_capture_ref_by(struct cucap_capture *h, size_t n)
 {
     atomic_fetch_add_explicit(&h->refs, (int)n, memory_order_relaxed);
 }
 
-static void destroy_hier(struct cucap_hier *h, const char *caller)
+static void destroy_hier(struct cucap_capture *h, const char *caller)
 {
     CUgraph root = atomic_load_explicit(&h->root.graph, memory_order_acquire);
     CUresult rc;
@@ -133,86 +133,86 @@ static void destroy_hier(struct cucap_hier *h, const char *caller)
         free(h);
 }
 
-void cucap_i_hier_unref(struct cucap_hier *h, const char *caller)
+void cucap_i_capture_unref(struct cucap_capture *h, const char *caller)
 {
     if (h && atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1)
         destroy_hier(h, caller);
 }
 
-void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n)
+void cucap_i_capture_unref_by(struct cucap_capture *h, size_t n)
 {
     atomic_fetch_sub_explicit(&h->refs, (int)n, memory_order_release);
 }
 
 /* ---------------------------------------------------------------- the graph lock */
 
-void cucap_i_hier_lock(struct cucap_hier *h)
+void cucap_i_capture_lock(struct cucap_capture *h)
 {
     pthread_mutex_lock(&h->graph_lock);
 }
 
-void cucap_i_hier_unlock(struct cucap_hier *h)
+void cucap_i_capture_unlock(struct cucap_capture *h)
 {
     pthread_mutex_unlock(&h->graph_lock);
 }
 
-int cucap_i_hier_lock_unless_sole(struct cucap_hier *h)
+int cucap_i_capture_lock_unless_sole(struct cucap_capture *h)
 {
     if (atomic_load_explicit(&h->refs, memory_order_acquire) == 1)
         return 0;
-    cucap_i_hier_lock(h);
+    cucap_i_capture_lock(h);
     return 1;
 }
 
-int cucap_i_hier_lock_running(struct cucap_hier *h)
+int cucap_i_capture_lock_running(struct cucap_capture *h)
 {
-    cucap_i_hier_lock(h);
-    return !cucap_i_hier_is_capture_over(h);
+    cucap_i_capture_lock(h);
+    return !cucap_i_capture_is_over(h);
 }
 
 /* ---------------------------------------------------------------- the capture */
 
-void cucap_i_hier_learn_capture_id(struct cucap_hier *h, cuuint64_t id)
+void cucap_i_capture_learn_id(struct cucap_capture *h, cuuint64_t id)
 {
     h->capture_id = id;
 }
 
-cuuint64_t cucap_i_hier_capture_id(const struct cucap_hier *h)
+cuuint64_t cucap_i_capture_id(const struct cucap_capture *h)
 {
     return h->capture_id;
 }
 
-int cucap_i_hier_is_capture_over(const struct cucap_hier *h)
+int cucap_i_capture_is_over(const struct cucap_capture *h)
 {
     return atomic_load_explicit(&h->capture_over, memory_order_acquire);
 }
 
-void cucap_i_hier_set_mode(struct cucap_hier *h, CUstreamCaptureMode mode)
+void cucap_i_capture_set_mode(struct cucap_capture *h, CUstreamCaptureMode mode)
 {
     h->mode = mode;
 }
 
-CUstream cucap_i_hier_origin(const struct cucap_hier *h)
+CUstream cucap_i_capture_origin(const struct cucap_capture *h)
 {
     return h->origin;
 }
 
-CUcontext cucap_i_hier_context(const struct cucap_hier *h)
+CUcontext cucap_i_capture_context(const struct cucap_capture *h)
 {
     return h->ctx;
 }
 
-int cucap_i_hier_is_owned(struct cucap_hier *h)
+int cucap_i_capture_has_graph(struct cucap_capture *h)
 {
-    return atomic_load_explicit(&h->owned, memory_order_acquire) && cucap_i_hier_root(h) != NULL;
+    return atomic_load_explicit(&h->owned, memory_order_acquire) && cucap_i_capture_root(h) != NULL;
 }
 
-struct cucap_deferral *cucap_i_hier_deferral(struct cucap_hier *h)
+struct cucap_deferral *cucap_i_capture_deferral(struct cucap_capture *h)
 {
     return &h->deferral;
 }
 
-void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended)
+void cucap_i_capture_over(struct cucap_capture *h, CUgraph ended)
 {
     if (ended) {
         atomic_store_explicit(&h->root.graph, ended, memory_order_release);
@@ -222,7 +222,7 @@ void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended)
     cucap_i_deferral_end(&h->deferral, "cucap_builder_end");
 }
 
-void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_hier *h, const char *caller)
+void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_capture *h, const char *caller)
 {
     struct cucap_cache_item item = { c->ctx, c->dev, s, 0, 0 };
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -248,16 +248,16 @@ void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_hier 
                      CUCAP_I_RESULT_ARGS(rc));
 }
 
-struct cucap_hier *cucap_i_hier_new_direct(CUcontext ctx, CUstream origin, struct cucap_direct_run *run)
+struct cucap_capture *cucap_i_capture_new_direct(CUcontext ctx, CUstream origin, struct cucap_direct_run *run)
 {
-    struct cucap_hier *h = cucap_i_hier_new_capture(ctx, origin);
+    struct cucap_capture *h = cucap_i_capture_new(ctx, origin);
 
     if (h)
         h->direct = run;
     return h;
 }
 
-size_t cucap_i_direct_take_streams(const struct cucap_hier *h, CUcontext ctx, size_t n, CUstream *out)
+size_t cucap_i_direct_take_streams(const struct cucap_capture *h, CUcontext ctx, size_t n, CUstream *out)
 {
     size_t i = 0;
 
@@ -267,36 +267,36 @@ size_t cucap_i_direct_take_streams(const struct cucap_hier *h, CUcontext ctx, si
     return i;
 }
 
-void cucap_i_direct_give_stream(const struct cucap_hier *h, struct ctx_hold *c, CUstream s, const char *caller)
+void cucap_i_direct_give_stream(const struct cucap_capture *h, struct ctx_hold *c, CUstream s, const char *caller)
 {
     h->direct->give_stream(h->direct, c, s, caller);
 }
 
-struct cucap_direct_run *cucap_i_hier_direct(const struct cucap_hier *h)
+struct cucap_direct_run *cucap_i_capture_direct(const struct cucap_capture *h)
 {
     return h ? h->direct : NULL;
 }
 
-struct cucap_node_names **cucap_i_hier_names(struct cucap_hier *h)
+struct cucap_node_names **cucap_i_capture_names(struct cucap_capture *h)
 {
     return &h->names;
 }
 
-struct cucap_hier *cucap_i_hier_new_owning(CUcontext ctx, CUgraph graph)
+struct cucap_capture *cucap_i_capture_new_owning(CUcontext ctx, CUgraph graph)
 {
-    struct cucap_hier *h = cucap_i_hier_new_capture(ctx, NULL);
+    struct cucap_capture *h = cucap_i_capture_new(ctx, NULL);
 
     if (h)
-        cucap_i_hier_capture_over(h, graph);
+        cucap_i_capture_over(h, graph);
     return h;
 }
 
-struct cucap_params *cucap_i_hier_params(const struct cucap_hier *h)
+struct cucap_params *cucap_i_capture_params(const struct cucap_capture *h)
 {
     return h->params;
 }
 
-void cucap_i_hier_set_params(struct cucap_hier *h, struct cucap_params *p, const char *caller)
+void cucap_i_capture_set_params(struct cucap_capture *h, struct cucap_params *p, const char *caller)
 {
     struct cucap_params *old = h->params;
 
@@ -306,7 +306,7 @@ void cucap_i_hier_set_params(struct cucap_hier *h, struct cucap_params *p, const
 
 /* ---------------------------------------------------------------- the ownership tree */
 
-void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
+void cucap_i_capture_retire(struct cucap_capture *h, struct cucap_box *box)
 {
     struct cucap_box *b;
 
@@ -322,17 +322,17 @@ void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box)
     pthread_mutex_unlock(&h->lock);
 }
 
-struct cucap_box *cucap_i_hier_root_box(struct cucap_hier *h)
+struct cucap_box *cucap_i_capture_root_box(struct cucap_capture *h)
 {
     return &h->root;
 }
 
-CUgraph cucap_i_hier_root(struct cucap_hier *h)
+CUgraph cucap_i_capture_root(struct cucap_capture *h)
 {
     return cucap_i_box_graph(&h->root);
 }
 
-struct cucap_box *cucap_i_hier_add_child(struct cucap_hier *h, struct cucap_box *parent, CUgraph graph)
+struct cucap_box *cucap_i_capture_add_child(struct cucap_capture *h, struct cucap_box *parent, CUgraph graph)
 {
     struct cucap_box *box = calloc(1, sizeof *box), **tail;
 
@@ -355,22 +355,22 @@ CUgraph cucap_i_box_graph(const struct cucap_box *box)
 
 /* ---------------------------------------------------------------- conditional bodies */
 
-int cucap_i_hier_has_bodies(const struct cucap_hier *h)
+int cucap_i_capture_has_bodies(const struct cucap_capture *h)
 {
     return h->bodies != NULL;
 }
 
-void cucap_i_hier_mark_body_capture(struct cucap_hier *h)
+void cucap_i_capture_mark_body(struct cucap_capture *h)
 {
     h->body_capture = 1;
 }
 
-int cucap_i_hier_is_body_capture(const struct cucap_hier *h)
+int cucap_i_capture_is_body(const struct cucap_capture *h)
 {
     return h && h->body_capture;
 }
 
-struct cucap_body_record *cucap_i_hier_add_body(struct cucap_hier *h, const char *node, unsigned int index)
+struct cucap_body_record *cucap_i_capture_add_body(struct cucap_capture *h, const char *node, unsigned int index)
 {
     struct cucap_body_record *r = calloc(1, sizeof *r);
 
@@ -396,14 +396,14 @@ const char *cucap_i_body_node(const struct cucap_body_record *r)
     return r->node;
 }
 
-void cucap_i_hier_set_body(struct cucap_hier *h, struct cucap_body_record *r, enum cucap_body_status status)
+void cucap_i_capture_set_body(struct cucap_capture *h, struct cucap_body_record *r, enum cucap_body_status status)
 {
     pthread_mutex_lock(&h->lock);
     r->status = status;
     pthread_mutex_unlock(&h->lock);
 }
 
-CUresult cucap_i_hier_check_bodies(struct cucap_hier *h, const char *caller, cucap_error **err)
+CUresult cucap_i_capture_check_bodies(struct cucap_capture *h, const char *caller, cucap_error **err)
 {
     const struct cucap_body_record *r;
     char node[96];
@@ -439,7 +439,7 @@ int cucap_i_is_capture_error(CUresult code)
 
 /* A call that found the capture INVALIDATED did not invalidate it:
  * something outside the library did. */
-void cucap_i_capture_failed(struct cucap_hier *h, const char *call, CUresult code)
+void cucap_i_capture_failed(struct cucap_capture *h, const char *call, CUresult code)
 {
     char streams[256];
 
@@ -457,7 +457,7 @@ void cucap_i_capture_failed(struct cucap_hier *h, const char *call, CUresult cod
     pthread_mutex_unlock(&h->lock);
 }
 
-CUresult cucap_i_fail_in_capture(struct cucap_hier *h, CUstream s, CUresult rc, const char *caller, const char *call,
+CUresult cucap_i_fail_in_capture(struct cucap_capture *h, CUstream s, CUresult rc, const char *caller, const char *call,
                                  const char *consequence, cucap_error **err)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
@@ -484,39 +484,39 @@ CUresult cucap_i_fail_in_capture(struct cucap_hier *h, CUstream s, CUresult rc, 
 }
 
 /* For the registry: a reference to a capture that still runs. */
-static int take_running(struct cucap_hier *h)
+static int take_running(struct cucap_capture *h)
 {
-    if (cucap_i_hier_is_capture_over(h))
+    if (cucap_i_capture_is_over(h))
         return 0;
-    cucap_i_hier_ref(h);
+    cucap_i_capture_ref(h);
     return 1;
 }
 
 void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code)
 {
-    struct cucap_hier *h;
+    struct cucap_capture *h;
 
     if (!cucap_i_is_capture_error(code) || !(h = cucap_i_registry_find(s, take_running)))
         return;
     cucap_i_capture_failed(h, call, code);
-    cucap_i_hier_unref(h, call);
+    cucap_i_capture_unref(h, call);
 }
 
-struct cucap_hier *cucap_i_capture_lock_stream(CUstream s)
+struct cucap_capture *cucap_i_capture_lock_stream(CUstream s)
 {
-    struct cucap_hier *h = cucap_i_registry_find(s, take_running);
+    struct cucap_capture *h = cucap_i_registry_find(s, take_running);
 
     if (h)
-        cucap_i_hier_lock(h);
+        cucap_i_capture_lock(h);
     return h;
 }
 
-void cucap_i_capture_unlock_stream(struct cucap_hier *h, const char *caller)
+void cucap_i_capture_unlock_stream(struct cucap_capture *h, const char *caller)
 {
     if (!h)
         return;
-    cucap_i_hier_unlock(h);
-    cucap_i_hier_unref(h, caller);
+    cucap_i_capture_unlock(h);
+    cucap_i_capture_unref(h, caller);
 }
 
 /* What a capture's mode lets through, for the note of a capture that
@@ -538,7 +538,7 @@ static const char *mode_note(CUstreamCaptureMode mode)
     }
 }
 
-void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err)
+void cucap_i_capture_note_first_failure(struct cucap_capture *h, cucap_error **err)
 {
     char call[128], streams[256], doing[640];
     CUresult code;

@@ -9,7 +9,7 @@
  *      the room set aside for the graphs being made, and every launch of
  *      them.  Not held while a capture function runs or a graph is
  *      instantiated or updated.
- *   1. a hierarchy's graph lock (cucap_i_hier_lock): every driver call on
+ *   1. a hierarchy's graph lock (cucap_i_capture_lock): every driver call on
  *      a graph of the capture, and its deferred streams and events
  *      (stream-cache.c) and the lists of its builders' open forks
  *      (builder-object.c).  Recursive.  Two of them (an embed of one capture
@@ -33,15 +33,15 @@
  * the device pools' (filled once, emptied only by cucap_release_cached,
  * which runs alone).  The state of the whole process is listed in README,
  * "Process-wide state". */
-#ifndef CUCAPTURE_HIERARCHY_H
-#define CUCAPTURE_HIERARCHY_H
+#ifndef CUCAPTURE_CAPTURE_H
+#define CUCAPTURE_CAPTURE_H
 
 #include <cuda.h>
 
 #include "compiler.h"
 #include "cucapture.h"
 
-struct cucap_hier;
+struct cucap_capture;
 struct cucap_box;
 struct cucap_deferral;           /* stream-cache.h */
 struct cucap_params;             /* params.h */
@@ -49,24 +49,24 @@ struct cucap_direct_run;         /* below */
 
 /* A hierarchy for a capture about to begin on stream origin in context
  * ctx: its root is the capture's graph, known and owned once the
- * capture's end returns it (cucap_i_hier_capture_over).  One reference. */
-struct cucap_hier *cucap_i_hier_new_capture(CUcontext ctx, CUstream origin);
+ * capture's end returns it (cucap_i_capture_over).  One reference. */
+struct cucap_capture *cucap_i_capture_new(CUcontext ctx, CUstream origin);
 /* The same for a direct run (see struct cucap_direct_run). */
-struct cucap_hier *cucap_i_hier_new_direct(CUcontext ctx, CUstream origin, struct cucap_direct_run *run);
+struct cucap_capture *cucap_i_capture_new_direct(CUcontext ctx, CUstream origin, struct cucap_direct_run *run);
 /* A hierarchy that owns graph, made by hand or cloned, with no capture
  * (cucap_graph_adopt, cucap_graph_clone); instantiated in ctx.  One
  * reference, or NULL when out of memory. */
-struct cucap_hier *cucap_i_hier_new_owning(CUcontext ctx, CUgraph graph);
-void cucap_i_hier_ref(struct cucap_hier *h);
-void cucap_i_hier_ref_by(struct cucap_hier *h, size_t n);
+struct cucap_capture *cucap_i_capture_new_owning(CUcontext ctx, CUgraph graph);
+void cucap_i_capture_ref(struct cucap_capture *h);
+void cucap_i_capture_ref_by(struct cucap_capture *h, size_t n);
 /* The last reference destroys the root graph when it is owned and live,
  * and the streams and events of a capture that never ended; a failure
  * goes to the warning handler as caller's. */
-void cucap_i_hier_unref(struct cucap_hier *h, const char *caller);
+void cucap_i_capture_unref(struct cucap_capture *h, const char *caller);
 /* n references at once that are not the last (a join's forks'). */
-void cucap_i_hier_unref_by(struct cucap_hier *h, size_t n);
+void cucap_i_capture_unref_by(struct cucap_capture *h, size_t n);
 /* Free the hierarchies kept for reuse (cucap_release_cached). */
-void cucap_i_hier_free_list_drain(void);
+void cucap_i_capture_free_list_drain(void);
 
 /* The graph lock.  Every driver call that touches a graph of a
  * hierarchy - the capture graph through any stream of the capture, the
@@ -77,29 +77,29 @@ void cucap_i_hier_free_list_drain(void);
  * and the hierarchy retiring it.  The thread that holds it may take it
  * again (a cucap_builder_enqueue callback calling back into the
  * library). */
-void cucap_i_hier_lock(struct cucap_hier *h);
-void cucap_i_hier_unlock(struct cucap_hier *h);
+void cucap_i_capture_lock(struct cucap_capture *h);
+void cucap_i_capture_unlock(struct cucap_capture *h);
 /* Lock, then whether the capture still runs (it is not over). */
-int cucap_i_hier_lock_running(struct cucap_hier *h);
+int cucap_i_capture_lock_running(struct cucap_capture *h);
 /* Lock, unless the caller's reference is the only one (then no other
  * thread can reach the graphs): whether it locked. */
-int cucap_i_hier_lock_unless_sole(struct cucap_hier *h);
+int cucap_i_capture_lock_unless_sole(struct cucap_capture *h);
 
 /* The driver's id of the capture, 0 until a join that queried the stream
  * which began it, ACTIVE, told the hierarchy; under the graph lock. */
-void cucap_i_hier_learn_capture_id(struct cucap_hier *h, cuuint64_t id);
-cuuint64_t cucap_i_hier_capture_id(const struct cucap_hier *h);
+void cucap_i_capture_learn_id(struct cucap_capture *h, cuuint64_t id);
+cuuint64_t cucap_i_capture_id(const struct cucap_capture *h);
 /* Whether the capture is over (its end returned): no stream is in it any more. */
-int cucap_i_hier_is_capture_over(const struct cucap_hier *h);
+int cucap_i_capture_is_over(const struct cucap_capture *h);
 /* The stream that began its capture (it names the capture in messages). */
-CUstream cucap_i_hier_origin(const struct cucap_hier *h);
+CUstream cucap_i_capture_origin(const struct cucap_capture *h);
 /* The mode its capture began in (for the notes of its end). */
-void cucap_i_hier_set_mode(struct cucap_hier *h, CUstreamCaptureMode mode);
-CUcontext cucap_i_hier_context(const struct cucap_hier *h);
+void cucap_i_capture_set_mode(struct cucap_capture *h, CUstreamCaptureMode mode);
+CUcontext cucap_i_capture_context(const struct cucap_capture *h);
 /* Whether the hierarchy owns a graph (its capture ended with one). */
-int cucap_i_hier_is_owned(struct cucap_hier *h);
+int cucap_i_capture_has_graph(struct cucap_capture *h);
 /* Where the streams and events of its capture wait for its end. */
-struct cucap_deferral *cucap_i_hier_deferral(struct cucap_hier *h);
+struct cucap_deferral *cucap_i_capture_deferral(struct cucap_capture *h);
 /* A stream of c that a builder used, given back: to h's direct run when
  * h is one; to the cache when the driver says it is in no capture; to
  * wait for the end of h's capture when it is still in that one;
@@ -108,17 +108,17 @@ struct cucap_deferral *cucap_i_hier_deferral(struct cucap_hier *h);
  * capture it is not part of.  h NULL: in no capture of the library's
  * that may still run.  (A join closes its forks itself: join.c.) */
 struct ctx_hold;
-void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_hier *h, const char *caller);
+void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_capture *h, const char *caller);
 /* The capture is over; `ended`, when not NULL, is the graph its end
  * returned, which the hierarchy owns from now on (the caller holds the
  * graph lock).  The streams and events deferred to the end go back to
  * the cache. */
-void cucap_i_hier_capture_over(struct cucap_hier *h, CUgraph ended);
+void cucap_i_capture_over(struct cucap_capture *h, CUgraph ended);
 
 /* The parameter block its capture's work reads (params.h), or NULL;
  * under the graph lock.  set takes the caller's reference and drops the
  * one to the block it replaces. */
-struct cucap_params *cucap_i_hier_params(const struct cucap_hier *h);
+struct cucap_params *cucap_i_capture_params(const struct cucap_capture *h);
 /* A direct run: a hierarchy that does not capture, whose builders do
  * their work on their streams at once (forks wait on events, pool
  * allocations are stream-ordered; no graph, so no conditional node and
@@ -145,57 +145,57 @@ struct cucap_direct_run {
      * doc/driver-facts.md). */
     void (*give_stream)(struct cucap_direct_run *run, struct ctx_hold *c, CUstream s, const char *caller);
 };
-struct cucap_direct_run *cucap_i_hier_direct(const struct cucap_hier *h);   /* NULL: a real capture */
+struct cucap_direct_run *cucap_i_capture_direct(const struct cucap_capture *h);   /* NULL: a real capture */
 /* Up to n streams of ctx that h's direct run kept from earlier runs (none
  * for a capture): how many were written to out. */
-size_t cucap_i_direct_take_streams(const struct cucap_hier *h, CUcontext ctx, size_t n, CUstream *out);
+size_t cucap_i_direct_take_streams(const struct cucap_capture *h, CUcontext ctx, size_t n, CUstream *out);
 /* Stream s of c handed back to h's direct run (give_stream above). */
-void cucap_i_direct_give_stream(const struct cucap_hier *h, struct ctx_hold *c, CUstream s, const char *caller);
+void cucap_i_direct_give_stream(const struct cucap_capture *h, struct ctx_hold *c, CUstream s, const char *caller);
 /* The list of the nodes its capture named (node-names.h), NULL until
  * one is named; under the graph lock. */
 struct cucap_node_names;
-struct cucap_node_names **cucap_i_hier_names(struct cucap_hier *h);
-void cucap_i_hier_set_params(struct cucap_hier *h, struct cucap_params *p, const char *caller);
+struct cucap_node_names **cucap_i_capture_names(struct cucap_capture *h);
+void cucap_i_capture_set_params(struct cucap_capture *h, struct cucap_params *p, const char *caller);
 
 /* The ownership tree.  The driver discarded a graph: retire its box and
  * every box below it, so nothing reads or destroys them again.  Does not
  * allocate, report or call the driver. */
-void cucap_i_hier_retire(struct cucap_hier *h, struct cucap_box *box);
-struct cucap_box *cucap_i_hier_root_box(struct cucap_hier *h);
-CUgraph cucap_i_hier_root(struct cucap_hier *h);   /* NULL once retired */
+void cucap_i_capture_retire(struct cucap_capture *h, struct cucap_box *box);
+struct cucap_box *cucap_i_capture_root_box(struct cucap_capture *h);
+CUgraph cucap_i_capture_root(struct cucap_capture *h);   /* NULL once retired */
 /* A box for a graph the driver owns below parent (a conditional body). */
-struct cucap_box *cucap_i_hier_add_child(struct cucap_hier *h, struct cucap_box *parent, CUgraph graph);
+struct cucap_box *cucap_i_capture_add_child(struct cucap_capture *h, struct cucap_box *parent, CUgraph graph);
 CUgraph cucap_i_box_graph(const struct cucap_box *box);   /* NULL once retired */
 
 /* Conditional bodies of nodes in this hierarchy: instantiation is refused
  * while one of them failed or is still capturing. */
 enum cucap_body_status { CUCAP_BODY_EMPTY, CUCAP_BODY_CAPTURING, CUCAP_BODY_ATTACHED, CUCAP_BODY_FAILED };
 struct cucap_body_record;
-struct cucap_body_record *cucap_i_hier_add_body(struct cucap_hier *h, const char *node, unsigned int index);
+struct cucap_body_record *cucap_i_capture_add_body(struct cucap_capture *h, const char *node, unsigned int index);
 unsigned int cucap_i_body_index(const struct cucap_body_record *r);
 const char *cucap_i_body_node(const struct cucap_body_record *r);   /* "the IF node added by ..." */
-void cucap_i_hier_set_body(struct cucap_hier *h, struct cucap_body_record *r, enum cucap_body_status status);
+void cucap_i_capture_set_body(struct cucap_capture *h, struct cucap_body_record *r, enum cucap_body_status status);
 /* Whether conditional bodies were captured for its nodes. */
-int cucap_i_hier_has_bodies(const struct cucap_hier *h);
+int cucap_i_capture_has_bodies(const struct cucap_capture *h);
 /* Refuse to instantiate while a body failed or is still capturing (the
  * driver would run its graph empty or half-built). */
-CUresult cucap_i_hier_check_bodies(struct cucap_hier *h, const char *caller, cucap_error **err);
+CUresult cucap_i_capture_check_bodies(struct cucap_capture *h, const char *caller, cucap_error **err);
 /* The hierarchy of a body's own standalone capture: no conditional node
  * may be captured into it (a child graph cannot hold one). */
-void cucap_i_hier_mark_body_capture(struct cucap_hier *h);
-int cucap_i_hier_is_body_capture(const struct cucap_hier *h);
+void cucap_i_capture_mark_body(struct cucap_capture *h);
+int cucap_i_capture_is_body(const struct cucap_capture *h);
 
 /* Record a capture error of call on h's capture: the first one is kept
- * for the note of its end (cucap_i_hier_note_first_failure), with the
+ * for the note of its end (cucap_i_capture_note_first_failure), with the
  * capture's streams when the call found it invalidated; other codes and
  * h NULL are ignored. */
-void cucap_i_capture_failed(struct cucap_hier *h, const char *call, CUresult code);
-void cucap_i_hier_note_first_failure(struct cucap_hier *h, cucap_error **err);
+void cucap_i_capture_failed(struct cucap_capture *h, const char *call, CUresult code);
+void cucap_i_capture_note_first_failure(struct cucap_capture *h, cucap_error **err);
 /* A driver call on stream s of h's capture failed with rc: report it in
  * *err, as STREAM_CAPTURE_INVALIDATED (the driver's code in the message)
  * when the capture is found invalidated, and record it on h.  consequence,
  * if not NULL, ends the message.  Returns the code reported. */
-CUresult cucap_i_fail_in_capture(struct cucap_hier *h, CUstream s, CUresult rc, const char *caller, const char *call,
+CUresult cucap_i_fail_in_capture(struct cucap_capture *h, CUstream s, CUresult rc, const char *caller, const char *call,
                                  const char *consequence, cucap_error **err);
 /* The same as cucap_i_capture_failed for a call that knows only the
  * stream: the capture it takes part in, if any. */
@@ -203,8 +203,8 @@ void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code);
 /* For a call that only knows a stream: the graph lock of the capture the
  * stream takes part in, referenced (NULL, locking nothing, for a stream
  * the library did not register). */
-struct cucap_hier *cucap_i_capture_lock_stream(CUstream s);
-void cucap_i_capture_unlock_stream(struct cucap_hier *h, const char *caller);
+struct cucap_capture *cucap_i_capture_lock_stream(CUstream s);
+void cucap_i_capture_unlock_stream(struct cucap_capture *h, const char *caller);
 /* Whether a code is one of the driver's capture errors. */
 int cucap_i_is_capture_error(CUresult code);
 
