@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "driver.h"
-#include "capture.h"
+#include "graph-owner.h"
 #include "error.h"
 #include "body.h"
 
@@ -50,10 +50,10 @@ static CUresult find_disallowed_node(CUgraph g, int depth, int *bad)
 /* A body's capture ended with graph g: add it to the node's body graph as a
  * child-graph node (the driver clones it).  Capturing straight into the
  * body graph instead crashes the driver when that capture is invalidated.
- * Exclusive on the parent's hierarchy: the parent's end may be discarding
+ * Under the parent's graph lock: the parent's end may be discarding
  * the body graph at this moment. */
-CUresult cucap_i_attach_body(struct cucap_capture *parent, struct cucap_box *body_box, struct cucap_body_record *record,
-                             CUgraph g, const char *caller, cucap_error **err)
+CUresult cucap_i_attach_body(struct cucap_graph_owner *parent, struct cucap_box *body_box,
+                             struct cucap_body_record *record, CUgraph g, const char *caller, cucap_error **err)
 {
     CUgraphNode node;
     CUgraph body;
@@ -70,7 +70,7 @@ CUresult cucap_i_attach_body(struct cucap_capture *parent, struct cucap_box *bod
     } else if (rc != CUDA_SUCCESS) {
         cucap_i_fail_driver(err, rc, caller, "cuGraphGetNodes (reading the captured body)");
     } else {
-        cucap_i_capture_lock(parent);
+        cucap_i_owner_lock(parent);
         body = cucap_i_box_graph(body_box);
         if (!body)
             rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
@@ -80,8 +80,8 @@ CUresult cucap_i_attach_body(struct cucap_capture *parent, struct cucap_box *bod
             cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed while attaching the captured body to its "
                          "conditional node: " CUCAP_I_RESULT_FMT "; the body is marked failed", caller,
                          CUCAP_I_RESULT_ARGS(rc));
-        cucap_i_capture_unlock(parent);
+        cucap_i_owner_unlock(parent);
     }
-    cucap_i_capture_set_body(parent, record, rc == CUDA_SUCCESS ? CUCAP_BODY_ATTACHED : CUCAP_BODY_FAILED);
+    cucap_i_owner_set_body(parent, record, rc == CUDA_SUCCESS ? CUCAP_BODY_ATTACHED : CUCAP_BODY_FAILED);
     return rc;
 }

@@ -10,6 +10,27 @@
 #include "error.h"
 #include "graph.h"
 #include "capture.h"
+#include "graph-owner.h"
+
+/* The graph of capture h (over), instantiated with the block it reads. */
+static CUresult instantiate(struct cucap_capture *h, const cucap_complete_options *opts, cucap_exec **out,
+                            const char *caller, cucap_error **err)
+{
+    return cucap_i_instantiate(cucap_i_capture_owner(h), NULL, cucap_i_capture_params(h), opts, out, caller, err);
+}
+
+/* A reference to the graph at box (NULL: the root) of h's graph owner,
+ * reading h's block (read under the graph lock: a body's parent may still
+ * be capturing). */
+static cucap_graph *graph_of(struct cucap_capture *h, struct cucap_box *box)
+{
+    cucap_graph *g;
+
+    cucap_i_capture_lock(h);
+    g = cucap_i_graph_new(cucap_i_capture_owner(h), box, cucap_i_capture_params(h));
+    cucap_i_capture_unlock(h);
+    return g;
+}
 
 CUresult cucap_builder_complete(cucap_builder *b, const cucap_complete_options *opts, cucap_exec **out,
                                 cucap_error **err)
@@ -25,7 +46,7 @@ CUresult cucap_builder_complete(cucap_builder *b, const cucap_complete_options *
     if (cucap_builder_get_kind(b) == CUCAP_BUILDER_BODY)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: a conditional body is completed with its parent, not alone", caller);
-    return cucap_i_capture_instantiate(cucap_i_builder_hier(b), NULL, opts, out, caller, err);
+    return instantiate(cucap_i_builder_capture(b), opts, out, caller, err);
 }
 
 /* The error e of a call made for caller, as caller's own; e is freed. */
@@ -47,6 +68,7 @@ static CUresult complete_into(cucap_builder *b, const cucap_complete_options *op
                               cucap_completion *how, cucap_update_refusal *refusal, const char *caller,
                               cucap_error **err)
 {
+    struct cucap_capture *h;
     cucap_update_refusal why;
     cucap_error *refused = NULL;
     cucap_exec *made = NULL;
@@ -61,8 +83,10 @@ static CUresult complete_into(cucap_builder *b, const cucap_complete_options *op
                             "%s: a conditional body is completed with its parent, not alone", caller);
     memset(&why, 0, sizeof why);
     why.result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    h = cucap_i_builder_capture(b);
     if (*exec) {
-        rc = cucap_i_exec_update(*exec, cucap_i_builder_hier(b), &why, "cucap_exec_update", &refused);
+        rc = cucap_i_exec_update(*exec, cucap_i_capture_owner(h), cucap_i_capture_params(h), h, &why,
+                                 "cucap_exec_update", &refused);
         if (rc != CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
             if (rc == CUDA_SUCCESS && how)
                 *how = CUCAP_COMPLETED_UPDATED;
@@ -74,7 +98,7 @@ static CUresult complete_into(cucap_builder *b, const cucap_complete_options *op
         }
         cucap_error_free(refused);
     }
-    if ((rc = cucap_i_capture_instantiate(cucap_i_builder_hier(b), NULL, opts, &made, caller, err)) != CUDA_SUCCESS)
+    if ((rc = instantiate(h, opts, &made, caller, err)) != CUDA_SUCCESS)
         return rc;
     cucap_exec_destroy(*exec);
     *exec = made;
@@ -112,8 +136,8 @@ CUresult cucap_builder_graph(cucap_builder *b, cucap_graph **out, cucap_error **
                             "%s: the graph is unavailable on forked builders; use the primary", caller);
     if (cucap_builder_get_kind(b) == CUCAP_BUILDER_BODY &&
         (cucap_i_builder_state(b) == CUCAP_BUILDER_NOT_STARTED || cucap_i_builder_state(b) == CUCAP_BUILDER_ENDED)) {
-        /* the node's body graph, which lives in the parent's hierarchy */
-        if (!(*out = cucap_i_capture_graph(cucap_i_builder_body_hier(b), cucap_i_builder_body_box(b))))
+        /* the node's body graph, which the parent's graph owner holds */
+        if (!(*out = graph_of(cucap_i_builder_body_capture(b), cucap_i_builder_body_box(b))))
             return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
         return CUDA_SUCCESS;
     }
@@ -124,7 +148,7 @@ CUresult cucap_builder_graph(cucap_builder *b, cucap_graph **out, cucap_error **
         return cucap_i_builder_no_graph(caller, err);
     if (cucap_i_builder_state(b) == CUCAP_BUILDER_NOT_STARTED)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: there is no graph before begin", caller);
-    if (!(*out = cucap_i_capture_graph(cucap_i_builder_hier(b), NULL)))
+    if (!(*out = graph_of(cucap_i_builder_capture(b), NULL)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     return CUDA_SUCCESS;
 }
@@ -132,15 +156,17 @@ CUresult cucap_builder_graph(cucap_builder *b, cucap_graph **out, cucap_error **
 CUresult cucap_builder_dot_print(cucap_builder *b, const char *path, unsigned int flags, cucap_error **err)
 {
     static const char caller[] = "cucap_builder_dot_print";
+    struct cucap_capture *h;
     CUresult rc;
 
     if (!path)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: path is NULL", caller);
     if ((rc = cucap_i_builder_check_ended(b, caller, err)) != CUDA_SUCCESS)
         return rc;
-    cucap_i_capture_lock(cucap_i_builder_hier(b));
-    rc = cucap_i_drv.cuGraphDebugDotPrint(cucap_i_capture_root(cucap_i_builder_hier(b)), path, flags);
-    cucap_i_capture_unlock(cucap_i_builder_hier(b));
+    h = cucap_i_builder_capture(b);
+    cucap_i_capture_lock(h);
+    rc = cucap_i_drv.cuGraphDebugDotPrint(cucap_i_owner_root(cucap_i_capture_owner(h)), path, flags);
+    cucap_i_capture_unlock(h);
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail(err, rc, "%s: cuGraphDebugDotPrint could not write '%s': " CUCAP_I_RESULT_FMT, caller,
                             path, CUCAP_I_RESULT_ARGS(rc));

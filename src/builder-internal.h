@@ -11,7 +11,7 @@
 #include "cucapture.h"
 #include "error.h"
 
-struct cucap_direct_run;         /* hierarchy.h */
+struct cucap_direct_run;         /* capture.h */
 
 /* Destroy the builders kept for the next cucap_builder_create
  * (cucap_release_cached). */
@@ -72,7 +72,7 @@ void cucap_i_kept_fork_destroy(cucap_builder *f, const char *caller);
 void cucap_i_kept_close_stale(cucap_builder *b, const char *caller);
 int cucap_i_kept_as_last_time(cucap_builder *b, size_t n, cucap_builder **forks);
 
-/* Driver calls on the streams of a running capture take its hierarchy's
+/* Driver calls on the streams of a running capture take its
  * graph lock (cucap_i_capture_lock): one thread at a time adds to a capture
  * graph, and no fork, body or join of one thread ever calls into a
  * capture that another thread's end is tearing down (the driver may

@@ -70,7 +70,7 @@ cucap_builder_state cucap_i_builder_state(const cucap_builder *b)
     return b->state;
 }
 
-struct cucap_capture *cucap_i_builder_hier(const cucap_builder *b)
+struct cucap_capture *cucap_i_builder_capture(const cucap_builder *b)
 {
     return b->h;
 }
@@ -200,7 +200,7 @@ struct cucap_body_record *cucap_i_builder_body_record(const cucap_builder *b)
     return b ? b->record : NULL;
 }
 
-struct cucap_capture *cucap_i_builder_body_hier(const cucap_builder *b)
+struct cucap_capture *cucap_i_builder_body_capture(const cucap_builder *b)
 {
     return b->parent_h;
 }
@@ -214,9 +214,9 @@ struct cucap_box *cucap_i_builder_body_box(const cucap_builder *b)
 
 /* Every builder's list of the forks split from it and still open, and
  * each fork's link back to its parent, for cucap_builder_join_forks.
- * A fork captures in its parent's hierarchy, and a parent lets go of its
- * forks before it leaves that hierarchy (reset, a body's new capture,
- * close): so the graph lock of that hierarchy, which the callers hold,
+ * A fork captures in its parent's capture, and a parent lets go of its
+ * forks before it leaves that capture (reset, a body's new capture,
+ * close): so the graph lock of that capture, which the callers hold,
  * guards both ends of every link. */
 
 int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count)

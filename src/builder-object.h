@@ -58,7 +58,7 @@ struct cucap_builder {
     unsigned long kept_serial;       /* a kept fork: the capture of its builder it was last split in */
     struct builder_slab *slab;       /* allocated with the other forks of its split, or NULL */
     /* BODY only: the body graph of a conditional node in the parent's
-     * hierarchy, which the body's standalone capture is attached to */
+     * capture, whose graph owner the body's standalone capture is attached to */
     struct cucap_capture *parent_h;
     struct cucap_box *body_box;
     struct cucap_body_record *record;
@@ -69,13 +69,13 @@ struct cucap_builder {
 extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */
 
 /* b's own state (a fork's does not follow its primary's end: see
- * cucap_builder_get_state), the hierarchy of its capture (NULL before
+ * cucap_builder_get_state), its capture (NULL before
  * begin), its context hold. */
 cucap_builder_state cucap_i_builder_state(const cucap_builder *b);
-struct cucap_capture *cucap_i_builder_hier(const cucap_builder *b);
+struct cucap_capture *cucap_i_builder_capture(const cucap_builder *b);
 struct ctx_hold *cucap_i_builder_ctx(const cucap_builder *b);
 /* What a join reads of a builder, in one call: its kind, its own state,
- * the hierarchy of its capture, its context hold and stream. */
+ * its capture, its context hold and stream. */
 struct cucap_builder_facts {
     cucap_builder_kind kind;
     cucap_builder_state state;
@@ -120,17 +120,17 @@ void cucap_i_fork_close_joined(cucap_builder *f);
 
 /* A NOT_STARTED body builder on stream s (from the cache) for a body
  * whose record is `record`; placed, once its node exists, in the parent's
- * hierarchy at the body graph's box, with a reference on parent_h that the
+ * capture at the body graph's box, with a reference on parent_h that the
  * caller took for it. */
 cucap_builder *cucap_i_builder_new_body(struct ctx_hold *ctx, CUstream s, struct cucap_body_record *record);
 void cucap_i_builder_place_body(cucap_builder *body, struct cucap_capture *parent_h, struct cucap_box *box);
 struct cucap_body_record *cucap_i_builder_body_record(const cucap_builder *b);
-/* A body's parent hierarchy and the box of its body graph there. */
-struct cucap_capture *cucap_i_builder_body_hier(const cucap_builder *b);
+/* A body's parent capture and the box of its body graph there. */
+struct cucap_capture *cucap_i_builder_body_capture(const cucap_builder *b);
 struct cucap_box *cucap_i_builder_body_box(const cucap_builder *b);
 
 /* Its list of open forks, for cucap_builder_join_forks: every call is
- * made under the graph lock of the hierarchy the builders capture in
+ * made under the graph lock of the capture the builders take part in
  * (cucap_i_capture_lock). */
 /* Count new forks into b's list; -1, adding none, when out of memory. */
 int cucap_i_fork_links_add(cucap_builder *b, cucap_builder *const *forks, size_t count);

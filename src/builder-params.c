@@ -8,6 +8,7 @@
 #include "driver.h"
 #include "error.h"
 #include "capture.h"
+#include "graph-owner.h"
 #include "node-names.h"
 #include "params.h"
 
@@ -39,7 +40,7 @@ static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUd
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the builder's capture ended (its primary's end came "
                             "first)", caller);
     }
-    h = cucap_i_builder_hier(b);
+    h = cucap_i_builder_capture(b);
     hold = cucap_i_builder_ctx(b);
     if ((run = cucap_i_capture_direct(h)) != NULL)
         rc = run->params(run, hold->ctx, hold->dev, cucap_builder_stream(b), size, block, caller, err);
@@ -92,8 +93,9 @@ CUresult cucap_builder_name_node(cucap_builder *b, const char *name, cucap_error
     if (!cucap_i_builder_lock(b))
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture ended while the call ran (its end came "
                           "from another thread)", caller);
-    else if (!cucap_i_capture_direct(cucap_i_builder_hier(b)))
-        rc = cucap_i_names_add(cucap_i_capture_names(cucap_i_builder_hier(b)), cucap_builder_stream(b), name, caller, err);
+    else if (!cucap_i_capture_direct(cucap_i_builder_capture(b)))
+        rc = cucap_i_names_add(cucap_i_owner_names(cucap_i_capture_owner(cucap_i_builder_capture(b))),
+                               cucap_builder_stream(b), name, caller, err);
     else
         rc = name && *name ? CUDA_SUCCESS : cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the name is %s", caller,
                                                          name ? "empty" : "NULL");   /* a direct run: no graph */

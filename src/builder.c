@@ -5,7 +5,7 @@
  * ended builder hands out: builder-complete.c; embed: embed.c; split and
  * join: split.c, join.c; conditional nodes:
  * conditional.c, and body.c for attaching a body; the capture:
- * hierarchy.c; streams and events: stream-cache.c; the parameter block
+ * capture.c and graph-owner.c; streams and events: stream-cache.c; the parameter block
  * and named kernels: builder-params.c. */
 #include "config.h"
 
@@ -18,6 +18,7 @@
 #include "capture-registry.h"
 #include "driver.h"
 #include "capture.h"
+#include "graph-owner.h"
 #include "error.h"
 #include "body.h"
 #include "builder-object.h"
@@ -102,7 +103,7 @@ CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_e
 /* ---------------------------------------------------------------- begin and end */
 
 /* b's links to its forks and to its split parent gone, under the graph
- * lock of h, the hierarchy they capture in.  Only b's user makes or drops
+ * lock of h, the capture they take part in.  Only b's user makes or drops
  * b's own list: one that is not a fork and has none has no link. */
 static void drop_fork_links(cucap_builder *b, struct cucap_capture *h)
 {
@@ -146,7 +147,7 @@ static CUresult begin(cucap_builder *b, CUstreamCaptureMode mode, struct cucap_d
         mode != CU_STREAM_CAPTURE_MODE_RELAXED)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
                             "%s: %d is not a capture mode (GLOBAL, THREAD_LOCAL or RELAXED)", caller, (int)mode);
-    /* the hierarchy first: nothing to undo when memory is short; its
+    /* the capture first: nothing to undo when memory is short; its
      * graph and the capture's id are learned when first needed (the end
      * returns the graph, a join sees the id) */
     if (!(h = run ? cucap_i_capture_new_direct(b->ctx->ctx, b->stream, run) : cucap_i_capture_new(b->ctx->ctx, b->stream)))
@@ -162,7 +163,7 @@ static CUresult begin(cucap_builder *b, CUstreamCaptureMode mode, struct cucap_d
     }
     if (b->kind == CUCAP_BUILDER_BODY) {
         cucap_i_capture_mark_body(h);
-        cucap_i_capture_set_body(b->parent_h, b->record, CUCAP_BODY_CAPTURING);
+        cucap_i_owner_set_body(cucap_i_capture_owner(b->parent_h), b->record, CUCAP_BODY_CAPTURING);
     }
     b->h = h;
     b->state = CUCAP_BUILDER_CAPTURING;
@@ -183,7 +184,7 @@ CUresult cucap_i_builder_begin_direct(cucap_builder *b, struct cucap_direct_run 
 }
 
 /* End the capture and settle who owns its graph, exclusive on the
- * hierarchy from the end's start until the outcome is settled.  Returns
+ * capture from the end's start until the outcome is settled.  Returns
  * the driver's status and never reports it; *g is the graph or NULL. */
 static CUresult end_capture(cucap_builder *b, CUgraph *out)
 {
@@ -219,11 +220,11 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
         b->state = CUCAP_BUILDER_ENDED;
     } else {
         /* no graph: the driver discarded it, nothing may destroy it */
-        cucap_i_capture_retire(b->h, cucap_i_capture_root_box(b->h));
+        cucap_i_owner_retire(cucap_i_capture_owner(b->h), cucap_i_owner_root_box(cucap_i_capture_owner(b->h)));
         b->state = CUCAP_BUILDER_INVALIDATED;
         if (b->kind == CUCAP_BUILDER_BODY) {
             b->record_failed = 1;
-            cucap_i_capture_set_body(b->parent_h, b->record, CUCAP_BODY_FAILED);
+            cucap_i_owner_set_body(cucap_i_capture_owner(b->parent_h), b->record, CUCAP_BODY_FAILED);
         }
         if (rc == CUDA_SUCCESS)
             rc = CUDA_ERROR_UNKNOWN;   /* success without a graph: never seen */
@@ -254,7 +255,7 @@ static CUresult end_and_attach(cucap_builder *b, const char *caller, const char 
     if (rc != CUDA_SUCCESS)
         return end_failed(b, rc, caller, doing, err);
     if (g && b->kind == CUCAP_BUILDER_BODY) {
-        rc = cucap_i_attach_body(b->parent_h, b->body_box, b->record, g, caller, err);
+        rc = cucap_i_attach_body(cucap_i_capture_owner(b->parent_h), b->body_box, b->record, g, caller, err);
         b->record_failed = rc != CUDA_SUCCESS;
         return rc;
     }
@@ -280,7 +281,7 @@ CUresult cucap_builder_end(cucap_builder *b, cucap_error **err)
 
 /* ---------------------------------------------------------------- close and destroy */
 
-/* The hierarchy of b's last capture let go of, b's forks' links gone. */
+/* b's last capture let go of, b's forks' links gone. */
 static void let_go(cucap_builder *b, const char *caller)
 {
     drop_fork_links(b, b->h);
@@ -411,7 +412,7 @@ void cucap_builder_abandon(cucap_builder *b)
     /* a body: its graph is never attached; its node's body stays empty,
      * and the parent refuses to instantiate, until it captures again */
     b->record_failed = 1;
-    cucap_i_capture_set_body(b->parent_h, b->record, CUCAP_BODY_FAILED);
+    cucap_i_owner_set_body(cucap_i_capture_owner(b->parent_h), b->record, CUCAP_BODY_FAILED);
     b->state = CUCAP_BUILDER_INVALIDATED;
 }
 

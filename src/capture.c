@@ -1,10 +1,10 @@
-/* A hierarchy: one capture and its graphs (a root CUgraph and the graphs
- * the driver owns below it, reference-counted, destroyed once, never
- * after being retired), with what the capture keeps until it is over:
- * the records of its conditional bodies, the first library call that
- * failed while it ran, its parameter block and its deferred streams and
- * events.  This file owns struct cucap_capture; hierarchy.h has the library's
- * lock order. */
+/* A capture: its state (running or over, its mode, the id the driver
+ * gave it, a direct run's owner when it does not capture), its
+ * references, the streams and events deferred to its end, the first
+ * library call that failed while it ran, and the graph owner (graph-owner.c)
+ * it gives its graph to at its end, whose graph lock is the capture's.
+ * This file owns struct cucap_capture; capture.h has the library's lock
+ * order. */
 #include "config.h"
 
 #include <pthread.h>
@@ -19,43 +19,23 @@
 #include "driver.h"
 #include "free-list.h"
 #include "capture.h"
-#include "error.h"
-#include "node-names.h"
+#include "graph-owner.h"
 #include "params.h"
+#include "error.h"
 #include "stream-cache.h"
 
-struct cucap_box {
-    _Atomic(CUgraph) graph;          /* NULL once retired; the root's, until its capture's end returns it */
-    int retired;                     /* the driver discarded it; under the short lock */
-    struct cucap_box *parent;        /* NULL for the root */
-    struct cucap_box *next;          /* the hierarchy's list, parents before children */
-};
-
-/* A conditional body of a node in this hierarchy, captured standalone. */
-struct cucap_body_record {
-    char node[96];                   /* "the IF node added by cucap_builder_if" */
-    unsigned int index;
-    enum cucap_body_status status;
-    struct cucap_body_record *next;
-};
-
 struct cucap_capture {
-    atomic_int refs;                 /* builders (forks included), graph references, executable graphs */
-    pthread_mutex_t graph_lock;      /* recursive; see cucap_i_capture_lock */
-    pthread_mutex_t lock;            /* the short lock: the box list, bodies, the failure record */
+    atomic_int refs;                 /* builders (forks included) */
+    struct cucap_graph_owner *owner; /* the graph it makes, and the graph lock */
+    pthread_mutex_t lock;            /* the short lock: the failure record */
     CUcontext ctx;
     CUstream origin;                 /* the stream that began its capture */
     CUstreamCaptureMode mode;        /* the capture's, as begun */
-    struct cucap_params *params;     /* the parameter block its capture's kernels read, or NULL; under
-                                        the graph lock */
-    struct cucap_node_names *names;  /* the nodes its capture named, or NULL; under the graph lock */
+    struct cucap_params *params;     /* the parameter block its work reads, or NULL; under the graph lock */
     struct cucap_direct_run *direct; /* not a capture: a direct run; NULL for a capture */
-    struct cucap_box root;
-    atomic_int owned;                /* the capture's end returned the root */
     atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
     cuuint64_t capture_id;           /* 0 until a join sees it; under the graph lock */
     int body_capture;                /* the standalone capture of a conditional body */
-    struct cucap_body_record *bodies;
     struct cucap_deferral deferral;
     CUresult first_failure_code;     /* CUDA_SUCCESS until a library call on the capture failed */
     char first_failure_call[128];
@@ -64,32 +44,32 @@ struct cucap_capture {
 
 /* ---------------------------------------------------------------- life and references */
 
-static struct cucap_free_list free_hiers = CUCAP_FREE_LIST_INIT;
+static struct cucap_free_list free_captures = CUCAP_FREE_LIST_INIT;
 
 void cucap_i_capture_free_list_drain(void)
 {
-    cucap_i_free_list_drain(&free_hiers);
+    cucap_i_free_list_drain(&free_captures);
+    cucap_i_owner_free_list_drain();
 }
 
 struct cucap_capture *cucap_i_capture_new(CUcontext ctx, CUstream origin)
 {
-    struct cucap_capture *h = cucap_i_free_list_take(&free_hiers);
-    pthread_mutexattr_t recursive;
+    struct cucap_capture *h = cucap_i_free_list_take(&free_captures);
+    struct cucap_graph_owner *owner = cucap_i_owner_new(ctx);
 
-    if (h)
+    if (h && owner)
         memset(h, 0, sizeof *h);
-    else if (!(h = calloc(1, sizeof *h)))
+    else if (!owner || !(h = calloc(1, sizeof *h))) {
+        cucap_i_owner_unref(owner, "cucap_builder_begin");
+        if (h && !cucap_i_free_list_give(&free_captures, h))
+            free(h);
         return NULL;
-    pthread_mutexattr_init(&recursive);
-    pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&h->graph_lock, &recursive);
-    pthread_mutexattr_destroy(&recursive);
+    }
     pthread_mutex_init(&h->lock, NULL);
     cucap_i_deferral_init(&h->deferral);
     atomic_init(&h->refs, 1);
-    atomic_init(&h->owned, 0);
     atomic_init(&h->capture_over, 0);
-    atomic_init(&h->root.graph, NULL);
+    h->owner = owner;
     h->ctx = ctx;
     h->origin = origin;
     return h;
@@ -105,38 +85,38 @@ void cucap_i_capture_ref_by(struct cucap_capture *h, size_t n)
     atomic_fetch_add_explicit(&h->refs, (int)n, memory_order_relaxed);
 }
 
-static void destroy_hier(struct cucap_capture *h, const char *caller)
+static void destroy_capture(struct cucap_capture *h, const char *caller)
 {
-    CUgraph root = atomic_load_explicit(&h->root.graph, memory_order_acquire);
-    CUresult rc;
-
-    if (atomic_load_explicit(&h->owned, memory_order_acquire) && root &&
-        (rc = cucap_i_drv.cuGraphDestroy(root)) != CUDA_SUCCESS)
-        cucap_i_warn(rc, "%s: cuGraphDestroy failed while destroying the last capture's graph: " CUCAP_I_RESULT_FMT,
-                     caller, CUCAP_I_RESULT_ARGS(rc));
-    while (h->root.next) {   /* the driver destroyed the graphs below the root with it */
-        struct cucap_box *b = h->root.next;
-        h->root.next = b->next;
-        free(b);
-    }
-    while (h->bodies) {
-        struct cucap_body_record *r = h->bodies;
-        h->bodies = r->next;
-        free(r);
-    }
     cucap_i_deferral_destroy(&h->deferral);   /* a capture that never ended: destroying them is legal */
+    cucap_i_owner_unref(h->owner, caller);
     cucap_i_params_unref(h->params, caller);
-    (void)cucap_i_names_free(h->names);   /* a capture's list owns no data */
-    pthread_mutex_destroy(&h->graph_lock);
     pthread_mutex_destroy(&h->lock);
-    if (!cucap_i_free_list_give(&free_hiers, h))
+    if (!cucap_i_free_list_give(&free_captures, h))
         free(h);
 }
 
 void cucap_i_capture_unref(struct cucap_capture *h, const char *caller)
 {
     if (h && atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1)
-        destroy_hier(h, caller);
+        destroy_capture(h, caller);
+}
+
+struct cucap_graph_owner *cucap_i_capture_owner(const struct cucap_capture *h)
+{
+    return h->owner;
+}
+
+struct cucap_params *cucap_i_capture_params(const struct cucap_capture *h)
+{
+    return h->params;
+}
+
+void cucap_i_capture_set_params(struct cucap_capture *h, struct cucap_params *p, const char *caller)
+{
+    struct cucap_params *old = h->params;
+
+    h->params = p;
+    cucap_i_params_unref(old, caller);
 }
 
 void cucap_i_capture_unref_by(struct cucap_capture *h, size_t n)
@@ -148,17 +128,17 @@ void cucap_i_capture_unref_by(struct cucap_capture *h, size_t n)
 
 void cucap_i_capture_lock(struct cucap_capture *h)
 {
-    pthread_mutex_lock(&h->graph_lock);
+    cucap_i_owner_lock(h->owner);
 }
 
 void cucap_i_capture_unlock(struct cucap_capture *h)
 {
-    pthread_mutex_unlock(&h->graph_lock);
+    cucap_i_owner_unlock(h->owner);
 }
 
 int cucap_i_capture_lock_unless_sole(struct cucap_capture *h)
 {
-    if (atomic_load_explicit(&h->refs, memory_order_acquire) == 1)
+    if (atomic_load_explicit(&h->refs, memory_order_acquire) == 1 && cucap_i_owner_is_sole(h->owner))
         return 0;
     cucap_i_capture_lock(h);
     return 1;
@@ -204,7 +184,7 @@ CUcontext cucap_i_capture_context(const struct cucap_capture *h)
 
 int cucap_i_capture_has_graph(struct cucap_capture *h)
 {
-    return atomic_load_explicit(&h->owned, memory_order_acquire) && cucap_i_capture_root(h) != NULL;
+    return cucap_i_owner_has_graph(h->owner);
 }
 
 struct cucap_deferral *cucap_i_capture_deferral(struct cucap_capture *h)
@@ -214,10 +194,8 @@ struct cucap_deferral *cucap_i_capture_deferral(struct cucap_capture *h)
 
 void cucap_i_capture_over(struct cucap_capture *h, CUgraph ended)
 {
-    if (ended) {
-        atomic_store_explicit(&h->root.graph, ended, memory_order_release);
-        atomic_store_explicit(&h->owned, 1, memory_order_release);
-    }
+    if (ended)
+        cucap_i_owner_take(h->owner, ended);
     atomic_store_explicit(&h->capture_over, 1, memory_order_release);
     cucap_i_deferral_end(&h->deferral, "cucap_builder_end");
 }
@@ -277,88 +255,7 @@ struct cucap_direct_run *cucap_i_capture_direct(const struct cucap_capture *h)
     return h ? h->direct : NULL;
 }
 
-struct cucap_node_names **cucap_i_capture_names(struct cucap_capture *h)
-{
-    return &h->names;
-}
-
-struct cucap_capture *cucap_i_capture_new_owning(CUcontext ctx, CUgraph graph)
-{
-    struct cucap_capture *h = cucap_i_capture_new(ctx, NULL);
-
-    if (h)
-        cucap_i_capture_over(h, graph);
-    return h;
-}
-
-struct cucap_params *cucap_i_capture_params(const struct cucap_capture *h)
-{
-    return h->params;
-}
-
-void cucap_i_capture_set_params(struct cucap_capture *h, struct cucap_params *p, const char *caller)
-{
-    struct cucap_params *old = h->params;
-
-    h->params = p;
-    cucap_i_params_unref(old, caller);
-}
-
-/* ---------------------------------------------------------------- the ownership tree */
-
-void cucap_i_capture_retire(struct cucap_capture *h, struct cucap_box *box)
-{
-    struct cucap_box *b;
-
-    pthread_mutex_lock(&h->lock);
-    atomic_store_explicit(&box->graph, NULL, memory_order_release);
-    box->retired = 1;
-    /* parents come before children: one sweep retires every descendant */
-    for (b = h->root.next; b; b = b->next)
-        if (b->parent && b->parent->retired) {
-            atomic_store_explicit(&b->graph, NULL, memory_order_release);
-            b->retired = 1;
-        }
-    pthread_mutex_unlock(&h->lock);
-}
-
-struct cucap_box *cucap_i_capture_root_box(struct cucap_capture *h)
-{
-    return &h->root;
-}
-
-CUgraph cucap_i_capture_root(struct cucap_capture *h)
-{
-    return cucap_i_box_graph(&h->root);
-}
-
-struct cucap_box *cucap_i_capture_add_child(struct cucap_capture *h, struct cucap_box *parent, CUgraph graph)
-{
-    struct cucap_box *box = calloc(1, sizeof *box), **tail;
-
-    if (!box)
-        return NULL;
-    atomic_init(&box->graph, graph);
-    box->parent = parent;
-    pthread_mutex_lock(&h->lock);
-    for (tail = &h->root.next; *tail; tail = &(*tail)->next)
-        ;
-    *tail = box;   /* after its parent, which is already listed */
-    pthread_mutex_unlock(&h->lock);
-    return box;
-}
-
-CUgraph cucap_i_box_graph(const struct cucap_box *box)
-{
-    return atomic_load_explicit(&((struct cucap_box *)box)->graph, memory_order_acquire);
-}
-
 /* ---------------------------------------------------------------- conditional bodies */
-
-int cucap_i_capture_has_bodies(const struct cucap_capture *h)
-{
-    return h->bodies != NULL;
-}
 
 void cucap_i_capture_mark_body(struct cucap_capture *h)
 {
@@ -368,66 +265,6 @@ void cucap_i_capture_mark_body(struct cucap_capture *h)
 int cucap_i_capture_is_body(const struct cucap_capture *h)
 {
     return h && h->body_capture;
-}
-
-struct cucap_body_record *cucap_i_capture_add_body(struct cucap_capture *h, const char *node, unsigned int index)
-{
-    struct cucap_body_record *r = calloc(1, sizeof *r);
-
-    if (!r)
-        return NULL;
-    snprintf(r->node, sizeof r->node, "%s", node);
-    r->index = index;
-    r->status = CUCAP_BODY_EMPTY;
-    pthread_mutex_lock(&h->lock);
-    r->next = h->bodies;
-    h->bodies = r;
-    pthread_mutex_unlock(&h->lock);
-    return r;
-}
-
-unsigned int cucap_i_body_index(const struct cucap_body_record *r)
-{
-    return r->index;
-}
-
-const char *cucap_i_body_node(const struct cucap_body_record *r)
-{
-    return r->node;
-}
-
-void cucap_i_capture_set_body(struct cucap_capture *h, struct cucap_body_record *r, enum cucap_body_status status)
-{
-    pthread_mutex_lock(&h->lock);
-    r->status = status;
-    pthread_mutex_unlock(&h->lock);
-}
-
-CUresult cucap_i_capture_check_bodies(struct cucap_capture *h, const char *caller, cucap_error **err)
-{
-    const struct cucap_body_record *r;
-    char node[96];
-    unsigned int index = 0;
-    enum cucap_body_status status = CUCAP_BODY_EMPTY;
-
-    pthread_mutex_lock(&h->lock);
-    for (r = h->bodies; r; r = r->next)
-        if (r->status == CUCAP_BODY_FAILED || r->status == CUCAP_BODY_CAPTURING) {
-            snprintf(node, sizeof node, "%s", r->node);
-            index = r->index;
-            status = r->status;
-            if (status == CUCAP_BODY_FAILED)
-                break;
-        }
-    pthread_mutex_unlock(&h->lock);
-    if (status == CUCAP_BODY_FAILED)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                            "%s: body %u of %s was invalidated (its capture failed); capture that body again "
-                            "before completing", caller, index, node);
-    if (status == CUCAP_BODY_CAPTURING)
-        return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
-                            "%s: body %u of %s is still capturing; end it before completing", caller, index, node);
-    return CUDA_SUCCESS;
 }
 
 /* ---------------------------------------------------------------- capture failures */

@@ -1,6 +1,6 @@
-/* Hierarchies (hierarchy.c): one capture and the graphs it makes (one
- * root CUgraph and the graphs the driver owns below it, reference-counted,
- * destroyed once, never after being retired).  Internal.
+/* Captures (capture.c): a capture's state, references, deferred streams
+ * and events and first failure, and the graph owner (graph-owner.h) it
+ * gives its graph to at its end.  Internal.
  *
  * Locks of the library, and the order in which they are taken (a thread
  * holding one only ever takes those below it):
@@ -9,14 +9,16 @@
  *      the room set aside for the graphs being made, and every launch of
  *      them.  Not held while a capture function runs or a graph is
  *      instantiated or updated.
- *   1. a hierarchy's graph lock (cucap_i_capture_lock): every driver call on
- *      a graph of the capture, and its deferred streams and events
+ *   1. a graph owner's graph lock (cucap_i_owner_lock, which a capture
+ *      takes as cucap_i_capture_lock): every driver call on one of its
+ *      graphs, and its capture's deferred streams and events
  *      (stream-cache.c) and the lists of its builders' open forks
  *      (builder-object.c).  Recursive.  Two of them (an embed of one capture
  *      into another) are taken in address order.
  *   2. a parameter block's lock (params.c): one launch at a time.
- *   3. a hierarchy's short lock (hierarchy.c): its box tree, body records
- *      and first-failure record.
+ *   3. a short lock, never two at once: a graph owner's (graph-owner.c:
+ *      its box tree and body records) or a capture's (capture.c: its
+ *      first-failure record).
  *   4. the registry lock (capture-registry.c): the streams of running
  *      captures.
  *   5. the locks of process-wide tables, each alone, never two at once:
@@ -27,8 +29,8 @@
  *
  * Locks 3 to 5 guard a few instructions each and never span a driver
  * call, a callback or a warning.  Every lock is a pthread mutex.  What is
- * not under a lock is atomic: the reference counts of hierarchies,
- * graphs, contexts and slabs, the slots of the free lists (free-list.c,
+ * not under a lock is atomic: the reference counts of captures, graph
+ * owners, graphs, contexts and slabs, the slots of the free lists (free-list.c,
  * also the kept builders of builder.c), the shared holds' lookups and
  * the device pools' (filled once, emptied only by cucap_release_cached,
  * which runs alone).  The state of the whole process is listed in README,
@@ -42,51 +44,48 @@
 #include "cucapture.h"
 
 struct cucap_capture;
-struct cucap_box;
+struct cucap_graph_owner;        /* graph-owner.h */
 struct cucap_deferral;           /* stream-cache.h */
-struct cucap_params;             /* params.h */
 struct cucap_direct_run;         /* below */
 
-/* A hierarchy for a capture about to begin on stream origin in context
- * ctx: its root is the capture's graph, known and owned once the
- * capture's end returns it (cucap_i_capture_over).  One reference. */
+/* A capture about to begin on stream origin in context ctx, with a new
+ * graph owner that takes the capture's graph once its end returns it
+ * (cucap_i_capture_over).  One reference, or NULL when out of memory. */
 struct cucap_capture *cucap_i_capture_new(CUcontext ctx, CUstream origin);
 /* The same for a direct run (see struct cucap_direct_run). */
 struct cucap_capture *cucap_i_capture_new_direct(CUcontext ctx, CUstream origin, struct cucap_direct_run *run);
-/* A hierarchy that owns graph, made by hand or cloned, with no capture
- * (cucap_graph_adopt, cucap_graph_clone); instantiated in ctx.  One
- * reference, or NULL when out of memory. */
-struct cucap_capture *cucap_i_capture_new_owning(CUcontext ctx, CUgraph graph);
 void cucap_i_capture_ref(struct cucap_capture *h);
 void cucap_i_capture_ref_by(struct cucap_capture *h, size_t n);
-/* The last reference destroys the root graph when it is owned and live,
- * and the streams and events of a capture that never ended; a failure
- * goes to the warning handler as caller's. */
+/* The last reference destroys the streams and events of a capture that
+ * never ended and drops the capture's reference to its graph owner; a
+ * failure goes to the warning handler as caller's. */
 void cucap_i_capture_unref(struct cucap_capture *h, const char *caller);
+/* The graph owner the capture gives its graph to: a reference of the
+ * capture's, as long as the caller holds one to the capture. */
+struct cucap_graph_owner *cucap_i_capture_owner(const struct cucap_capture *h);
+/* The parameter block its work reads (params.h), or NULL; under the
+ * graph lock until the capture is over.  set takes the caller's
+ * reference and drops the one to the block it replaces. */
+struct cucap_params;
+struct cucap_params *cucap_i_capture_params(const struct cucap_capture *h);
+void cucap_i_capture_set_params(struct cucap_capture *h, struct cucap_params *p, const char *caller);
 /* n references at once that are not the last (a join's forks'). */
 void cucap_i_capture_unref_by(struct cucap_capture *h, size_t n);
-/* Free the hierarchies kept for reuse (cucap_release_cached). */
+/* Free the captures and graph owners kept for reuse (cucap_release_cached). */
 void cucap_i_capture_free_list_drain(void);
 
-/* The graph lock.  Every driver call that touches a graph of a
- * hierarchy - the capture graph through any stream of the capture, the
- * root's end until its outcome is settled, attaching a body, instantiate,
- * update, dot print - runs under it: the driver does not synchronize a
- * graph internally ("Graph object thread safety" in the driver API
- * manual), and nothing may use a graph between the driver discarding it
- * and the hierarchy retiring it.  The thread that holds it may take it
- * again (a cucap_builder_enqueue callback calling back into the
- * library). */
+/* The graph lock of its graph owner (cucap_i_owner_lock). */
 void cucap_i_capture_lock(struct cucap_capture *h);
 void cucap_i_capture_unlock(struct cucap_capture *h);
 /* Lock, then whether the capture still runs (it is not over). */
 int cucap_i_capture_lock_running(struct cucap_capture *h);
-/* Lock, unless the caller's reference is the only one (then no other
- * thread can reach the graphs): whether it locked. */
+/* Lock, unless the caller's reference is the only one to the capture
+ * and the capture's the only one to its owner (then no other thread can
+ * reach the graphs): whether it locked. */
 int cucap_i_capture_lock_unless_sole(struct cucap_capture *h);
 
 /* The driver's id of the capture, 0 until a join that queried the stream
- * which began it, ACTIVE, told the hierarchy; under the graph lock. */
+ * which began it, ACTIVE, told the capture; under the graph lock. */
 void cucap_i_capture_learn_id(struct cucap_capture *h, cuuint64_t id);
 cuuint64_t cucap_i_capture_id(const struct cucap_capture *h);
 /* Whether the capture is over (its end returned): no stream is in it any more. */
@@ -96,7 +95,7 @@ CUstream cucap_i_capture_origin(const struct cucap_capture *h);
 /* The mode its capture began in (for the notes of its end). */
 void cucap_i_capture_set_mode(struct cucap_capture *h, CUstreamCaptureMode mode);
 CUcontext cucap_i_capture_context(const struct cucap_capture *h);
-/* Whether the hierarchy owns a graph (its capture ended with one). */
+/* Whether its end gave its owner a graph that is not retired. */
 int cucap_i_capture_has_graph(struct cucap_capture *h);
 /* Where the streams and events of its capture wait for its end. */
 struct cucap_deferral *cucap_i_capture_deferral(struct cucap_capture *h);
@@ -110,16 +109,12 @@ struct cucap_deferral *cucap_i_capture_deferral(struct cucap_capture *h);
 struct ctx_hold;
 void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_capture *h, const char *caller);
 /* The capture is over; `ended`, when not NULL, is the graph its end
- * returned, which the hierarchy owns from now on (the caller holds the
+ * returned, which its graph owner owns from now on (the caller holds the
  * graph lock).  The streams and events deferred to the end go back to
  * the cache. */
 void cucap_i_capture_over(struct cucap_capture *h, CUgraph ended);
 
-/* The parameter block its capture's work reads (params.h), or NULL;
- * under the graph lock.  set takes the caller's reference and drops the
- * one to the block it replaces. */
-struct cucap_params *cucap_i_capture_params(const struct cucap_capture *h);
-/* A direct run: a hierarchy that does not capture, whose builders do
+/* A direct run: a capture that does not capture, whose builders do
  * their work on their streams at once (forks wait on events, pool
  * allocations are stream-ordered; no graph, so no conditional node and
  * no embedded graph).  What a capture takes from the library its owner
@@ -151,36 +146,7 @@ struct cucap_direct_run *cucap_i_capture_direct(const struct cucap_capture *h); 
 size_t cucap_i_direct_take_streams(const struct cucap_capture *h, CUcontext ctx, size_t n, CUstream *out);
 /* Stream s of c handed back to h's direct run (give_stream above). */
 void cucap_i_direct_give_stream(const struct cucap_capture *h, struct ctx_hold *c, CUstream s, const char *caller);
-/* The list of the nodes its capture named (node-names.h), NULL until
- * one is named; under the graph lock. */
-struct cucap_node_names;
-struct cucap_node_names **cucap_i_capture_names(struct cucap_capture *h);
-void cucap_i_capture_set_params(struct cucap_capture *h, struct cucap_params *p, const char *caller);
-
-/* The ownership tree.  The driver discarded a graph: retire its box and
- * every box below it, so nothing reads or destroys them again.  Does not
- * allocate, report or call the driver. */
-void cucap_i_capture_retire(struct cucap_capture *h, struct cucap_box *box);
-struct cucap_box *cucap_i_capture_root_box(struct cucap_capture *h);
-CUgraph cucap_i_capture_root(struct cucap_capture *h);   /* NULL once retired */
-/* A box for a graph the driver owns below parent (a conditional body). */
-struct cucap_box *cucap_i_capture_add_child(struct cucap_capture *h, struct cucap_box *parent, CUgraph graph);
-CUgraph cucap_i_box_graph(const struct cucap_box *box);   /* NULL once retired */
-
-/* Conditional bodies of nodes in this hierarchy: instantiation is refused
- * while one of them failed or is still capturing. */
-enum cucap_body_status { CUCAP_BODY_EMPTY, CUCAP_BODY_CAPTURING, CUCAP_BODY_ATTACHED, CUCAP_BODY_FAILED };
-struct cucap_body_record;
-struct cucap_body_record *cucap_i_capture_add_body(struct cucap_capture *h, const char *node, unsigned int index);
-unsigned int cucap_i_body_index(const struct cucap_body_record *r);
-const char *cucap_i_body_node(const struct cucap_body_record *r);   /* "the IF node added by ..." */
-void cucap_i_capture_set_body(struct cucap_capture *h, struct cucap_body_record *r, enum cucap_body_status status);
-/* Whether conditional bodies were captured for its nodes. */
-int cucap_i_capture_has_bodies(const struct cucap_capture *h);
-/* Refuse to instantiate while a body failed or is still capturing (the
- * driver would run its graph empty or half-built). */
-CUresult cucap_i_capture_check_bodies(struct cucap_capture *h, const char *caller, cucap_error **err);
-/* The hierarchy of a body's own standalone capture: no conditional node
+/* A conditional body's own standalone capture: no conditional node
  * may be captured into it (a child graph cannot hold one). */
 void cucap_i_capture_mark_body(struct cucap_capture *h);
 int cucap_i_capture_is_body(const struct cucap_capture *h);

@@ -8,6 +8,7 @@
 #include "builder-internal.h"
 #include "driver.h"
 #include "capture.h"
+#include "graph-owner.h"
 #include "error.h"
 #include "builder-object.h"
 #include "stream-cache.h"
@@ -18,7 +19,7 @@
  * lock (see cucap_i_builder_lock), refused once a fork's primary ended. */
 static CUresult conditional_lock(const cucap_builder *b, const char *caller, cucap_error **err)
 {
-    if (!b || cucap_i_builder_state(b) == CUCAP_BUILDER_CLOSED || !cucap_i_builder_hier(b))
+    if (!b || cucap_i_builder_state(b) == CUCAP_BUILDER_CLOSED || !cucap_i_builder_capture(b))
         return CUDA_SUCCESS;   /* the prologue refuses these */
     if (!cucap_i_builder_lock(b) && cucap_i_builder_state(b) == CUCAP_BUILDER_CAPTURING) {
         cucap_i_builder_unlock(b);
@@ -49,11 +50,11 @@ static CUresult conditional_prologue(cucap_builder *b, int driver_floor, const c
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
                             "%s: driver version %d does not support this conditional node (it needs CUDA %d.%d)",
                             caller, cucap_driver_version(), driver_floor / 1000, driver_floor % 1000 / 10);
-    if (cucap_i_capture_direct(cucap_i_builder_hier(b)))
+    if (cucap_i_capture_direct(cucap_i_builder_capture(b)))
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
                             "%s: conditional nodes exist only in a graph, and this builder runs its work at once "
                             "without capturing", caller);
-    if (cucap_i_capture_is_body(cucap_i_builder_hier(b)))
+    if (cucap_i_capture_is_body(cucap_i_builder_capture(b)))
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED,
                             "%s: conditional nodes cannot be nested inside a conditional body: a body is captured "
                             "standalone and attached as a child graph, and the driver refuses child graphs that "
@@ -90,7 +91,7 @@ CUresult cucap_builder_create_condition(cucap_builder *b, unsigned int default_v
                                                          assign_default ? default_value : 0,
                                                          assign_default ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0)) !=
             CUDA_SUCCESS)
-        rc = cucap_i_fail_in_capture(cucap_i_builder_hier(b), cucap_builder_stream(b), rc, caller,
+        rc = cucap_i_fail_in_capture(cucap_i_builder_capture(b), cucap_builder_stream(b), rc, caller,
                                      "cuGraphConditionalHandleCreate", NULL, err);
     conditional_unlock(b);
     return rc;
@@ -121,6 +122,7 @@ static CUresult add_conditional_locked(cucap_builder *b, CUgraphConditionalHandl
                                        cucap_builder **bodies, cucap_error **err)
 {
     struct cucap_capture *h;
+    struct cucap_graph_owner *o;
     struct ctx_hold *hold;
     CUstream stream;
     CUgraph graph = NULL;
@@ -135,7 +137,7 @@ static CUresult add_conditional_locked(cucap_builder *b, CUgraphConditionalHandl
 
     if ((rc = conditional_prologue(b, driver_floor, caller, &graph, &deps, &edges, &n, err)) != CUDA_SUCCESS)
         return rc;
-    h = cucap_i_builder_hier(b);
+    h = cucap_i_builder_capture(b);
     hold = cucap_i_builder_ctx(b);
     stream = cucap_builder_stream(b);
     /* everything that can fail comes before the node, which cannot be removed */
@@ -145,10 +147,10 @@ static CUresult add_conditional_locked(cucap_builder *b, CUgraphConditionalHandl
             cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
             break;
         }
-        if (!(record = cucap_i_capture_add_body(h, node_name, made)) ||
+        if (!(record = cucap_i_owner_add_body(cucap_i_capture_owner(h), node_name, made)) ||
             !(bodies[made] = cucap_i_builder_new_body(hold, s, record))) {
             if (record)
-                cucap_i_capture_set_body(h, record, CUCAP_BODY_EMPTY);
+                cucap_i_owner_set_body(cucap_i_capture_owner(h), record, CUCAP_BODY_EMPTY);
             cucap_i_give_stream(hold, s, caller);
             rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
             break;
@@ -171,8 +173,9 @@ static CUresult add_conditional_locked(cucap_builder *b, CUgraphConditionalHandl
                                          "; the conditional node stays in the graph, with nothing captured after "
                                          "it depending on it", err);
     }
+    o = cucap_i_capture_owner(h);
     for (i = 0; rc == CUDA_SUCCESS && i < size; i++) {
-        struct cucap_box *box = cucap_i_capture_add_child(h, cucap_i_capture_root_box(h), params.conditional.phGraph_out[i]);
+        struct cucap_box *box = cucap_i_owner_add_child(o, cucap_i_owner_root_box(o), params.conditional.phGraph_out[i]);
         if (!box)
             rc = cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
         cucap_i_capture_ref(h);
@@ -181,7 +184,7 @@ static CUresult add_conditional_locked(cucap_builder *b, CUgraphConditionalHandl
     if (rc != CUDA_SUCCESS) {
         for (i = 0; i < size; i++) {
             if (cucap_i_builder_body_record(bodies[i]))
-                cucap_i_capture_set_body(h, cucap_i_builder_body_record(bodies[i]), CUCAP_BODY_EMPTY);
+                cucap_i_owner_set_body(o, cucap_i_builder_body_record(bodies[i]), CUCAP_BODY_EMPTY);
             cucap_builder_destroy(bodies[i]);
             bodies[i] = NULL;
         }

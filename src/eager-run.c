@@ -1,5 +1,5 @@
 /* A step run eagerly: a capture function's work done at once on a builder
- * that does not capture (a direct run, hierarchy.h), between the work
+ * that does not capture (a direct run, capture.h), between the work
  * queued on the caller's stream before and after it; its parameter block
  * memory of the run, freed behind it.  For graph sets, whose keys cannot
  * be captured.  Internal. */
@@ -38,7 +38,7 @@ struct cucap_eager_run {
  * made a new stream, and the driver's cuStreamCreate waited for the held
  * work once enough streams were left behind it (measured on the H100:
  * after 174 to 232).  A stream whose work is done goes back to the cache
- * as any other (hierarchy.c); when the table is full, one of its idle
+ * as any other (capture.c); when the table is full, one of its idle
  * streams is destroyed, or else the new one is. */
 #define KEPT_STREAMS 64
 

@@ -5,6 +5,7 @@
 #include "builder-internal.h"
 #include "driver.h"
 #include "capture.h"
+#include "graph-owner.h"
 #include "error.h"
 #include "params.h"
 
@@ -22,15 +23,15 @@ CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_
     if (cucap_i_builder_state(parent) != CUCAP_BUILDER_CAPTURING)
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the parent graph is not being built (it is %s)",
                             caller, cucap_i_state_names[cucap_i_builder_state(parent)]);
-    if (cucap_i_capture_direct(cucap_i_builder_hier(parent)))
+    if (cucap_i_capture_direct(cucap_i_builder_capture(parent)))
         return cucap_i_fail(err, CUDA_ERROR_NOT_SUPPORTED, "%s: the parent runs its work at once without capturing: "
                             "launch the child's executable graph on its stream instead", caller);
     (void)cucap_i_builders_lock_pair(parent, child);
-    if (cucap_i_capture_params(cucap_i_builder_hier(child)))
+    if (cucap_i_capture_params(cucap_i_builder_capture(child)))
         rc = cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the child's capture made a parameter block, which "
                           "only launches of the child's own executable graphs fill; make the block in the "
                           "parent's capture and let the child's work read it", caller);
-    else if (cucap_i_capture_is_over(cucap_i_builder_hier(parent)))
+    else if (cucap_i_capture_is_over(cucap_i_builder_capture(parent)))
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the parent graph is not being built (its capture "
                           "ended)", caller);
     else
@@ -43,7 +44,7 @@ CUresult cucap_builder_embed(cucap_builder *parent, cucap_builder *child, cucap_
 static CUresult embed_locked(cucap_builder *parent, cucap_builder *child, const char *caller, cucap_error **err)
 {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    struct cucap_capture *h = cucap_i_builder_hier(parent);
+    struct cucap_capture *h = cucap_i_builder_capture(parent);
     CUstream s = cucap_builder_stream(parent);
     CUgraph capture_graph = NULL;
     const CUgraphNode *deps = NULL;
@@ -59,7 +60,7 @@ static CUresult embed_locked(cucap_builder *parent, cucap_builder *child, const 
                             "%s: the parent graph is not being built (the driver reports its capture %s)", caller,
                             status == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? "invalidated" : "over");
     rc = cucap_i_drv.cuGraphAddChildGraphNode(&node, capture_graph, deps, n,
-                                              cucap_i_capture_root(cucap_i_builder_hier(child)));
+                                              cucap_i_owner_root(cucap_i_capture_owner(cucap_i_builder_capture(child))));
     if (rc != CUDA_SUCCESS)
         return cucap_i_fail(err, rc, "%s: cuGraphAddChildGraphNode failed: " CUCAP_I_RESULT_FMT "%s", caller,
                             CUCAP_I_RESULT_ARGS(rc),

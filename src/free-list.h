@@ -1,6 +1,6 @@
 /* A free list: a few freed objects of one kind kept for the next
  * allocation of that kind, so that the objects every capture makes and
- * frees (hierarchies, builders, fork slabs, pools) do not go through the
+ * frees (captures, graph owners, builders, fork slabs, pools) do not go through the
  * heap each time.  It has CUCAP_FREE_LIST_MAX slots, each empty or
  * holding one object; taking or giving is one atomic exchange on a slot,
  * so no lock is needed and no object is handed to two takers.

@@ -1,5 +1,5 @@
-/* Graph references (a graph of a hierarchy, shared), instantiation, and
- * executable graphs: launch, upload, update, destroy. */
+/* Graph references (a graph of a graph owner, shared), instantiation,
+ * and executable graphs: launch, upload, update, destroy. */
 #include "config.h"
 
 #include <pthread.h>
@@ -11,6 +11,7 @@
 #include "builder-object.h"
 #include "driver.h"
 #include "capture.h"
+#include "graph-owner.h"
 #include "error.h"
 #include "context-hold.h"
 #include "deferred-destroy.h"
@@ -22,8 +23,9 @@
 
 struct cucap_graph {
     atomic_int refs;
-    struct cucap_capture *h;
+    struct cucap_graph_owner *o;
     struct cucap_box *box;
+    struct cucap_params *params;     /* the block its nodes read, or NULL; a reference */
 };
 
 struct cucap_exec {
@@ -33,7 +35,7 @@ struct cucap_exec {
     struct cucap_params *params;     /* the parameter block its graph reads (that of the capture it was
                                         instantiated or last updated from), or NULL */
     struct cucap_node_names *names;  /* the nodes its capture named, with this graph's values, or NULL */
-    struct cucap_capture *names_of;     /* the hierarchy whose nodes those are, kept while it has them */
+    struct cucap_graph_owner *names_of;   /* the owner of the graph whose nodes those are, kept while it has them */
     struct cucap_signature *signature;   /* of the graph it runs; NULL when the driver could not say */
     /* With conditional nodes, whose destroy waits for the launches in
      * flight (deferred-destroy.h), or with host callback data set by name,
@@ -51,16 +53,18 @@ struct cucap_params *cucap_i_exec_params(const cucap_exec *e)
     return e ? e->params : NULL;
 }
 
-cucap_graph *cucap_i_capture_graph(struct cucap_capture *h, struct cucap_box *box)
+cucap_graph *cucap_i_graph_new(struct cucap_graph_owner *o, struct cucap_box *box, struct cucap_params *params)
 {
     cucap_graph *g = malloc(sizeof *g);
 
     if (!g)
         return NULL;
     atomic_init(&g->refs, 1);
-    g->h = h;
-    g->box = box ? box : cucap_i_capture_root_box(h);
-    cucap_i_capture_ref(h);
+    g->o = o;
+    g->box = box ? box : cucap_i_owner_root_box(o);
+    g->params = params;
+    cucap_i_owner_ref(o);
+    cucap_i_params_ref(params);
     return g;
 }
 
@@ -75,7 +79,8 @@ void cucap_graph_unref(cucap_graph *g)
 {
     if (!g || atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) != 1)
         return;
-    cucap_i_capture_unref(g->h, "cucap_graph_unref");
+    cucap_i_owner_unref(g->o, "cucap_graph_unref");
+    cucap_i_params_unref(g->params, "cucap_graph_unref");
     free(g);
 }
 
@@ -161,9 +166,9 @@ static CUresult instantiate_graph(CUgraph root, int conditional, const cucap_com
     return CUDA_SUCCESS;
 }
 
-CUresult cucap_i_capture_instantiate(struct cucap_capture *h, const struct cucap_box *box,
-                                  const cucap_complete_options *opts, cucap_exec **out, const char *caller,
-                                  cucap_error **err)
+CUresult cucap_i_instantiate(struct cucap_graph_owner *o, const struct cucap_box *box, struct cucap_params *params,
+                             const cucap_complete_options *opts, cucap_exec **out, const char *caller,
+                             cucap_error **err)
 {
     struct cucap_work_scope w;
     CUgraphExec exec = NULL;
@@ -176,16 +181,16 @@ CUresult cucap_i_capture_instantiate(struct cucap_capture *h, const struct cucap
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the options' reserved members must be zero", caller);
     if (!(e = malloc(sizeof *e)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
-    cucap_i_capture_lock(h);
-    root = cucap_i_box_graph(box ? box : cucap_i_capture_root_box(h));
+    cucap_i_owner_lock(o);
+    root = cucap_i_box_graph(box ? box : cucap_i_owner_root_box(o));
     if (!root)
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                           "%s: the capture was invalidated and the driver discarded its graph; there is no "
                           "graph to instantiate", caller);
     else
-        rc = cucap_i_capture_check_bodies(h, caller, err);
-    if (rc == CUDA_SUCCESS && (rc = cucap_i_work_enter(&w, cucap_i_capture_context(h), caller, err)) == CUDA_SUCCESS) {
-        rc = instantiate_graph(root, cucap_i_capture_has_bodies(h), opts, &exec, caller, err);
+        rc = cucap_i_owner_check_bodies(o, caller, err);
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_work_enter(&w, cucap_i_owner_context(o), caller, err)) == CUDA_SUCCESS) {
+        rc = instantiate_graph(root, cucap_i_owner_has_bodies(o), opts, &exec, caller, err);
         rc = cucap_i_work_leave(&w, rc, caller, err);
     }
     e->names = NULL;
@@ -193,12 +198,12 @@ CUresult cucap_i_capture_instantiate(struct cucap_capture *h, const struct cucap
     if (rc == CUDA_SUCCESS && (rc = cucap_i_signature_of(root, &e->signature)) != CUDA_SUCCESS)
         cucap_i_fail(err, rc, "%s: the graph's nodes could not be read: " CUCAP_I_RESULT_FMT, caller,
                      CUCAP_I_RESULT_ARGS(rc));
-    if (rc == CUDA_SUCCESS && (!box || box == cucap_i_capture_root_box(h)))   /* names are the root's */
-        rc = cucap_i_names_copy(*cucap_i_capture_names(h), &e->names, caller, err);
-    cucap_i_capture_unlock(h);
+    if (rc == CUDA_SUCCESS && (!box || box == cucap_i_owner_root_box(o)))   /* names are the root's */
+        rc = cucap_i_names_copy(*cucap_i_owner_names(o), &e->names, caller, err);
+    cucap_i_owner_unlock(o);
     if (rc != CUDA_SUCCESS) {
         if (exec)
-            cucap_i_exec_destroy_handle(exec, cucap_i_capture_context(h), caller);
+            cucap_i_exec_destroy_handle(exec, cucap_i_owner_context(o), caller);
         cucap_i_signature_free(e->signature);
         free(e);
         return rc;
@@ -207,13 +212,13 @@ CUresult cucap_i_capture_instantiate(struct cucap_capture *h, const struct cucap
     e->done = NULL;
     e->lost_track = 0;
     pthread_mutex_init(&e->launch_lock, NULL);
-    e->names_of = e->names ? h : NULL;
+    e->names_of = e->names ? o : NULL;
     if (e->names_of)
-        cucap_i_capture_ref(h);
+        cucap_i_owner_ref(o);
     e->exec = exec;
-    e->ctx = cucap_i_capture_context(h);
+    e->ctx = cucap_i_owner_context(o);
     e->any_context = cucap_i_one_device();
-    e->params = cucap_i_capture_params(h);   /* set under its capture's lock, which is over */
+    e->params = params;
     cucap_i_params_ref(e->params);
     *out = e;
     return CUDA_SUCCESS;
@@ -227,7 +232,7 @@ CUresult cucap_graph_instantiate(cucap_graph *g, const cucap_complete_options *o
     *out = NULL;
     if (!g)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "cucap_graph_instantiate: the graph is NULL");
-    return cucap_i_capture_instantiate(g->h, g->box, opts, out, "cucap_graph_instantiate", err);
+    return cucap_i_instantiate(g->o, g->box, g->params, opts, out, "cucap_graph_instantiate", err);
 }
 
 /* Whether a call on e, and for a launch or upload on stream s, needs the
@@ -437,7 +442,7 @@ void cucap_exec_destroy(cucap_exec *e)
     }
     pthread_mutex_destroy(&e->launch_lock);
     cucap_i_params_unref(e->params, "cucap_exec_destroy");
-    cucap_i_capture_unref(e->names_of, "cucap_exec_destroy");
+    cucap_i_owner_unref(e->names_of, "cucap_exec_destroy");
     cucap_i_signature_free(e->signature);
     free(e);
 }
@@ -459,11 +464,13 @@ static const char *update_result_text(CUgraphExecUpdateResult r)
     }
 }
 
-/* Update e from h's root graph, in e's context, under h's graph lock
- * unless the caller holds h's only reference; a refused update names the
- * driver's reason (and the node, when the driver names one), in the error
- * and in *refusal when not NULL. */
-CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_capture *h, cucap_update_refusal *refusal, const char *caller,
+/* Update e from o's root graph, in e's context, under o's graph lock
+ * unless the caller's reference (to c, the capture that made o, when the
+ * caller holds that) is the only one; a refused update names the driver's
+ * reason (and the node, when the driver names one), in the error and in
+ * *refusal when not NULL. */
+CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_graph_owner *o, struct cucap_params *params,
+                             struct cucap_capture *c, cucap_update_refusal *refusal, const char *caller,
                              cucap_error **err)
 {
     CUgraphExecUpdateResultInfo info;
@@ -480,31 +487,31 @@ CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_capture *h, cucap_updat
     else if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
     memset(&info, 0, sizeof info);
-    locked = cucap_i_capture_lock_unless_sole(h);
+    locked = c ? cucap_i_capture_lock_unless_sole(c) : cucap_i_owner_lock_unless_sole(o);
     /* the driver's own checks pass some updates it then runs wrong */
     if (!cucap_i_signature_has_kernels(e->signature))
-        rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_capture_root(h), &info);   /* its types are the driver's to check */
-    else if ((rc = cucap_i_signature_of(cucap_i_capture_root(h), &signature)) != CUDA_SUCCESS)
+        rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_owner_root(o), &info);   /* its types are the driver's to check */
+    else if ((rc = cucap_i_signature_of(cucap_i_owner_root(o), &signature)) != CUDA_SUCCESS)
         snprintf(differs, sizeof differs, "its nodes could not be read");
     else if (e->signature &&
              cucap_i_signature_differs(e->signature, signature, &info.result, &info.errorNode, differs, sizeof differs))
         rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
     else
-        rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_capture_root(h), &info);
+        rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_owner_root(o), &info);
     if (rc == CUDA_SUCCESS && signature) {   /* its graph's now */
         cucap_i_signature_free(e->signature);
         e->signature = signature;
         signature = NULL;
     }
     cucap_i_signature_free(signature);
-    if (rc == CUDA_SUCCESS && e->params != cucap_i_capture_params(h)) {   /* it now reads that capture's block */
+    if (rc == CUDA_SUCCESS && e->params != params) {   /* it now reads the source's block */
         struct cucap_params *old = e->params;
-        e->params = cucap_i_capture_params(h);
+        e->params = params;
         cucap_i_params_ref(e->params);
         cucap_i_params_unref(old, caller);
     }
     if (rc == CUDA_SUCCESS)
-        cucap_i_names_updated(e->names, *cucap_i_capture_names(h));
+        cucap_i_names_updated(e->names, *cucap_i_owner_names(o));
     /* name the node only when the driver named one (a node of the locked graph) */
     if (rc == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE && differs[0])
         snprintf(where, sizeof where, ": %s", differs);
@@ -515,7 +522,7 @@ CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_capture *h, cucap_updat
             snprintf(where, sizeof where, ", at node %p", (void *)info.errorNode);
     }
     if (locked)
-        cucap_i_capture_unlock(h);
+        cucap_i_owner_unlock(o);
     if (refusal) {
         memset(refusal, 0, sizeof *refusal);
         refusal->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
@@ -542,13 +549,15 @@ CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_capture *h, cucap_updat
 CUresult cucap_exec_update(cucap_exec *e, cucap_builder *source, cucap_error **err)
 {
     static const char caller[] = "cucap_exec_update";
+    struct cucap_capture *h;
     CUresult rc;
 
     if (!e)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
     if ((rc = cucap_i_builder_check_ended(source, caller, err)) != CUDA_SUCCESS)
         return rc;
-    return cucap_i_exec_update(e, cucap_i_builder_hier(source), NULL, caller, err);   /* holding source's reference */
+    h = cucap_i_builder_capture(source);   /* holding source's reference */
+    return cucap_i_exec_update(e, cucap_i_capture_owner(h), cucap_i_capture_params(h), h, NULL, caller, err);
 }
 
 CUresult cucap_exec_update_graph(cucap_exec *e, cucap_graph *source, cucap_error **err)
@@ -559,13 +568,14 @@ CUresult cucap_exec_update_graph(cucap_exec *e, cucap_graph *source, cucap_error
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
     if (!source)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the graph is NULL", caller);
-    if (source->box != cucap_i_capture_root_box(source->h))
+    if (source->box != cucap_i_owner_root_box(source->o))
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the graph is a conditional body; an executable "
                             "graph is updated from a whole graph", caller);
     if (!cucap_graph_handle(source))
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture was invalidated and the driver "
                             "discarded its graph", caller);
-    return cucap_i_exec_update(e, source->h, NULL, caller, err);   /* holding source's reference */
+    /* holding source's reference */
+    return cucap_i_exec_update(e, source->o, source->params, NULL, NULL, caller, err);
 }
 
 /* ---------------------------------------------------------------- named nodes */
@@ -669,9 +679,9 @@ CUresult cucap_exec_set_child_graph(cucap_exec *e, const char *name, cucap_graph
                             "discarded it", caller);
     if ((rc = begin_change(e, name, 1, &c, &saved, caller, err)) != CUDA_SUCCESS)
         return rc;
-    cucap_i_capture_lock(g->h);
+    cucap_i_owner_lock(g->o);
     rc = cucap_i_names_set_child_graph(e->names, &c, graph, err);
-    cucap_i_capture_unlock(g->h);
+    cucap_i_owner_unlock(g->o);
     return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
 }
 
@@ -703,24 +713,23 @@ CUresult cucap_exec_set_enabled(cucap_exec *e, const char *name, int enabled, cu
 
 /* ---------------------------------------------------------------- graphs the library did not capture */
 
-/* A new reference to a new hierarchy that owns graph, in ctx. */
+/* A new reference to a new graph owner that owns graph, in ctx: no
+ * capture made it. */
 static CUresult own_graph(CUcontext ctx, CUgraph graph, struct cucap_params *params, cucap_graph **out,
                           const char *caller, cucap_error **err)
 {
-    struct cucap_capture *h = cucap_i_capture_new_owning(ctx, graph);
+    struct cucap_graph_owner *o = cucap_i_owner_new(ctx);
 
-    if (!h || !(*out = cucap_i_capture_graph(h, NULL))) {
-        if (h)
-            cucap_i_capture_unref(h, caller);   /* destroys graph */
+    if (o)
+        cucap_i_owner_take(o, graph);
+    if (!o || !(*out = cucap_i_graph_new(o, NULL, params))) {
+        if (o)
+            cucap_i_owner_unref(o, caller);   /* destroys graph */
         else
             (void)cucap_i_drv.cuGraphDestroy(graph);
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     }
-    if (params) {
-        cucap_i_params_ref(params);
-        cucap_i_capture_set_params(h, params, caller);
-    }
-    cucap_i_capture_unref(h, caller);   /* the reference *out holds stays */
+    cucap_i_owner_unref(o, caller);   /* the reference *out holds stays */
     return CUDA_SUCCESS;
 }
 
@@ -755,15 +764,15 @@ CUresult cucap_graph_clone(cucap_graph *g, cucap_graph **out, cucap_error **err)
     *out = NULL;
     if (!g)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the graph is NULL", caller);
-    cucap_i_capture_lock(g->h);
+    cucap_i_owner_lock(g->o);
     from = cucap_i_box_graph(g->box);
     rc = from ? cucap_i_drv.cuGraphClone(&clone, from) : CUDA_ERROR_ILLEGAL_STATE;
-    params = cucap_i_capture_params(g->h);   /* the clone's nodes read the same block */
+    params = g->params;   /* the clone's nodes read the same block */
     if (params)
         cucap_i_params_ref(params);
-    cucap_i_capture_unlock(g->h);
+    cucap_i_owner_unlock(g->o);
     if (rc == CUDA_SUCCESS)
-        rc = own_graph(cucap_i_capture_context(g->h), clone, params, out, caller, err);
+        rc = own_graph(cucap_i_owner_context(g->o), clone, params, out, caller, err);
     else if (rc == CUDA_ERROR_ILLEGAL_STATE)
         cucap_i_fail(err, rc, "%s: the capture was invalidated and the driver discarded its graph", caller);
     else if (rc == CUDA_ERROR_NOT_SUPPORTED)

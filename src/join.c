@@ -60,7 +60,7 @@ static int wait_on_dependencies(const struct cucap_builder_facts *to, const stru
     int began = to->kind != CUCAP_BUILDER_FORKED && to->h;   /* to's stream began h's capture */
 
     /* across devices only the event join is measured; the root is asked
-     * once all the same, for the capture's id (kept in the hierarchy) */
+     * once all the same, for the capture's id (kept in the capture) */
     if (to->ctx->ctx != from->ctx->ctx && !(began && !cucap_i_capture_id(to->h)))
         return 0;
     if (cucap_i_drv.cuStreamGetCaptureInfo(to->stream, &to_status, &to_id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
@@ -154,7 +154,7 @@ static CUresult other_capture(cucap_builder *const *builders, size_t count, cons
  * root capturing (a root that is not would silently join the capture of
  * whichever builder it waits on), every other builder capturing too, in
  * the root's capture.
- * Unless full, whether the capture of root's hierarchy is over is left
+ * Unless full, whether root's capture is over is left
  * to the caller, who learns it with the capture's lock (a fork in it is
  * then checked again, fully). */
 static CUresult check_join(cucap_builder *const *builders, size_t count, cucap_builder *root, int full,
@@ -324,7 +324,7 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
     if (count == 2)   /* one fork: its arrays as the driver gave them, to the root's stream */
         return join_one_by_dependencies(root, builders[builders[0] == root], caller, err, rc, learned);
     /* the root is not asked: every builder but the root is of root's
-     * hierarchy, and a stream leaves a capture only at its end, which
+     * capture, and a stream leaves a capture only at its end, which
      * takes every stream out of it (doc/driver-facts.md, "Ending a
      * capture"), so one ACTIVE in it proves the capture, and the root in
      * it, still running */
@@ -422,7 +422,7 @@ static void close_batch(cucap_builder *const *builders, size_t count, cucap_buil
 static void close_forks(cucap_builder *const *builders, size_t count, cucap_builder *root, cuuint64_t learned,
                         int running, int joined, const char *caller)
 {
-    struct cucap_capture *h = cucap_i_builder_hier(root);
+    struct cucap_capture *h = cucap_i_builder_capture(root);
     size_t start;
 
     if (learned)
@@ -529,7 +529,7 @@ CUresult cucap_builder_join_forks(cucap_builder *b, cucap_error **err)
 
     if ((rc = cucap_i_builder_check_open(b, caller, err)) != CUDA_SUCCESS)
         return rc;
-    if (!(h = cucap_i_builder_hier(b)))
+    if (!(h = cucap_i_builder_capture(b)))
         return CUDA_SUCCESS;   /* no capture, no forks */
     /* the list and the join under one hold of the lock that guards it,
      * which the join releases */
@@ -574,7 +574,7 @@ CUresult cucap_builder_wait(cucap_builder *b, cucap_builder *other, cucap_error 
                                 cucap_builder_get_kind(pair[i]) == CUCAP_BUILDER_FORKED && state != CUCAP_BUILDER_CLOSED
                                     ? ": its primary's capture ended" : "");
     }
-    if (cucap_i_builder_hier(b) != cucap_i_builder_hier(other))
+    if (cucap_i_builder_capture(b) != cucap_i_builder_capture(other))
         return other_capture(pair, 2, b, 1, caller, err);
     if (!cucap_i_builder_lock(b))
         rc = cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE, "%s: the capture ended while the call ran (its end came "

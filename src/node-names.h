@@ -3,7 +3,7 @@
  * each (a kernel's arguments, a copy's or a memset's operands, a host
  * callback and its data, an embedded graph, an event; enabled or not), so
  * that an executable graph of the capture changes them by name, checked
- * (cucap_exec_set_*).  A capture's list lives in its hierarchy, under its
+ * (cucap_exec_set_*).  A capture's list lives in its graph owner, under its
  * graph lock; each executable graph has a copy of its own, which also owns
  * the host callbacks' data set through it.  Internal. */
 #ifndef CUCAP_I_NODE_NAMES_H

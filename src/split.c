@@ -107,7 +107,7 @@ static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t
 }
 
 /* A split's last step on b's capture, whose graph lock the caller holds:
- * n more references to the hierarchy (the forks'), their registry
+ * n more references to the capture (the forks'), their registry
  * entries, the split's event e deferred to the capture's end with room
  * for the forks' streams, destroyed when b's context has no cache
  * (legal in a capture), or nothing when e is NULL (b keeps it), and the
@@ -127,7 +127,7 @@ static void split_done(const struct cucap_builder_facts *at, CUevent e, cucap_bu
 /* A primary builder of a retained context records its splits on an event
  * it keeps (builder.c gives it back): its captures run one at a time, so
  * the event is never in two captures that both run.  Any other builder's
- * split event waits for its capture's end, deferred to the hierarchy. */
+ * split event waits for its capture's end, deferred to the capture. */
 static int keeps_split_event(const struct cucap_builder_facts *at, const struct ctx_hold *on)
 {
     return at->kind == CUCAP_BUILDER_PRIMARY && on == at->ctx && at->ctx->retained;

@@ -22,6 +22,7 @@ graph 7
 pool 7
 body 7
 capture 6
+graph-owner 6
 hand-back 6
 reaper 1
 stream-cache 5
