@@ -242,16 +242,27 @@ void cucap_i_cache_give_items(const struct cucap_cache_item *items, size_t n, co
             give(items[i].ctx, items[i].dev, items[i].is_event ? EVENTS : STREAMS, items[i].handle, caller);
         return;
     }
-    pthread_mutex_lock(&cache_lock);
+    /* the quick slots first, as give does: a capture's one fork stream
+     * goes back without the lock, and the next split takes it so */
     for (i = 0; i < n; i++) {
-        int kind = items[i].is_event ? EVENTS : STREAMS;
-        kept[i] = (c = find_cache(items[i].ctx, items[i].dev)) != NULL && c->count[kind] < CACHED_PER_KIND;
-        if (kept[i])
-            c->items[kind][c->count[kind]++] = items[i].handle;
-        else
-            left++;
+        c = find_cache(items[i].ctx, items[i].dev);
+        kept[i] = c && cucap_i_free_list_give(&c->quick[items[i].is_event ? EVENTS : STREAMS], items[i].handle);
+        left += !kept[i];
     }
-    pthread_mutex_unlock(&cache_lock);
+    if (left) {
+        pthread_mutex_lock(&cache_lock);
+        for (i = 0; i < n; i++) {
+            int kind = items[i].is_event ? EVENTS : STREAMS;
+            if (kept[i])
+                continue;
+            kept[i] = (c = find_cache(items[i].ctx, items[i].dev)) != NULL && c->count[kind] < CACHED_PER_KIND;
+            if (kept[i]) {
+                c->items[kind][c->count[kind]++] = items[i].handle;
+                left--;
+            }
+        }
+        pthread_mutex_unlock(&cache_lock);
+    }
     for (i = 0; i < n && left; i++)
         if (!kept[i])
             give(items[i].ctx, items[i].dev, items[i].is_event ? EVENTS : STREAMS, items[i].handle, caller);
