@@ -223,9 +223,9 @@ CUCAP_API CUresult cucap_builder_split_on(cucap_builder *b, CUdevice dev, size_t
  *
  * The root (the first builder that is not FORKED, else the first) waits
  * on every other builder, which is then closed.  If that fails partway,
- * every builder not joined is still closed, each on its own, and each
- * failure to close is a note on the returned error.  The root's capture is
- * never ended here.
+ * every other builder is still closed, joined or not: its stream waits
+ * for the end of the root's capture, which still holds it, and goes back
+ * to the library's cache then.  The root's capture is never ended here.
  *
  * \param       builders  count builders; every one CAPTURING.
  * \param       count   2 or more.
