@@ -166,11 +166,6 @@ private:
     cucap_error *e_ = nullptr;
 };
 
-/* One address for each type of parameter values (the same in every
- * translation unit): what cucap_builder_params_typed() marks a block with. */
-template <class T>
-inline const char params_type = 0;
-
 } // namespace detail
 
 /* ---------------------------------------------------------------- the library */
@@ -248,9 +243,8 @@ public:
      *          graph's parameter block
      *
      * T is the struct the capture's block was made for
-     * (builder::params<T>()): trivially copyable, and of the block's size.
-     * Values of another type are refused (cucap::error, INVALID_VALUE),
-     * also of the same size; a block made with params(size) takes any.
+     * (builder::params<T>()): trivially copyable, and of the block's size
+     * (values of another size are refused: cucap::error, INVALID_VALUE).
      */
     template <class T>
     void launch(CUstream s, const T &values)
@@ -259,7 +253,7 @@ public:
         static_assert(!std::is_pointer<T>::value, "launch(s, values) copies the values themselves: for a pointer to "
                                                   "them, call launch(s, pointer, size)");
         detail::error_slot e;
-        e.check(cucap_exec_launch_params_typed(e_, &values, sizeof(T), &detail::params_type<T>, s, e.out()));
+        e.check(cucap_exec_launch_params(e_, &values, sizeof(T), s, e.out()));
     }
     /**
      * \brief   cucap_exec_launch_params(): size bytes at values, for a block
@@ -554,8 +548,7 @@ public:
         return block;
     }
     /**
-     * \brief   cucap_builder_params_typed() for a struct: a block of
-     *          sizeof(T), for values of type T only
+     * \brief   cucap_builder_params() for a struct: a block of sizeof(T)
      * \return  A device pointer for kernels to read; launch with
      *          exec::launch(stream, values), values a T.
      */
@@ -565,7 +558,7 @@ public:
         static_assert(std::is_trivially_copyable<T>::value, "parameter values are copied as bytes");
         detail::error_slot e;
         CUdeviceptr block = 0;
-        e.check(cucap_builder_params_typed(b_, sizeof(T), &detail::params_type<T>, &block, e.out()));
+        e.check(cucap_builder_params(b_, sizeof(T), &block, e.out()));
         return reinterpret_cast<T *>(static_cast<std::uintptr_t>(block));
     }
     /** \brief   cucap_builder_close(): CLOSED, ending a live capture first */

@@ -12,9 +12,9 @@
 #include "node-names.h"
 #include "params.h"
 
-static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUdeviceptr *block, const char *caller,
-                            cucap_error **err)
+CUresult cucap_builder_params(cucap_builder *b, size_t size, CUdeviceptr *block, cucap_error **err)
 {
+    static const char caller[] = "cucap_builder_params";
     struct cucap_direct_run *run;
     struct cucap_params *p;
     struct ctx_hold *hold;
@@ -56,7 +56,6 @@ static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUd
             (rc = cucap_i_params_new(hold, size, &p, caller, err)) == CUDA_SUCCESS)
             cucap_i_builder_offer_params(b, p);
         if (rc == CUDA_SUCCESS) {
-            cucap_i_params_set_type(p, type);
             cucap_i_capture_set_params(h, p, caller);
             *block = cucap_i_params_block(p);
         }
@@ -65,16 +64,6 @@ static CUresult make_params(cucap_builder *b, size_t size, const void *type, CUd
     return rc;
 }
 
-CUresult cucap_builder_params(cucap_builder *b, size_t size, CUdeviceptr *block, cucap_error **err)
-{
-    return make_params(b, size, NULL, block, "cucap_builder_params", err);
-}
-
-CUresult cucap_builder_params_typed(cucap_builder *b, size_t size, const void *type, CUdeviceptr *block,
-                                    cucap_error **err)
-{
-    return make_params(b, size, type, block, "cucap_builder_params_typed", err);
-}
 
 CUresult cucap_builder_name_node(cucap_builder *b, const char *name, cucap_error **err)
 {

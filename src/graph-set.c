@@ -513,8 +513,7 @@ static int settle(cucap_graph_set *set, struct entry *e, cucap_exec *exec, size_
  * and needs no new one; a graph instantiated from it instead shares it,
  * its launches ordered after that graph's, which s's work (or the set's
  * stream, which waits for s) follows already.  Two captures at once
- * never share one: a capture writes what its block holds
- * (cucap_builder_params_typed). */
+ * never share one. */
 static struct cucap_params *kept_block(cucap_graph_set *set, CUstream s, int launching)
 {
     struct cucap_params *p = NULL;

@@ -340,9 +340,10 @@ static CUresult launch_reading_params(cucap_exec *e, const void *values, size_t 
     return cucap_i_ctx_leave_for(e->ctx, saved, rc, caller, err);
 }
 
-static CUresult launch_params(cucap_exec *e, const void *values, size_t size, const void *type, CUstream s,
-                              const char *caller, cucap_error **err)
+CUresult cucap_exec_launch_params(cucap_exec *e, const void *values, size_t size, CUstream s, cucap_error **err)
 {
+    static const char caller[] = "cucap_exec_launch_params";
+
     if (!e)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
     if (!values)
@@ -351,24 +352,9 @@ static CUresult launch_params(cucap_exec *e, const void *values, size_t size, co
         return cucap_i_fail(err, CUDA_ERROR_ILLEGAL_STATE,
                             "%s: the graph reads no parameter block (its capture made none with "
                             "cucap_builder_params); launch it with cucap_exec_launch", caller);
-    if (type && cucap_i_params_type(e->params) && type != cucap_i_params_type(e->params))
-        return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE,
-                            "%s: the values are of another type than the graph's parameter block was made for "
-                            "(its capture's cucap_builder_params_typed, or C++ params<T>()); nothing was launched",
-                            caller);
     return launch_reading_params(e, values, size, s, caller, err);
 }
 
-CUresult cucap_exec_launch_params(cucap_exec *e, const void *values, size_t size, CUstream s, cucap_error **err)
-{
-    return launch_params(e, values, size, NULL, s, "cucap_exec_launch_params", err);
-}
-
-CUresult cucap_exec_launch_params_typed(cucap_exec *e, const void *values, size_t size, const void *type, CUstream s,
-                                        cucap_error **err)
-{
-    return launch_params(e, values, size, type, s, "cucap_exec_launch_params_typed", err);
-}
 
 size_t cucap_exec_params_size(const cucap_exec *e)
 {

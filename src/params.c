@@ -39,7 +39,6 @@ struct cucap_params {
     struct ctx_hold *hold;
     CUdeviceptr block;
     size_t size;
-    const void *type;                /* of its values, NULL for any; the capturing builder's */
     pthread_mutex_t lock;            /* one launch at a time; guards the fields below */
     CUevent last_launch;             /* recorded behind the last launch */
     unsigned long long last_stream;  /* the id of the last launch's stream, 0 before the first */
@@ -235,16 +234,6 @@ int cucap_i_params_free_for(struct cucap_params *p, CUstream s)
     same = id && p->last_stream == id;
     pthread_mutex_unlock(&p->lock);
     return same || cucap_i_params_idle(p);
-}
-
-const void *cucap_i_params_type(const struct cucap_params *p)
-{
-    return p->type;
-}
-
-void cucap_i_params_set_type(struct cucap_params *p, const void *type)
-{
-    p->type = type;
 }
 
 size_t cucap_i_params_size(const struct cucap_params *p)

@@ -33,10 +33,6 @@ CUresult cucap_i_params_pool(CUdevice dev, CUmemoryPool *out, const char *caller
 /* The pools of blocks destroyed (cucap_release_cached); blocks still
  * alive keep theirs until they are freed. */
 void cucap_i_params_pools_drain(void);
-/* The type its values are of (cucap_builder_params_typed), NULL for any;
- * set by each capture that takes the block. */
-const void *cucap_i_params_type(const struct cucap_params *p);
-void cucap_i_params_set_type(struct cucap_params *p, const void *type);
 size_t cucap_i_params_size(const struct cucap_params *p);
 
 /* Launch exec on s, reading the block: values (size bytes, the block's

@@ -710,8 +710,8 @@ BACKEND_TEST(cxx, replay_with_per_launch_values)
     D.cuMemFree(out);
 }
 
-// A block made for one struct refuses values of another type of the same
-// size; a block made by size takes values through a pointer and a size.
+// A block made for one struct refuses values of another size; a block made
+// by size takes values through a pointer and a size.
 BACKEND_TEST(cxx, launch_values_of_the_blocks_type_or_by_pointer_and_size)
 {
     struct step {
@@ -719,9 +719,9 @@ BACKEND_TEST(cxx, launch_values_of_the_blocks_type_or_by_pointer_and_size)
         float scale;
     };
     struct other {
-        float a, b;
+        float a, b, c;
     };
-    static_assert(sizeof(step) == sizeof(other), "the same size");
+    static_assert(sizeof(step) != sizeof(other), "another size");
     CUdeviceptr out = device_buffer(sizeof(step));
     cucap::builder b = cucap::builder::create();
     b.capture([&](cucap::builder &self) {
@@ -732,11 +732,11 @@ BACKEND_TEST(cxx, launch_values_of_the_blocks_type_or_by_pointer_and_size)
     cucap::exec e = b.complete();
     e.launch(b.stream(), step{7, 1.0f});
     try {
-        e.launch(b.stream(), other{1.0f, 2.0f});
-        cr_assert_fail("values of another type of the same size were launched");
+        e.launch(b.stream(), other{1.0f, 2.0f, 3.0f});
+        cr_assert_fail("values of another size were launched");
     } catch (const cucap::error &err) {
         cr_assert_eq(err.code(), CUDA_ERROR_INVALID_VALUE, "%s", err.text().c_str());
-        cr_assert(std::strstr(err.text().c_str(), "another type") != nullptr, "%s", err.text().c_str());
+        cr_assert(std::strstr(err.text().c_str(), "bytes") != nullptr, "%s", err.text().c_str());
     }
     cr_assert_eq(D.cuStreamSynchronize(b.stream()), CUDA_SUCCESS);   // both graphs write out: one after the other
     cucap::builder untyped = cucap::builder::create();
@@ -752,7 +752,7 @@ BACKEND_TEST(cxx, launch_values_of_the_blocks_type_or_by_pointer_and_size)
     step host{0, 0.0f};
     read_back(out, reinterpret_cast<unsigned char *>(&host), sizeof host);
     cr_assert(host.position == 42 && host.scale == 4.0f, "read %u", host.position);
-    u.launch(untyped.stream(), other{1.0f, 2.0f});   // a block made by size takes any type of its size
+    u.launch(untyped.stream(), step{43, 5.0f});   // a block made by size takes a struct of its size
     try {
         u.launch(untyped.stream(), &values, sizeof values + 1);
         cr_assert_fail("a size other than the block's was launched");

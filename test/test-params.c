@@ -802,42 +802,6 @@ Test(params_kernels_gpu, streams_destroyed_in_flight_and_replaced_each_read_thei
     release_record(&k);
 }
 
-/* ---------------------------------------------------------------- values of the block's type */
-
-BACKEND_TEST(params, a_block_made_for_a_type_refuses_values_of_another)
-{
-    static const char mine = 0, theirs = 0;
-    cucap_builder *b = NULL;
-    cucap_exec *exec = NULL;
-    cucap_error *err = NULL;
-    CUdeviceptr block = 0, out = 0;
-    struct values v = { 1, 2, 3 };
-
-    cr_assert_eq(D.cuMemAlloc(&out, sizeof v), CUDA_SUCCESS);
-    cr_assert_eq(cucap_builder_create(0, &b, NULL), CUDA_SUCCESS);
-    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
-    cr_assert_eq(cucap_builder_params_typed(b, sizeof v, &mine, &block, &err), CUDA_SUCCESS, "%s",
-                 cucap_error_message(err));
-    cr_assert_eq(D.cuMemcpyDtoDAsync(out, block, sizeof v, cucap_builder_stream(b)), CUDA_SUCCESS);
-    cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
-    cr_assert_eq(cucap_builder_complete(b, NULL, &exec, NULL), CUDA_SUCCESS);
-    cr_assert_eq(cucap_exec_launch_params_typed(exec, &v, sizeof v, &mine, cucap_builder_stream(b), &err),
-                 CUDA_SUCCESS, "%s", cucap_error_message(err));
-    cr_assert_eq(cucap_exec_launch_params_typed(exec, &v, sizeof v, &theirs, cucap_builder_stream(b), &err),
-                 CUDA_ERROR_INVALID_VALUE);
-    cr_assert_not_null(strstr(cucap_error_message(err), "cucap_exec_launch_params_typed: the values are of another type"),
-                       "%s", cucap_error_message(err));
-    cucap_error_free(err);
-    err = NULL;
-    /* untyped launches take any values of the block's size */
-    cr_assert_eq(cucap_exec_launch_params(exec, &v, sizeof v, cucap_builder_stream(b), &err), CUDA_SUCCESS, "%s",
-                 cucap_error_message(err));
-    cr_assert_eq(D.cuStreamSynchronize(cucap_builder_stream(b)), CUDA_SUCCESS);
-    cucap_exec_destroy(exec);
-    cucap_builder_destroy(b);
-    D.cuMemFree(out);
-}
-
 /* ---------------------------------------------------------------- values of any size */
 
 /* A graph that copies its block to pinned host memory, then checks there,

@@ -382,20 +382,6 @@ CUCAP_API void cucap_builder_abandon(cucap_builder *b);
 CUCAP_API CUresult cucap_builder_params(cucap_builder *b, size_t size, CUdeviceptr *block, cucap_error **err);
 
 /**
- * \brief       cucap_builder_params() for values of one type
- *
- * The same, and the block is marked as holding values of the type that
- * `type` names: any address that stands for that type and no other (the
- * C++ layer passes one per type).  cucap_exec_launch_params_typed() of a
- * graph that reads the block then refuses values of another type, even of
- * the same size.  type NULL is cucap_builder_params().
- *
- * \since       1.6.0 (LIBCUCAPTURE_1.6)
- */
-CUCAP_API CUresult cucap_builder_params_typed(cucap_builder *b, size_t size, const void *type, CUdeviceptr *block,
-                                              cucap_error **err);
-
-/**
  * \brief       Close: end a live capture first, release the stream, CLOSED
  *
  * Always leaves the builder CLOSED, then returns the end's error, if any.

@@ -181,19 +181,6 @@ CUCAP_API CUresult cucap_exec_launch_params(cucap_exec *e, const void *values, s
                                             cucap_error **err);
 
 /**
- * \brief       cucap_exec_launch_params() for values of one type
- *
- * The same, and refused with CUDA_ERROR_INVALID_VALUE, nothing copied or
- * launched, when the graph's block was made for values of another type
- * (cucap_builder_params_typed()); a block made without a type takes
- * values of any type of its size.  type NULL is cucap_exec_launch_params().
- *
- * \since       1.6.0 (LIBCUCAPTURE_1.6)
- */
-CUCAP_API CUresult cucap_exec_launch_params_typed(cucap_exec *e, const void *values, size_t size, const void *type,
-                                                  CUstream s, cucap_error **err);
-
-/**
  * \brief       The size of the parameter block the graph reads
  *
  * \return      Its size in bytes; 0 when it reads none, or e is NULL.
