@@ -189,6 +189,10 @@ inline cucap_driver_fn driver_entry_point(const char *symbol) noexcept { return 
 /** \brief       cucap_result_name() */
 inline const char *result_name(CUresult code) noexcept { return cucap_result_name(code); }
 
+/** \brief       cucap_release_cached(): give back what the library keeps
+ *              (called alone, with no other call of the library running) */
+inline void release_cached() noexcept { cucap_release_cached(); }
+
 /** \brief       cucap_device_graph_memory(): the device's graph memory now (throws on failure) */
 inline cucap_graph_memory device_graph_memory(CUdevice dev = 0)
 {
@@ -1012,6 +1016,30 @@ public:
         return run_bytes(&key, sizeof(Key), std::forward<Fn>(fn), &values, sizeof(Values), s);
     }
 
+    /** \brief   cucap_graph_set_warm(): capture and instantiate each key
+     *           (trivially copyable) ahead of its first run, with fn; the
+     *           first exception fn throws is thrown again once the call
+     *           returns (its key keeps the reason, as a failed capture) */
+    template <class Key, class Fn>
+    void warm(const std::vector<Key> &keys, Fn &&fn)
+    {
+        static_assert(std::is_trivially_copyable<Key>::value, "a key is its bytes");
+        static_assert(std::is_invocable<std::remove_reference_t<Fn> &, builder &>::value,
+                      "the capture function takes a cucap::builder &");
+        call<Fn> c{&fn, nullptr};
+        std::vector<const void *> key_ptrs;
+        std::vector<std::size_t> sizes(keys.size(), sizeof(Key));
+        std::vector<void *> data(keys.size(), &c);
+        for (const Key &k : keys)
+            key_ptrs.push_back(&k);
+        detail::error_slot e;
+        CUresult rc = cucap_graph_set_warm(s_, key_ptrs.data(), sizes.data(), keys.size(), &call<Fn>::trampoline,
+                                           data.data(), e.out());
+        if (c.thrown)
+            std::rethrow_exception(c.thrown);
+        e.check(rc);
+    }
+
     /** \brief   cucap_graph_set_get_stats() */
     cucap_graph_set_stats stats() const noexcept
     {
@@ -1035,32 +1063,41 @@ public:
     explicit operator bool() const noexcept { return s_ != nullptr; }
 
 private:
+    /* A C++ capture function behind cucap_capture_fn: the first exception
+     * it throws is kept for the caller, and fails the capture. */
     template <class Fn>
-    cucap_run_kind run_bytes(const void *key, std::size_t key_size, Fn &&fn, const void *values,
-                             std::size_t values_size, CUstream s)
-    {
-        static_assert(std::is_invocable<std::remove_reference_t<Fn> &, builder &>::value,
-                      "the capture function takes a cucap::builder &");
-        struct call {
-            std::remove_reference_t<Fn> *fn;
-            std::exception_ptr thrown;
-        } c{&fn, nullptr};
-        cucap_capture_fn trampoline = [](cucap_builder *raw, void *p, cucap_error **) noexcept -> CUresult {
+    struct call {
+        std::remove_reference_t<Fn> *fn;
+        std::exception_ptr thrown;
+
+        static CUresult trampoline(cucap_builder *raw, void *p, cucap_error **) noexcept
+        {
             call *c = static_cast<call *>(p);
             builder b(raw);   /* the set's: released, never destroyed, here */
             CUresult rc = CUDA_SUCCESS;
             try {
                 (*c->fn)(b);
             } catch (...) {
-                c->thrown = std::current_exception();
+                if (!c->thrown)
+                    c->thrown = std::current_exception();
                 rc = CUDA_ERROR_UNKNOWN;
             }
             (void)b.release();
             return rc;
-        };
+        }
+    };
+
+    template <class Fn>
+    cucap_run_kind run_bytes(const void *key, std::size_t key_size, Fn &&fn, const void *values,
+                             std::size_t values_size, CUstream s)
+    {
+        static_assert(std::is_invocable<std::remove_reference_t<Fn> &, builder &>::value,
+                      "the capture function takes a cucap::builder &");
+        call<Fn> c{&fn, nullptr};
         detail::error_slot e;
         cucap_run_kind kind = CUCAP_RUN_LAUNCHED;
-        CUresult rc = cucap_graph_set_run(s_, key, key_size, trampoline, &c, values, values_size, s, &kind, e.out());
+        CUresult rc = cucap_graph_set_run(s_, key, key_size, &call<Fn>::trampoline, &c, values, values_size, s, &kind,
+                                          e.out());
         if (rc != CUDA_SUCCESS && c.thrown)
             std::rethrow_exception(c.thrown);
         e.check(rc);

@@ -1178,3 +1178,51 @@ BACKEND_TEST(cxx, graph_set_runs_lambdas_with_values_and_passes_exceptions_on)
     D.cuStreamDestroy(s);
     D.cuMemFree(d);
 }
+
+// A warm-up from C++: every key of the vector is instantiated ahead of its
+// first run, the first exception its function throws comes out once the
+// call returns, and release_cached() leaves the set working.
+BACKEND_TEST(cxx, graph_set_warms_a_vector_of_keys_and_passes_exceptions_on)
+{
+    CUdeviceptr d = device_buffer(4);
+    cucap_graph_set_options opts{};
+    opts.budget_bytes = 64u << 20;
+    cucap::graph_set set = cucap::graph_set::create(0, opts);
+    CUstream s = nullptr;
+    cr_assert_eq(D.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    std::uint32_t current = 0;
+    auto step = [d, &current](cucap::builder &b) {
+        EXPECT(D.cuMemsetD8Async(d + current, static_cast<unsigned char>(100 + current), 1, b.stream()) == CUDA_SUCCESS);
+    };
+    const std::vector<std::uint32_t> keys{0, 1, 2};
+    int calls = 0;
+    set.warm(keys, [&](cucap::builder &b) {
+        current = static_cast<std::uint32_t>(calls++);
+        step(b);
+    });
+    cr_assert_eq(calls, 3);
+    cr_assert_eq(set.stats().instantiations, 3u);
+    cr_assert_eq(set.stats().runs, 0u, "a warm-up runs nothing");
+    for (std::uint32_t k : keys) {
+        current = k;
+        cr_assert_eq(set.run(k, step, s), CUCAP_RUN_LAUNCHED, "key %u was not warmed", k);
+    }
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    unsigned char host[3] = {0, 0, 0};
+    cr_assert_eq(D.cuMemcpyDtoH(host, d, sizeof host), CUDA_SUCCESS);
+    cr_assert(host[0] == 100 && host[1] == 101 && host[2] == 102, "read %u %u %u", host[0], host[1], host[2]);
+    try {
+        set.warm(std::vector<std::uint32_t>{3}, [](cucap::builder &) { throw std::logic_error("warm's own"); });
+        cr_assert_fail("the exception did not come out of the warm-up");
+    } catch (const std::logic_error &e) {
+        cr_assert_str_eq(e.what(), "warm's own");
+    }
+    cr_assert_eq(set.key_stats(std::uint32_t{3}).has_graph, 0);
+    cr_assert_eq(capture_status(s), CU_STREAM_CAPTURE_STATUS_NONE);
+    cucap::release_cached();
+    current = 0;
+    cr_assert_eq(set.run(std::uint32_t{0}, step, s), CUCAP_RUN_LAUNCHED, "the set works after release_cached");
+    cr_assert_eq(D.cuStreamSynchronize(s), CUDA_SUCCESS);
+    D.cuStreamDestroy(s);
+    D.cuMemFree(d);
+}
