@@ -1,5 +1,11 @@
 /* The registry of running captures: the entries of every stream that
- * takes part in a capture of the library, in one list under one lock. */
+ * takes part in a capture of the library.  An entry goes into one of a
+ * few quick slots, taken and emptied without a lock, or else into a list
+ * under the registry's lock.  Lookups (rare: a pool call on a capturing
+ * stream, a capture error) take the lock and count themselves in
+ * `finders`; an entry emptied from its slot while a lookup runs waits for
+ * the lock before its builder may free it, so that no lookup reads an
+ * entry that is gone. */
 #include "config.h"
 
 #include <pthread.h>
@@ -8,19 +14,39 @@
 
 #include "capture-registry.h"
 
-static struct cucap_registration *entries;
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_size_t registered;     /* entries listed: none, no lookup */
+#define QUICK_SLOTS 64
 
-static void link_locked(struct cucap_registration *r, struct cucap_capture *h)
+static _Atomic(struct cucap_registration *) quick[QUICK_SLOTS];
+static struct cucap_registration *listed;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_size_t registered;     /* entries in: none, no lookup */
+static atomic_uint finders;          /* lookups that may be reading the slots */
+
+static int take_slot(struct cucap_registration *r)
 {
-    r->h = h;
+    size_t i;
+
+    for (i = 0; i < QUICK_SLOTS; i++) {
+        struct cucap_registration *none = NULL;
+
+        if (atomic_load_explicit(&quick[i], memory_order_relaxed) == NULL &&
+            atomic_compare_exchange_strong_explicit(&quick[i], &none, r, memory_order_seq_cst,
+                                                    memory_order_relaxed)) {
+            r->slot = (int)i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void link_locked(struct cucap_registration *r)
+{
+    r->slot = -1;
     r->prev = NULL;
-    r->next = entries;
-    if (entries)
-        entries->prev = r;
-    entries = r;
-    r->linked = 1;
+    r->next = listed;
+    if (listed)
+        listed->prev = r;
+    listed = r;
 }
 
 static void unlink_locked(struct cucap_registration *r)
@@ -28,11 +54,9 @@ static void unlink_locked(struct cucap_registration *r)
     if (r->prev)
         r->prev->next = r->next;
     else
-        entries = r->next;
+        listed = r->next;
     if (r->next)
         r->next->prev = r->prev;
-    r->linked = 0;
-    atomic_fetch_sub_explicit(&registered, 1, memory_order_relaxed);
 }
 
 void cucap_i_registry_add(struct cucap_registration *r, CUstream s, struct cucap_capture *h)
@@ -44,17 +68,26 @@ void cucap_i_registry_add(struct cucap_registration *r, CUstream s, struct cucap
 
 void cucap_i_registry_add_chain(struct cucap_registration *first, size_t n, struct cucap_capture *h)
 {
-    struct cucap_registration *r, *next;
+    struct cucap_registration *r, *next, *rest = NULL;
     size_t i;
 
-    if (n == 0)
-        return;
-    pthread_mutex_lock(&registry_lock);
+    atomic_fetch_add_explicit(&registered, n, memory_order_seq_cst);
     for (r = first, i = 0; i < n && r; r = next, i++) {
         next = r->next;   /* linking rewrites it */
-        link_locked(r, h);
+        r->h = h;
+        r->linked = 1;
+        if (!take_slot(r)) {
+            r->next = rest;
+            rest = r;
+        }
     }
-    atomic_fetch_add_explicit(&registered, n, memory_order_relaxed);
+    if (!rest)
+        return;
+    pthread_mutex_lock(&registry_lock);
+    for (r = rest; r; r = next) {
+        next = r->next;
+        link_locked(r);
+    }
     pthread_mutex_unlock(&registry_lock);
 }
 
@@ -65,43 +98,101 @@ void cucap_i_registry_remove(struct cucap_registration *r)
 
 void cucap_i_registry_remove_all(struct cucap_registration *const *remove, size_t n)
 {
-    size_t i;
+    size_t i, out = 0;
+    int in_list = 0;
 
-    if (atomic_load_explicit(&registered, memory_order_relaxed) == 0)
-        return;   /* nothing is in: none of these either */
-    pthread_mutex_lock(&registry_lock);
+    for (i = 0; i < n; i++) {
+        if (!remove[i]->linked)
+            continue;
+        out++;
+        if (remove[i]->slot >= 0)
+            atomic_store_explicit(&quick[remove[i]->slot], NULL, memory_order_seq_cst);
+        else
+            in_list = 1;
+    }
+    if (!out)
+        return;
+    /* the lock, taken after the slots are emptied, waits for the lookups
+     * that may have read them */
+    if (in_list || atomic_load_explicit(&finders, memory_order_seq_cst)) {
+        pthread_mutex_lock(&registry_lock);
+        for (i = 0; i < n; i++)
+            if (remove[i]->linked && remove[i]->slot < 0)
+                unlink_locked(remove[i]);
+        pthread_mutex_unlock(&registry_lock);
+    }
     for (i = 0; i < n; i++)
-        if (remove[i]->linked)
-            unlink_locked(remove[i]);
+        remove[i]->linked = 0;
+    atomic_fetch_sub_explicit(&registered, out, memory_order_relaxed);
+}
+
+/* Calls visit(r, data) for every entry in, under the registry's lock,
+ * until it returns nonzero. */
+static void each_entry(int (*visit)(const struct cucap_registration *r, void *data), void *data)
+{
+    const struct cucap_registration *r;
+    size_t i;
+    int done = 0;
+
+    atomic_fetch_add_explicit(&finders, 1, memory_order_seq_cst);
+    pthread_mutex_lock(&registry_lock);
+    for (i = 0; i < QUICK_SLOTS && !done; i++)
+        if ((r = atomic_load_explicit(&quick[i], memory_order_seq_cst)) != NULL)
+            done = visit(r, data);
+    for (r = listed; r && !done; r = r->next)
+        done = visit(r, data);
     pthread_mutex_unlock(&registry_lock);
+    atomic_fetch_sub_explicit(&finders, 1, memory_order_seq_cst);
+}
+
+struct lookup {
+    CUstream s;
+    int (*take)(struct cucap_capture *h);
+    struct cucap_capture *found;
+};
+
+static int find_one(const struct cucap_registration *r, void *data)
+{
+    struct lookup *l = data;
+
+    if (r->stream == l->s && l->take(r->h))
+        l->found = r->h;
+    return l->found != NULL;
 }
 
 struct cucap_capture *cucap_i_registry_find(CUstream s, int (*take)(struct cucap_capture *h))
 {
-    struct cucap_registration *r;
-    struct cucap_capture *found = NULL;
+    struct lookup l = { s, take, NULL };
 
     if (!s || atomic_load_explicit(&registered, memory_order_relaxed) == 0)
         return NULL;
-    pthread_mutex_lock(&registry_lock);
-    for (r = entries; r && !found; r = r->next)
-        if (r->stream == s && take(r->h))
-            found = r->h;
-    pthread_mutex_unlock(&registry_lock);
-    return found;
+    each_entry(find_one, &l);
+    return l.found;
+}
+
+struct description {
+    const struct cucap_capture *h;
+    CUstream origin;
+    char *buf;
+    size_t size, used;
+    int forks;
+};
+
+static int describe_one(const struct cucap_registration *r, void *data)
+{
+    struct description *d = data;
+
+    if (r->h == d->h && r->stream != d->origin)
+        d->used += (size_t)snprintf(d->buf + d->used, d->size - d->used, "%s%p", d->forks++ ? ", " : " and forks ",
+                                    (void *)r->stream);
+    return d->used >= d->size;
 }
 
 void cucap_i_registry_describe(const struct cucap_capture *h, CUstream origin, char *buf, size_t size)
 {
-    const struct cucap_registration *r;
-    size_t used;
-    int forks = 0;
+    struct description d = { h, origin, buf, size, 0, 0 };
 
-    used = (size_t)snprintf(buf, size, "the origin %p", (void *)origin);
-    pthread_mutex_lock(&registry_lock);
-    for (r = entries; r && used < size; r = r->next)
-        if (r->h == h && r->stream != origin)
-            used += (size_t)snprintf(buf + used, size - used, "%s%p", forks++ ? ", " : " and forks ",
-                                     (void *)r->stream);
-    pthread_mutex_unlock(&registry_lock);
+    d.used = (size_t)snprintf(buf, size, "the origin %p", (void *)origin);
+    if (d.used < size)
+        each_entry(describe_one, &d);
 }

@@ -19,6 +19,7 @@ struct cucap_registration {
     struct cucap_capture *h;            /* the builder holds a reference to it while the entry is in */
     struct cucap_registration *prev, *next;
     int linked;
+    int slot;                           /* its quick slot, or -1 in the list */
 };
 
 void cucap_i_registry_add(struct cucap_registration *r, CUstream s, struct cucap_capture *h);

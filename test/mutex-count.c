@@ -24,7 +24,7 @@
 
 #define WARM 50
 #define COUNTED 100
-#define MOST 7                       /* the registry's 4 (origin and forks, in and out), the graph lock's 3 */
+#define MOST 3                       /* the graph lock's 3 (split, join, end); the registry takes none (its quick slots) */
 
 static atomic_long library_locks;
 static void *library_base;   /* the load address of libcucapture, known once loaded */
