@@ -20,7 +20,8 @@
  *      its box tree and body records) or a capture's (capture.c: its
  *      first-failure record).
  *   4. the registry lock (capture-registry.c): the streams of running
- *      captures.
+ *      captures past its quick slots, and every lookup (an entry taken
+ *      out of a quick slot while a lookup runs waits for it).
  *   5. the locks of process-wide tables, each alone, never two at once:
  *      the stream cache (stream-cache.c), the writers of the shared
  *      context holds (context-hold.c), the device-pool table (pool.c),
@@ -31,7 +32,7 @@
  * call, a callback or a warning.  Every lock is a pthread mutex.  What is
  * not under a lock is atomic: the reference counts of captures, graph
  * owners, graphs, contexts and slabs, the slots of the free lists (free-list.c,
- * also the kept builders of builder.c), the shared holds' lookups and
+ * also the kept builders of builder.c), the registry's quick slots, the shared holds' lookups and
  * the device pools' (filled once, emptied only by cucap_release_cached,
  * which runs alone).  The state of the whole process is listed in README,
  * "Process-wide state". */
