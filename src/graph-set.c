@@ -785,46 +785,29 @@ static int set_stream_has_room(cucap_graph_set *set)
     return set->queued_count < SET_STREAM_QUEUE;
 }
 
-static CUresult launch_on_set_stream(cucap_graph_set *set, cucap_exec *exec, const void *values, size_t values_size,
-                                     CUstream s, const char *caller, cucap_error **err)
+/* A stream or event of the set's (kind), made in its context on first
+ * need. */
+static CUresult made(cucap_graph_set *set, int kind, void **at, const char *caller, cucap_error **err)
 {
-    CUevent *back;
     CUresult rc;
 
-    if (!set_stream_has_room(set))
-        return CUCAP_I_SET_STREAM_FULL;
-    back = &set->queued[(set->queued_first + set->queued_count) % SET_STREAM_QUEUE];
-    if (!set->stream && (rc = cucap_i_create_in(set->hold->ctx, CUCAP_I_STREAM, (void **)&set->stream)) != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "cuStreamCreate");
-    if (!set->handoff && (rc = cucap_i_create_in(set->hold->ctx, CUCAP_I_EVENT, (void **)&set->handoff)) != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
-    if (!*back && (rc = cucap_i_create_in(set->hold->ctx, CUCAP_I_EVENT, (void **)back)) != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "cuEventCreate");
-    if ((rc = cucap_i_stream_after(set->hold->ctx, set->stream, s, set->handoff)) != CUDA_SUCCESS)
-        return cucap_i_fail_driver(err, rc, caller, "ordering the set's stream after the run's (cuEventRecord, "
-                                   "cuStreamWaitEvent)");
-    rc = values ? cucap_exec_launch_params(exec, values, values_size, set->stream, err)
-                : cucap_exec_launch(exec, set->stream, err);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if ((rc = cucap_i_hand_back(set->hold, s, set->stream, *back, caller)) != CUDA_SUCCESS)
-        return cucap_i_fail(err, rc, "%s: the launch was queued on the set's stream, but the run's stream could not "
-                            "be made to wait for it: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
-    set->queued_count++;
-    set->stats.set_stream_launches++;
-    measure_graph_memory(set);
-    return CUDA_SUCCESS;
+    if (*at || (rc = cucap_i_create_in(set->hold->ctx, kind, at)) == CUDA_SUCCESS)
+        return CUDA_SUCCESS;
+    return cucap_i_fail_driver(err, rc, caller, kind == CUCAP_I_STREAM ? "cuStreamCreate" : "cuEventCreate");
 }
 
 /* Launch x, an executable graph of e's, on s, under the lock (no
- * retirement can take it meanwhile); a graph that allocates on the set's
- * stream, as above.  Once e ran on two streams, an event behind the
- * launch says when x is free again (a failure to record one only makes
- * x look in flight). */
+ * retirement can take it meanwhile).  A graph that allocates goes on the
+ * set's stream (as above), behind the event *back that s then waits for.
+ * Once e ran on two streams, an event behind the launch says when x is
+ * free again (a failure to make or record one only makes x look in
+ * flight). */
 static CUresult launch(cucap_graph_set *set, struct entry *e, struct key_exec *x, const void *values,
                        size_t values_size, CUstream s, const char *caller, cucap_error **err)
 {
     size_t size = cucap_exec_params_size(x->exec);
+    CUevent *back = NULL;
+    CUstream on = s;
     CUresult rc;
 
     if (values && !size)
@@ -833,15 +816,34 @@ static CUresult launch(cucap_graph_set *set, struct entry *e, struct key_exec *x
     if (values && values_size != size)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the key's parameter block holds %zu bytes, not %zu",
                             caller, size, values_size);
-    if (e->allocation_bytes)
-        return launch_on_set_stream(set, x->exec, values, values_size, s, caller, err);
-    rc = values ? cucap_exec_launch_params(x->exec, values, values_size, s, err) : cucap_exec_launch(x->exec, s, err);
+    if (e->allocation_bytes) {
+        if (!set_stream_has_room(set))
+            return CUCAP_I_SET_STREAM_FULL;
+        back = &set->queued[(set->queued_first + set->queued_count) % SET_STREAM_QUEUE];
+        if ((rc = made(set, CUCAP_I_STREAM, (void **)&set->stream, caller, err)) != CUDA_SUCCESS ||
+            (rc = made(set, CUCAP_I_EVENT, (void **)&set->handoff, caller, err)) != CUDA_SUCCESS ||
+            (rc = made(set, CUCAP_I_EVENT, (void **)back, caller, err)) != CUDA_SUCCESS)
+            return rc;
+        if ((rc = cucap_i_stream_after(set->hold->ctx, set->stream, s, set->handoff)) != CUDA_SUCCESS)
+            return cucap_i_fail_driver(err, rc, caller, "ordering the set's stream after the run's (cuEventRecord, "
+                                       "cuStreamWaitEvent)");
+        on = set->stream;
+    }
+    rc = values ? cucap_exec_launch_params(x->exec, values, values_size, on, err) : cucap_exec_launch(x->exec, on, err);
     if (rc != CUDA_SUCCESS)
         return rc;
+    if (back) {
+        if ((rc = cucap_i_hand_back(set->hold, s, set->stream, *back, caller)) != CUDA_SUCCESS)
+            return cucap_i_fail(err, rc, "%s: the launch was queued on the set's stream, but the run's stream could "
+                                "not be made to wait for it: " CUCAP_I_RESULT_FMT, caller, CUCAP_I_RESULT_ARGS(rc));
+        set->queued_count++;
+        set->stats.set_stream_launches++;
+        measure_graph_memory(set);
+        return CUDA_SUCCESS;
+    }
     x->stream = s;
-    if (e->several_streams &&
-        ((!x->done && cucap_i_create_in(set->hold->ctx, CUCAP_I_EVENT, (void **)&x->done) != CUDA_SUCCESS) ||
-         cucap_i_event_record_in(set->hold->ctx, x->done, s) != CUDA_SUCCESS) && x->done) {
+    if (e->several_streams && (made(set, CUCAP_I_EVENT, (void **)&x->done, caller, NULL) != CUDA_SUCCESS ||
+                               cucap_i_event_record_in(set->hold->ctx, x->done, s) != CUDA_SUCCESS) && x->done) {
         (void)cucap_i_drv.cuEventDestroy(x->done);
         x->done = NULL;
     }
