@@ -25,9 +25,10 @@
 #include "stream-cache.h"
 
 struct cucap_capture {
+    pthread_mutex_t lock;            /* the short lock: the failure record */
+    /* from here on zeroed for each new capture (the lock stays made on the free list) */
     atomic_int refs;                 /* builders (forks included) */
     struct cucap_graph_owner *owner; /* the graph it makes, and the graph lock */
-    pthread_mutex_t lock;            /* the short lock: the failure record */
     CUcontext ctx;
     CUstream origin;                 /* the stream that began its capture */
     CUstreamCaptureMode mode;        /* the capture's, as begun */
@@ -38,7 +39,7 @@ struct cucap_capture {
     int body_capture;                /* the standalone capture of a conditional body */
     struct cucap_deferral deferral;
     CUresult first_failure_code;     /* CUDA_SUCCESS until a library call on the capture failed */
-    char first_failure_call[128];
+    char first_failure_call[128];    /* "" until then; last, not zeroed beyond its first byte */
     char first_failure_streams[256];   /* for a call that found the capture invalidated */
 };
 
@@ -46,9 +47,18 @@ struct cucap_capture {
 
 static struct cucap_free_list free_captures = CUCAP_FREE_LIST_INIT;
 
+static void free_capture(struct cucap_capture *h)
+{
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+}
+
 void cucap_i_capture_free_list_drain(void)
 {
-    cucap_i_free_list_drain(&free_captures);
+    struct cucap_capture *h;
+
+    while ((h = cucap_i_free_list_take(&free_captures)) != NULL)
+        free_capture(h);
     cucap_i_owner_free_list_drain();
 }
 
@@ -57,15 +67,17 @@ struct cucap_capture *cucap_i_capture_new(CUcontext ctx, CUstream origin)
     struct cucap_capture *h = cucap_i_free_list_take(&free_captures);
     struct cucap_graph_owner *owner = cucap_i_owner_new(ctx);
 
-    if (h && owner)
-        memset(h, 0, sizeof *h);
-    else if (!owner || !(h = calloc(1, sizeof *h))) {
+    if (h && owner) {
+        memset(&h->refs, 0, offsetof(struct cucap_capture, first_failure_call) - offsetof(struct cucap_capture, refs));
+        h->first_failure_call[0] = h->first_failure_streams[0] = '\0';
+    } else if (owner && (h = calloc(1, sizeof *h))) {
+        pthread_mutex_init(&h->lock, NULL);
+    } else {
         cucap_i_owner_unref(owner, "cucap_builder_begin");
         if (h && !cucap_i_free_list_give(&free_captures, h))
-            free(h);
+            free_capture(h);
         return NULL;
     }
-    pthread_mutex_init(&h->lock, NULL);
     cucap_i_deferral_init(&h->deferral);
     atomic_init(&h->refs, 1);
     atomic_init(&h->capture_over, 0);
@@ -90,9 +102,8 @@ static void destroy_capture(struct cucap_capture *h, const char *caller)
     cucap_i_deferral_destroy(&h->deferral);   /* a capture that never ended: destroying them is legal */
     cucap_i_owner_unref(h->owner, caller);
     cucap_i_params_unref(h->params, caller);
-    pthread_mutex_destroy(&h->lock);
     if (!cucap_i_free_list_give(&free_captures, h))
-        free(h);
+        free_capture(h);
 }
 
 void cucap_i_capture_unref(struct cucap_capture *h, const char *caller)

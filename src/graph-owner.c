@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,9 +33,10 @@ struct cucap_body_record {
 };
 
 struct cucap_graph_owner {
-    atomic_int refs;                 /* its capture, graph references, executable graphs that keep its names */
     pthread_mutex_t graph_lock;      /* recursive; see cucap_i_owner_lock */
     pthread_mutex_t lock;            /* the short lock: the box list and the body records */
+    /* from here on zeroed for each new owner (the locks stay made on the free list) */
+    atomic_int refs;                 /* its capture, graph references, executable graphs that keep its names */
     CUcontext ctx;
     struct cucap_node_names *names;  /* the nodes its capture named, or NULL; under the graph lock */
     struct cucap_box root;
@@ -46,9 +48,19 @@ struct cucap_graph_owner {
 
 static struct cucap_free_list free_owners = CUCAP_FREE_LIST_INIT;
 
+static void free_owner(struct cucap_graph_owner *o)
+{
+    pthread_mutex_destroy(&o->graph_lock);
+    pthread_mutex_destroy(&o->lock);
+    free(o);
+}
+
 void cucap_i_owner_free_list_drain(void)
 {
-    cucap_i_free_list_drain(&free_owners);
+    struct cucap_graph_owner *o;
+
+    while ((o = cucap_i_free_list_take(&free_owners)) != NULL)
+        free_owner(o);
 }
 
 struct cucap_graph_owner *cucap_i_owner_new(CUcontext ctx)
@@ -56,15 +68,17 @@ struct cucap_graph_owner *cucap_i_owner_new(CUcontext ctx)
     struct cucap_graph_owner *o = cucap_i_free_list_take(&free_owners);
     pthread_mutexattr_t recursive;
 
-    if (o)
-        memset(o, 0, sizeof *o);
-    else if (!(o = calloc(1, sizeof *o)))
-        return NULL;
-    pthread_mutexattr_init(&recursive);
-    pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&o->graph_lock, &recursive);
-    pthread_mutexattr_destroy(&recursive);
-    pthread_mutex_init(&o->lock, NULL);
+    if (o) {
+        memset(&o->refs, 0, sizeof *o - offsetof(struct cucap_graph_owner, refs));
+    } else {
+        if (!(o = calloc(1, sizeof *o)))
+            return NULL;
+        pthread_mutexattr_init(&recursive);
+        pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);
+        pthread_mutex_init(&o->graph_lock, &recursive);
+        pthread_mutexattr_destroy(&recursive);
+        pthread_mutex_init(&o->lock, NULL);
+    }
     atomic_init(&o->refs, 1);
     atomic_init(&o->owned, 0);
     atomic_init(&o->root.graph, NULL);
@@ -103,10 +117,8 @@ static void destroy_owner(struct cucap_graph_owner *o, const char *caller)
         free(r);
     }
     (void)cucap_i_names_free(o->names);   /* a capture's list owns no data */
-    pthread_mutex_destroy(&o->graph_lock);
-    pthread_mutex_destroy(&o->lock);
     if (!cucap_i_free_list_give(&free_owners, o))
-        free(o);
+        free_owner(o);
 }
 
 void cucap_i_owner_unref(struct cucap_graph_owner *o, const char *caller)
