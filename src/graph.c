@@ -576,12 +576,12 @@ static CUresult begin_change(cucap_exec *e, const char *name, int in_context, st
     CUresult rc;
 
     *saved = e ? e->ctx : NULL;
+    *c = (struct cucap_node_change){ e ? e->exec : NULL, e ? e->ctx : NULL, name, caller, 0 };
     if (!e)
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the executable graph is NULL", caller);
     if ((in_context || e->done || needs_current_context(e, NULL, 0)) &&
         (rc = cucap_i_ctx_enter_for(e->ctx, saved, caller, err)) != CUDA_SUCCESS)
         return rc;
-    *c = (struct cucap_node_change){ e->exec, e->ctx, name, caller, 0 };
     c->launches_done = !e->done || cucap_i_drv.cuEventQuery(e->done) == CUDA_SUCCESS;
     if (c->launches_done)
         cucap_i_names_launches_done(e->names);

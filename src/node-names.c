@@ -485,7 +485,7 @@ CUresult cucap_i_names_set_host_callback(struct cucap_node_names *list, const st
 {
     CUDA_HOST_NODE_PARAMS p = { fn, data };
     struct cucap_reaped *owned = NULL;
-    struct named_node *n;
+    struct named_node *n = NULL;
     CUresult rc;
 
     if ((rc = lookup(list, c, CU_GRAPH_NODE_TYPE_HOST, CU_GRAPH_NODE_TYPE_HOST, 0, &n, err)) != CUDA_SUCCESS)
