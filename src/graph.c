@@ -463,11 +463,11 @@ CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_graph_owner *o, struct 
     struct cucap_signature *signature = NULL;
     CUgraphNodeType type;
     CUcontext ctx = e->ctx, saved = NULL;
-    char where[240], differs[200] = "";
+    char where[240], differs[200];
     CUresult rc;
     int locked;
 
-    where[0] = '\0';
+    where[0] = differs[0] = '\0';
     if (!needs_current_context(e, NULL, 0))
         saved = ctx;   /* nothing to enter or leave */
     else if ((rc = cucap_i_ctx_enter_for(ctx, &saved, caller, err)) != CUDA_SUCCESS)
