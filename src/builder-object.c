@@ -310,7 +310,8 @@ cucap_builder **cucap_i_fork_links_snapshot(cucap_builder *b, cucap_builder **ro
  * kept for the next captures: a split of many forks would otherwise
  * allocate and clear a large block each time. */
 #define FREE_SLAB_MAX 256           /* builders; larger slabs go back to the heap */
-static struct cucap_free_list free_slabs = CUCAP_FREE_LIST_INIT, free_builders = CUCAP_FREE_LIST_INIT;
+static struct cucap_free_list free_slabs = CUCAP_FREE_LIST_PER_THREAD(CUCAP_PER_THREAD_SLABS, free),
+                              free_builders = CUCAP_FREE_LIST_PER_THREAD(CUCAP_PER_THREAD_BUILDERS, free);
 
 static void builder_init(cucap_builder *b, cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                          struct ctx_hold *ctx)

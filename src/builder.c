@@ -191,16 +191,18 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
     CUstreamCaptureStatus status;
     CUgraph g = NULL;
     CUresult rc;
-    int over = 0;
+    int over = 0, locked;
 
     *out = NULL;
     if (b->state != CUCAP_BUILDER_CAPTURING || b->kind == CUCAP_BUILDER_FORKED)
         return CUDA_SUCCESS;
-    cucap_i_capture_lock(b->h);
+    /* sole: every fork closed, so no other thread may reach the capture */
+    locked = cucap_i_capture_lock_unless_sole(b->h);
     if (cucap_i_capture_direct(b->h)) {   /* nothing to end: the work ran */
         cucap_i_capture_over(b->h, NULL);
         b->state = CUCAP_BUILDER_ENDED;
-        cucap_i_capture_unlock(b->h);
+        if (locked)
+            cucap_i_capture_unlock(b->h);
         cucap_i_registry_remove(&b->registration);
         return CUDA_SUCCESS;
     }
@@ -209,7 +211,8 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
         if (!g && rc != CUDA_SUCCESS &&
             cucap_i_drv.cuStreamGetCaptureInfo(b->stream, &status, NULL, NULL, NULL, NULL, NULL) == CUDA_SUCCESS &&
             status != CU_STREAM_CAPTURE_STATUS_NONE) {
-            cucap_i_capture_unlock(b->h);
+            if (locked)
+                cucap_i_capture_unlock(b->h);
             return rc;   /* a failed end that left the capture running (never caused by the library) */
         }
         over = 1;
@@ -231,7 +234,8 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
         if (over)
             cucap_i_capture_over(b->h, NULL);   /* every stream of the capture is out of it */
     }
-    cucap_i_capture_unlock(b->h);
+    if (locked)
+        cucap_i_capture_unlock(b->h);
     cucap_i_registry_remove(&b->registration);
     *out = g;
     return rc;

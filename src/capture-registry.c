@@ -1,11 +1,13 @@
 /* The registry of running captures: the entries of every stream that
  * takes part in a capture of the library.  An entry goes into one of a
- * few quick slots, taken and emptied without a lock, or else into a list
- * under the registry's lock.  Lookups (rare: a pool call on a capturing
- * stream, a capture error) take the lock and count themselves in
- * `finders`; an entry emptied from its slot while a lookup runs waits for
- * the lock before its builder may free it, so that no lookup reads an
- * entry that is gone. */
+ * few quick slots, the lowest free one, taken and emptied without a lock,
+ * or else into a list under the registry's lock.  A lookup first reads
+ * the slots up to the highest ever taken and the list's head: when all
+ * are empty, nothing is registered and it is done.  Otherwise (a pool
+ * call on a stream while a capture runs, a capture error) it takes the
+ * lock and counts itself in `finders`; an entry emptied from its slot
+ * while a lookup runs waits for the lock before its builder may free it,
+ * so that no lookup reads an entry that is gone. */
 #include "config.h"
 
 #include <pthread.h>
@@ -17,22 +19,35 @@
 #define QUICK_SLOTS 64
 
 static _Atomic(struct cucap_registration *) quick[QUICK_SLOTS];
-static struct cucap_registration *listed;
+static atomic_int slots_used;        /* slots [0, slots_used) may hold an entry: never lowered */
+static _Atomic(struct cucap_registration *) listed;   /* written under the lock */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_size_t registered;     /* entries in: none, no lookup */
 static atomic_uint finders;          /* lookups that may be reading the slots */
+
+/* Raised before slot i is taken, so that a lookup that comes after the
+ * entry (in any thread that learned of its stream) reads that slot. */
+static void use_slots_up_to(int i)
+{
+    int used = atomic_load_explicit(&slots_used, memory_order_relaxed);
+
+    while (used <= i && !atomic_compare_exchange_weak_explicit(&slots_used, &used, i + 1, memory_order_seq_cst,
+                                                                memory_order_relaxed))
+        ;
+}
 
 static int take_slot(struct cucap_registration *r)
 {
-    size_t i;
+    int i;
 
     for (i = 0; i < QUICK_SLOTS; i++) {
         struct cucap_registration *none = NULL;
 
-        if (atomic_load_explicit(&quick[i], memory_order_relaxed) == NULL &&
-            atomic_compare_exchange_strong_explicit(&quick[i], &none, r, memory_order_seq_cst,
+        if (atomic_load_explicit(&quick[i], memory_order_relaxed) != NULL)
+            continue;
+        use_slots_up_to(i);
+        if (atomic_compare_exchange_strong_explicit(&quick[i], &none, r, memory_order_seq_cst,
                                                     memory_order_relaxed)) {
-            r->slot = (int)i;
+            r->slot = i;
             return 1;
         }
     }
@@ -41,12 +56,14 @@ static int take_slot(struct cucap_registration *r)
 
 static void link_locked(struct cucap_registration *r)
 {
+    struct cucap_registration *head = atomic_load_explicit(&listed, memory_order_relaxed);
+
     r->slot = -1;
     r->prev = NULL;
-    r->next = listed;
-    if (listed)
-        listed->prev = r;
-    listed = r;
+    r->next = head;
+    if (head)
+        head->prev = r;
+    atomic_store_explicit(&listed, r, memory_order_seq_cst);
 }
 
 static void unlink_locked(struct cucap_registration *r)
@@ -54,7 +71,7 @@ static void unlink_locked(struct cucap_registration *r)
     if (r->prev)
         r->prev->next = r->next;
     else
-        listed = r->next;
+        atomic_store_explicit(&listed, r->next, memory_order_relaxed);
     if (r->next)
         r->next->prev = r->prev;
 }
@@ -71,7 +88,6 @@ void cucap_i_registry_add_chain(struct cucap_registration *first, size_t n, stru
     struct cucap_registration *r, *next, *rest = NULL;
     size_t i;
 
-    atomic_fetch_add_explicit(&registered, n, memory_order_seq_cst);
     for (r = first, i = 0; i < n && r; r = next, i++) {
         next = r->next;   /* linking rewrites it */
         r->h = h;
@@ -123,7 +139,6 @@ void cucap_i_registry_remove_all(struct cucap_registration *const *remove, size_
     }
     for (i = 0; i < n; i++)
         remove[i]->linked = 0;
-    atomic_fetch_sub_explicit(&registered, out, memory_order_relaxed);
 }
 
 /* Calls visit(r, data) for every entry in, under the registry's lock,
@@ -139,7 +154,7 @@ static void each_entry(int (*visit)(const struct cucap_registration *r, void *da
     for (i = 0; i < QUICK_SLOTS && !done; i++)
         if ((r = atomic_load_explicit(&quick[i], memory_order_seq_cst)) != NULL)
             done = visit(r, data);
-    for (r = listed; r && !done; r = r->next)
+    for (r = atomic_load_explicit(&listed, memory_order_relaxed); r && !done; r = r->next)
         done = visit(r, data);
     pthread_mutex_unlock(&registry_lock);
     atomic_fetch_sub_explicit(&finders, 1, memory_order_seq_cst);
@@ -160,11 +175,22 @@ static int find_one(const struct cucap_registration *r, void *data)
     return l->found != NULL;
 }
 
+/* Whether an entry may be in: a slot taken or the list not empty. */
+static int any_registered(void)
+{
+    int used = atomic_load_explicit(&slots_used, memory_order_acquire), i;
+
+    for (i = 0; i < used; i++)
+        if (atomic_load_explicit(&quick[i], memory_order_relaxed))
+            return 1;
+    return atomic_load_explicit(&listed, memory_order_relaxed) != NULL;
+}
+
 struct cucap_capture *cucap_i_registry_find(CUstream s, int (*take)(struct cucap_capture *h))
 {
     struct lookup l = { s, take, NULL };
 
-    if (!s || atomic_load_explicit(&registered, memory_order_relaxed) == 0)
+    if (!s || !any_registered())
         return NULL;
     each_entry(find_one, &l);
     return l.found;

@@ -45,20 +45,19 @@ struct cucap_capture {
 
 /* ---------------------------------------------------------------- life and references */
 
-static struct cucap_free_list free_captures = CUCAP_FREE_LIST_INIT;
-
-static void free_capture(struct cucap_capture *h)
+static void free_capture(void *capture)
 {
+    struct cucap_capture *h = capture;
+
     pthread_mutex_destroy(&h->lock);
     free(h);
 }
 
+static struct cucap_free_list free_captures = CUCAP_FREE_LIST_PER_THREAD(CUCAP_PER_THREAD_CAPTURES, free_capture);
+
 void cucap_i_capture_free_list_drain(void)
 {
-    struct cucap_capture *h;
-
-    while ((h = cucap_i_free_list_take(&free_captures)) != NULL)
-        free_capture(h);
+    cucap_i_free_list_drain(&free_captures);
     cucap_i_owner_free_list_drain();
 }
 
@@ -158,6 +157,12 @@ int cucap_i_capture_lock_unless_sole(struct cucap_capture *h)
 int cucap_i_capture_lock_running(struct cucap_capture *h)
 {
     cucap_i_capture_lock(h);
+    return !cucap_i_capture_is_over(h);
+}
+
+int cucap_i_capture_lock_running_unless_sole(struct cucap_capture *h, int *locked)
+{
+    *locked = cucap_i_capture_lock_unless_sole(h);
     return !cucap_i_capture_is_over(h);
 }
 

@@ -80,6 +80,8 @@ void cucap_i_capture_lock(struct cucap_capture *h);
 void cucap_i_capture_unlock(struct cucap_capture *h);
 /* Lock, then whether the capture still runs (it is not over). */
 int cucap_i_capture_lock_running(struct cucap_capture *h);
+/* The same, unless sole (below): *locked says whether it locked. */
+int cucap_i_capture_lock_running_unless_sole(struct cucap_capture *h, int *locked);
 /* Lock, unless the caller's reference is the only one to the capture
  * and the capture's the only one to its owner (then no other thread can
  * reach the graphs): whether it locked. */

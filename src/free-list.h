@@ -1,10 +1,13 @@
 /* A free list: a few freed objects of one kind kept for the next
  * allocation of that kind, so that the objects every capture makes and
  * frees (captures, graph owners, builders, fork slabs, pools) do not go through the
- * heap each time.  It has CUCAP_FREE_LIST_MAX slots, each empty or
+ * heap each time.  It has CUCAP_FREE_LIST_MAX shared slots, each empty or
  * holding one object; taking or giving is one atomic exchange on a slot,
- * so no lock is needed and no object is handed to two takers.
- * cucap_release_cached empties it.  Internal. */
+ * so no lock is needed and no object is handed to two takers.  A list of
+ * plain memory (one named in enum cucap_per_thread_list) also keeps a few objects in
+ * each thread that gave them, which that thread takes back without an
+ * atomic instruction; a thread's objects go to the shared slots, or are
+ * freed, when it exits.  cucap_release_cached empties both.  Internal. */
 #ifndef CUCAPTURE_FREE_LIST_H
 #define CUCAPTURE_FREE_LIST_H
 
@@ -12,17 +15,32 @@
 
 #define CUCAP_FREE_LIST_MAX 4
 
-struct cucap_free_list {
-    _Atomic(void *) slot[CUCAP_FREE_LIST_MAX];
+/* The lists that also keep objects in each thread. */
+enum cucap_per_thread_list {
+    CUCAP_SHARED_ONLY,
+    CUCAP_PER_THREAD_CAPTURES,
+    CUCAP_PER_THREAD_OWNERS,
+    CUCAP_PER_THREAD_SLABS,
+    CUCAP_PER_THREAD_BUILDERS,
+    CUCAP_PER_THREAD_LISTS
 };
 
-#define CUCAP_FREE_LIST_INIT { { NULL } }
+struct cucap_free_list {
+    _Atomic(void *) slot[CUCAP_FREE_LIST_MAX];
+    enum cucap_per_thread_list per_thread;
+    void (*free_object)(void *);     /* frees one object; NULL: free() */
+};
+
+#define CUCAP_FREE_LIST_INIT { { NULL }, CUCAP_SHARED_ONLY, NULL }
+/* A list of objects that hold nothing but memory, freed by free_object. */
+#define CUCAP_FREE_LIST_PER_THREAD(which, free_object) { { NULL }, (which), (free_object) }
 
 /* An object given back earlier, or NULL. */
 void *cucap_i_free_list_take(struct cucap_free_list *l);
 /* Keep p (not NULL): 1, or 0 when the list is full (the caller frees it). */
 int cucap_i_free_list_give(struct cucap_free_list *l, void *p);
-/* free() every object kept. */
+/* Free every object kept, in every thread (cucap_release_cached: no other
+ * thread is in the library). */
 void cucap_i_free_list_drain(struct cucap_free_list *l);
 
 #endif

@@ -46,21 +46,20 @@ struct cucap_graph_owner {
 
 /* ---------------------------------------------------------------- life and references */
 
-static struct cucap_free_list free_owners = CUCAP_FREE_LIST_INIT;
-
-static void free_owner(struct cucap_graph_owner *o)
+static void free_owner(void *owner)
 {
+    struct cucap_graph_owner *o = owner;
+
     pthread_mutex_destroy(&o->graph_lock);
     pthread_mutex_destroy(&o->lock);
     free(o);
 }
 
+static struct cucap_free_list free_owners = CUCAP_FREE_LIST_PER_THREAD(CUCAP_PER_THREAD_OWNERS, free_owner);
+
 void cucap_i_owner_free_list_drain(void)
 {
-    struct cucap_graph_owner *o;
-
-    while ((o = cucap_i_free_list_take(&free_owners)) != NULL)
-        free_owner(o);
+    cucap_i_free_list_drain(&free_owners);
 }
 
 struct cucap_graph_owner *cucap_i_owner_new(CUcontext ctx)

@@ -106,12 +106,11 @@ static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t
     return CUDA_SUCCESS;
 }
 
-/* A split's last step on b's capture, whose graph lock the caller holds:
+/* A split's last step on b's capture, under its graph lock (or sole):
  * n more references to the capture (the forks'), their registry
  * entries, the split's event e deferred to the capture's end with room
  * for the forks' streams, destroyed when b's context has no cache
- * (legal in a capture), or nothing when e is NULL (b keeps it), and the
- * graph lock released. */
+ * (legal in a capture), or nothing when e is NULL (b keeps it). */
 static void split_done(const struct cucap_builder_facts *at, CUevent e, cucap_builder *const *forks, size_t n,
                        const char *caller)
 {
@@ -121,7 +120,6 @@ static void split_done(const struct cucap_builder_facts *at, CUevent e, cucap_bu
     cucap_i_forks_register(forks, n, at->h);
     if (e && (!at->ctx->retained || cucap_i_defer(cucap_i_capture_deferral(at->h), &item, 1, n, caller) != 0))
         cucap_i_drv.cuEventDestroy(e);
-    cucap_i_capture_unlock(at->h);
 }
 
 /* A primary builder of a retained context records its splits on an event
@@ -249,8 +247,8 @@ static CUresult prepare_forks(cucap_builder *b, size_t n, cucap_builder **forks,
     return CUDA_SUCCESS;
 }
 
-/* The split under the graph lock of b's running capture, which it
- * releases: handles taken (unless again), one event recorded where b
+/* The split under the graph lock of b's running capture (or with b
+ * its sole user): handles taken (unless again), one event recorded where b
  * stands, every fork's stream made to wait on it (*made started), the
  * forks linked to b. */
 static CUresult split_locked(cucap_builder *b, const struct cucap_builder_facts *at, struct ctx_hold *on, size_t n,
@@ -262,10 +260,8 @@ static CUresult split_locked(cucap_builder *b, const struct cucap_builder_facts 
     size_t i;
 
     if (!again && (rc = kept ? take_kept(b, n, forks, room->streams, &ev, caller, err)
-                             : take_split_handles(b, on, n, room->streams, &ev, caller, err)) != CUDA_SUCCESS) {
-        cucap_i_capture_unlock(at->h);
+                             : take_split_handles(b, on, n, room->streams, &ev, caller, err)) != CUDA_SUCCESS)
         return rc;
-    }
     if ((rc = cucap_i_drv.cuEventRecord(ev, at->stream)) != CUDA_SUCCESS) {
         rc = cucap_i_fail_in_capture(at->h, at->stream, rc, caller, "cuEventRecord", NULL, err);
         cucap_i_give_event(at->ctx, cucap_i_capture_deferral(at->h), ev, caller);
@@ -273,7 +269,6 @@ static CUresult split_locked(cucap_builder *b, const struct cucap_builder_facts 
             cucap_i_builder_keep_split_event(b, NULL);
         for (i = 0; i < n && !kept; i++)
             cucap_i_give_stream(on, room->streams[i], caller);
-        cucap_i_capture_unlock(at->h);
         return rc;
     }
     rc = start_forks(b, at, on, ev, n, forks, room->streams, room->slab, kept, made, caller, err);
@@ -291,7 +286,7 @@ static CUresult split(cucap_builder *b, struct ctx_hold *on, size_t count, cucap
     struct split_room room;
     struct cucap_builder_facts at;
     size_t n = count - 1, made = 0, i;
-    int again = 0;
+    int again = 0, locked, running;
     CUresult rc;
 
     if ((rc = check_split_arguments(b, count, forks, caller, err)) != CUDA_SUCCESS)
@@ -304,12 +299,14 @@ static CUresult split(cucap_builder *b, struct ctx_hold *on, size_t count, cucap
     if (at.state != CUCAP_BUILDER_CAPTURING)
         return not_capturing(b, caller, err);
     if ((rc = prepare_forks(b, n, forks, kept, &room, &again, caller, err)) == CUDA_SUCCESS) {
-        if (cucap_i_capture_lock_running(at.h)) {
+        /* sole: b the capture's only builder, so no other thread may reach it */
+        running = cucap_i_capture_lock_running_unless_sole(at.h, &locked);
+        if (running)
             rc = split_locked(b, &at, on, n, forks, kept, again, &room, &made, caller, err);
-        } else {   /* a fork whose primary's capture ended */
+        if (locked)
             cucap_i_capture_unlock(at.h);
+        if (!running)   /* a fork whose primary's capture ended */
             rc = not_capturing(b, caller, err);
-        }
     }
     if (room.slab)
         cucap_i_builder_slab_done(room.slab, made);

@@ -24,7 +24,8 @@
 
 #define WARM 50
 #define COUNTED 100
-#define MOST 3                       /* the graph lock's 3 (split, join, end); the registry takes none (its quick slots) */
+#define MOST 1                       /* the graph lock at the join; the split and the end of a capture no other
+                                      * thread can reach take none, nor the registry (its quick slots) */
 
 static atomic_long library_locks;
 static void *library_base;   /* the load address of libcucapture, known once loaded */

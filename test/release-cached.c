@@ -197,6 +197,67 @@ static void *worker(void *p)
     return NULL;
 }
 
+/* A thread that keeps objects for its next captures (the free lists'
+ * per-thread slots) while cucap_release_cached runs in another, then
+ * captures again: the release freed what the thread kept, and the
+ * thread is handed none of it afterwards (AddressSanitizer sees a use
+ * after free otherwise). */
+struct alive {
+    struct work w;
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int step;                        /* 1: its first rounds ran; 2: the release ran */
+};
+
+static void *alive_across_release(void *p)
+{
+    struct alive *a = p;
+
+    (void)round_of(&a->w, 0);
+    (void)round_of(&a->w, 1);
+    pthread_mutex_lock(&a->lock);
+    a->step = 1;
+    pthread_cond_broadcast(&a->changed);
+    while (a->step < 2)
+        pthread_cond_wait(&a->changed, &a->lock);
+    pthread_mutex_unlock(&a->lock);
+    if (a->w.rc == CUDA_SUCCESS)
+        (void)round_of(&a->w, 2);
+    if (a->w.rc == CUDA_SUCCESS)
+        (void)round_of(&a->w, 3);
+    return NULL;
+}
+
+static void release_beside_a_live_thread(void)
+{
+    struct alive a;
+    pthread_t t;
+    int started;
+
+    memset(&a, 0, sizeof a);
+    a.w.index = THREADS;
+    pthread_mutex_init(&a.lock, NULL);
+    pthread_cond_init(&a.changed, NULL);
+    started = pthread_create(&t, NULL, alive_across_release, &a) == 0;
+    pthread_mutex_lock(&a.lock);
+    while (started && a.step < 1)
+        pthread_cond_wait(&a.changed, &a.lock);
+    pthread_mutex_unlock(&a.lock);
+    cucap_release_cached();   /* the thread waits outside the library */
+    pthread_mutex_lock(&a.lock);
+    a.step = 2;
+    pthread_cond_broadcast(&a.changed);
+    pthread_mutex_unlock(&a.lock);
+    if (started)
+        pthread_join(t, NULL);
+    if (a.w.rc != CUDA_SUCCESS)
+        printf("# %s\n", a.w.message);
+    check(started && a.w.rc == CUDA_SUCCESS,
+          "a thread that captured, waiting while cucap_release_cached runs in another, captures again afterwards");
+    pthread_cond_destroy(&a.changed);
+    pthread_mutex_destroy(&a.lock);
+}
+
 static int load_driver(int on_gpu)
 {
     cucap_error *err = NULL;
@@ -235,7 +296,7 @@ int main(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if ((loaded = load_driver(on_gpu)) <= 0)
         return loaded == 0 ? 0 : 1;
-    printf("1..%d\n", on_gpu ? 3 : 10);
+    printf("1..%d\n", on_gpu ? 4 : 11);
     memset(w, 0, sizeof w);
     for (i = 0; i < THREADS; i++) {
         w[i].index = i;
@@ -272,6 +333,7 @@ int main(void)
             check(live == 0, what);
         }
     }
+    release_beside_a_live_thread();
     /* the library works again after it, and gives back again */
     {
         struct work again = { 0 };
