@@ -73,3 +73,117 @@ Test(free_list, many_threads_never_share_an_object)
     cr_assert_lt(atomic_load(&made), 8 * 200000, "the kept objects were reused (%ld made)", atomic_load(&made));
     cucap_i_free_list_drain(&shared);
 }
+
+/* ---------------------------------------------------------------- kept per thread */
+
+static atomic_int freed_by_list;
+
+static void count_free(void *p)
+{
+    atomic_fetch_add(&freed_by_list, 1);
+    free(p);
+}
+
+Test(free_list, a_thread_takes_back_what_it_gave_before_the_shared_slots)
+{
+    struct cucap_free_list l = CUCAP_FREE_LIST_PER_THREAD(CUCAP_PER_THREAD_SLABS, count_free);
+    void *a = malloc(16), *b = malloc(16), *c = malloc(16), *first, *second;
+    int i;
+
+    cr_assert(a && b && c);
+    cr_assert_eq(cucap_i_free_list_give(&l, a), 1);
+    cr_assert_eq(cucap_i_free_list_give(&l, b), 1);
+    for (i = 0; i < CUCAP_FREE_LIST_MAX; i++)
+        cr_assert_null(atomic_load(&l.slot[i]), "the thread's own two are not in the shared slots");
+    cr_assert_eq(cucap_i_free_list_give(&l, c), 1);
+    cr_assert_eq(atomic_load(&l.slot[0]), c, "a third goes to the shared slots");
+    first = cucap_i_free_list_take(&l);
+    second = cucap_i_free_list_take(&l);
+    cr_assert((first == a && second == b) || (first == b && second == a), "the thread's own first");
+    cr_assert_eq(cucap_i_free_list_take(&l), c);
+    cr_assert_null(cucap_i_free_list_take(&l));
+    free(a);
+    free(b);
+    free(c);
+}
+
+struct exiting {
+    struct cucap_free_list *l;
+    void *objects[3];
+};
+
+static void *give_three_and_exit(void *arg)
+{
+    struct exiting *e = arg;
+    int i;
+
+    for (i = 0; i < 3; i++)
+        if (!cucap_i_free_list_give(e->l, e->objects[i]))
+            free(e->objects[i]);
+    return NULL;
+}
+
+Test(free_list, a_thread_that_exits_leaves_its_objects_in_the_shared_slots)
+{
+    struct cucap_free_list l = CUCAP_FREE_LIST_PER_THREAD(CUCAP_PER_THREAD_BUILDERS, count_free);
+    struct exiting e = { &l, { malloc(16), malloc(16), malloc(16) } };
+    pthread_t t;
+    int i, in = 0;
+
+    cr_assert(e.objects[0] && e.objects[1] && e.objects[2]);
+    cr_assert_eq(pthread_create(&t, NULL, give_three_and_exit, &e), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    for (i = 0; i < CUCAP_FREE_LIST_MAX; i++)
+        in += atomic_load(&l.slot[i]) != NULL;
+    cr_assert_eq(in, 3, "the exited thread's two and the shared one are all in the shared slots (%d)", in);
+    cucap_i_free_list_drain(&l);
+    cr_assert_null(cucap_i_free_list_take(&l), "drained");
+}
+
+struct waiting {
+    struct cucap_free_list *l;
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int step;
+    void *after;
+};
+
+static void *give_wait_take(void *arg)
+{
+    struct waiting *w = arg;
+    void *p = malloc(16);
+
+    if (p && !cucap_i_free_list_give(w->l, p))
+        free(p);
+    pthread_mutex_lock(&w->lock);
+    w->step = 1;
+    pthread_cond_broadcast(&w->changed);
+    while (w->step < 2)
+        pthread_cond_wait(&w->changed, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+    w->after = cucap_i_free_list_take(w->l);
+    return NULL;
+}
+
+Test(free_list, a_drain_frees_what_a_live_thread_keeps)
+{
+    struct cucap_free_list l = CUCAP_FREE_LIST_PER_THREAD(CUCAP_PER_THREAD_CAPTURES, count_free);
+    struct waiting w = { &l, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL };
+    pthread_t t;
+    int before;
+
+    cr_assert_eq(pthread_create(&t, NULL, give_wait_take, &w), 0);
+    pthread_mutex_lock(&w.lock);
+    while (w.step < 1)
+        pthread_cond_wait(&w.changed, &w.lock);
+    pthread_mutex_unlock(&w.lock);
+    before = atomic_load(&freed_by_list);
+    cucap_i_free_list_drain(&l);
+    cr_assert_eq(atomic_load(&freed_by_list), before + 1, "the live thread's object freed by its list's function");
+    pthread_mutex_lock(&w.lock);
+    w.step = 2;
+    pthread_cond_broadcast(&w.changed);
+    pthread_mutex_unlock(&w.lock);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    cr_assert_null(w.after, "the thread is handed nothing it kept before the drain");
+}
