@@ -14,7 +14,11 @@
  *      graphs, and its capture's deferred streams and events
  *      (stream-cache.c) and the lists of its builders' open forks
  *      (builder-object.c).  Recursive.  Two of them (an embed of one capture
- *      into another) are taken in address order.
+ *      into another) are taken in address order.  Not taken where the
+ *      caller's reference is the capture's only one and the capture's
+ *      the only one to its owner (a split of a primary with no fork
+ *      open, an end after the join, a complete): no other thread can
+ *      reach the capture then.
  *   2. a parameter block's lock (params.c): one launch at a time.
  *   3. a short lock, never two at once: a graph owner's (graph-owner.c:
  *      its box tree and body records) or a capture's (capture.c: its
