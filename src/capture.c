@@ -105,9 +105,13 @@ static void destroy_capture(struct cucap_capture *h, const char *caller)
         free_capture(h);
 }
 
+/* The only reference left needs no atomic decrement: no thread can take
+ * another from it (a registry entry's builder holds its own, and the
+ * entry goes before that reference does). */
 void cucap_i_capture_unref(struct cucap_capture *h, const char *caller)
 {
-    if (h && atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1)
+    if (h && (atomic_load_explicit(&h->refs, memory_order_acquire) == 1 ||
+              atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1))
         destroy_capture(h, caller);
 }
 

@@ -120,9 +120,12 @@ static void destroy_owner(struct cucap_graph_owner *o, const char *caller)
         free_owner(o);
 }
 
+/* The only reference left needs no atomic decrement: no thread can take
+ * another from it. */
 void cucap_i_owner_unref(struct cucap_graph_owner *o, const char *caller)
 {
-    if (o && atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1)
+    if (o && (atomic_load_explicit(&o->refs, memory_order_acquire) == 1 ||
+              atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) == 1))
         destroy_owner(o, caller);
 }
 
