@@ -231,21 +231,18 @@ static long unique_dependencies(struct dependency *all, size_t n)
     return (long)kept;
 }
 
-/* join_by_dependencies for a root and one fork f. */
-static int join_one_by_dependencies(cucap_builder *root, cucap_builder *f, const char *caller, cucap_error **err,
-                                    CUresult *rc, cuuint64_t *learned)
+/* join_by_dependencies for a root and one fork, their facts r and f. */
+static int join_one_by_dependencies(const struct cucap_builder_facts *r, const struct cucap_builder_facts *f,
+                                    const char *caller, cucap_error **err, CUresult *rc, cuuint64_t *learned)
 {
-    struct cucap_builder_facts r, fork;
     cuuint64_t id = 0;
 
-    cucap_i_builder_facts(root, &r);
-    cucap_i_builder_facts(f, &fork);
-    if (!add_dependencies(r.stream, fork.stream, 0, &id, rc))
+    if (!add_dependencies(r->stream, f->stream, 0, &id, rc))
         return 0;
     if (*rc == CUDA_SUCCESS)   /* the root is in the capture the fork is in: h's */
         *learned = id;
     else
-        *rc = cucap_i_fail_in_capture(r.h, r.stream, *rc, caller, "cuStreamUpdateCaptureDependencies", NULL, err);
+        *rc = cucap_i_fail_in_capture(r->h, r->stream, *rc, caller, "cuStreamUpdateCaptureDependencies", NULL, err);
     return 1;
 }
 
@@ -321,8 +318,11 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
     }
     if (!running)
         goto out;
-    if (count == 2)   /* one fork: its arrays as the driver gave them, to the root's stream */
-        return join_one_by_dependencies(root, builders[builders[0] == root], caller, err, rc, learned);
+    if (count == 2) {   /* one fork: its arrays as the driver gave them, to the root's stream */
+        if (builders[0] != root)
+            cucap_i_builder_facts(builders[0], &b);   /* the loop left the last builder's in b */
+        return join_one_by_dependencies(&r, &b, caller, err, rc, learned);
+    }
     /* the root is not asked: every builder but the root is of root's
      * capture, and a stream leaves a capture only at its end, which
      * takes every stream out of it (doc/driver-facts.md, "Ending a
