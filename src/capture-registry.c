@@ -1,17 +1,20 @@
 /* The registry of running captures: the entries of every stream that
- * takes part in a capture of the library.  An entry goes into one of a
- * few quick slots, the lowest free one, taken and emptied without a lock,
- * or else into a list under the registry's lock.  A lookup first reads
- * the slots up to the highest ever taken and the list's head: when all
- * are empty, nothing is registered and it is done.  Otherwise (a pool
- * call on a stream while a capture runs, a capture error) it takes the
- * lock and counts itself in `finders`; an entry emptied from its slot
+ * takes part in a capture of the library.  An entry goes into one of 64
+ * quick slots, or else into a list under the registry's lock.  A word
+ * says which slots are taken: an entry claims free slots in it with one
+ * compare-and-swap (all of a split's forks at once), is stored in them,
+ * and a removal empties its slots, then frees them in the word with one
+ * atomic AND.  A lookup first reads the word and the list's head: when
+ * both are empty, nothing is registered and it is done.  Otherwise (a
+ * pool call on a stream while a capture runs, a capture error) it takes
+ * the lock and counts itself in `finders`; an entry emptied from its slot
  * while a lookup runs waits for the lock before its builder may free it,
  * so that no lookup reads an entry that is gone. */
 #include "config.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "capture-registry.h"
@@ -19,39 +22,42 @@
 #define QUICK_SLOTS 64
 
 static _Atomic(struct cucap_registration *) quick[QUICK_SLOTS];
-static atomic_int slots_used;        /* slots [0, slots_used) may hold an entry: never lowered */
+static _Atomic(uint64_t) taken;      /* bit i: slot i is taken */
 static _Atomic(struct cucap_registration *) listed;   /* written under the lock */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_uint finders;          /* lookups that may be reading the slots */
 
-/* Raised before slot i is taken, so that a lookup that comes after the
- * entry (in any thread that learned of its stream) reads that slot. */
-static void use_slots_up_to(int i)
+static int lowest_bit(uint64_t word)
 {
-    int used = atomic_load_explicit(&slots_used, memory_order_relaxed);
+#if defined(__GNUC__)
+    return __builtin_ctzll(word);
+#else
+    int i = 0;
 
-    while (used <= i && !atomic_compare_exchange_weak_explicit(&slots_used, &used, i + 1, memory_order_seq_cst,
-                                                                memory_order_relaxed))
-        ;
+    while (!(word & 1)) {
+        word >>= 1;
+        i++;
+    }
+    return i;
+#endif
 }
 
-static int take_slot(struct cucap_registration *r)
+/* Up to n free slots claimed in one step, their bits in the return. */
+static uint64_t claim_slots(size_t n)
 {
-    int i;
+    uint64_t seen = atomic_load_explicit(&taken, memory_order_relaxed), claim;
 
-    for (i = 0; i < QUICK_SLOTS; i++) {
-        struct cucap_registration *none = NULL;
-
-        if (atomic_load_explicit(&quick[i], memory_order_relaxed) != NULL)
-            continue;
-        use_slots_up_to(i);
-        if (atomic_compare_exchange_strong_explicit(&quick[i], &none, r, memory_order_seq_cst,
-                                                    memory_order_relaxed)) {
-            r->slot = i;
-            return 1;
-        }
-    }
-    return 0;
+    if (n == 0)
+        return 0;
+    do {
+        uint64_t free_slots = ~seen;
+        size_t got;
+        claim = free_slots & -free_slots;   /* the lowest */
+        for (got = 1, free_slots &= free_slots - 1; free_slots && got < n; got++, free_slots &= free_slots - 1)
+            claim |= free_slots & -free_slots;
+    } while (claim && !atomic_compare_exchange_weak_explicit(&taken, &seen, seen | claim, memory_order_seq_cst,
+                                                             memory_order_relaxed));
+    return claim;
 }
 
 static void link_locked(struct cucap_registration *r)
@@ -86,17 +92,24 @@ void cucap_i_registry_add(struct cucap_registration *r, CUstream s, struct cucap
 void cucap_i_registry_add_chain(struct cucap_registration *first, size_t n, struct cucap_capture *h)
 {
     struct cucap_registration *r, *next, *rest = NULL;
+    uint64_t claim = claim_slots(n);
     size_t i;
 
     for (r = first, i = 0; i < n && r; r = next, i++) {
         next = r->next;   /* linking rewrites it */
         r->h = h;
         r->linked = 1;
-        if (!take_slot(r)) {
+        if (claim) {
+            r->slot = lowest_bit(claim);
+            claim &= claim - 1;
+            atomic_store_explicit(&quick[r->slot], r, memory_order_release);
+        } else {
             r->next = rest;
             rest = r;
         }
     }
+    if (claim)   /* a chain shorter than n */
+        atomic_fetch_and_explicit(&taken, ~claim, memory_order_seq_cst);
     if (!rest)
         return;
     pthread_mutex_lock(&registry_lock);
@@ -114,6 +127,7 @@ void cucap_i_registry_remove(struct cucap_registration *r)
 
 void cucap_i_registry_remove_all(struct cucap_registration *const *remove, size_t n)
 {
+    uint64_t freed = 0;
     size_t i, out = 0;
     int in_list = 0;
 
@@ -121,13 +135,17 @@ void cucap_i_registry_remove_all(struct cucap_registration *const *remove, size_
         if (!remove[i]->linked)
             continue;
         out++;
-        if (remove[i]->slot >= 0)
-            atomic_store_explicit(&quick[remove[i]->slot], NULL, memory_order_seq_cst);
-        else
+        if (remove[i]->slot >= 0) {
+            atomic_store_explicit(&quick[remove[i]->slot], NULL, memory_order_relaxed);
+            freed |= (uint64_t)1 << remove[i]->slot;
+        } else {
             in_list = 1;
+        }
     }
     if (!out)
         return;
+    if (freed)
+        atomic_fetch_and_explicit(&taken, ~freed, memory_order_seq_cst);
     /* the lock, taken after the slots are emptied, waits for the lookups
      * that may have read them */
     if (in_list || atomic_load_explicit(&finders, memory_order_seq_cst)) {
@@ -146,13 +164,14 @@ void cucap_i_registry_remove_all(struct cucap_registration *const *remove, size_
 static void each_entry(int (*visit)(const struct cucap_registration *r, void *data), void *data)
 {
     const struct cucap_registration *r;
-    size_t i;
+    uint64_t slots;
     int done = 0;
 
     atomic_fetch_add_explicit(&finders, 1, memory_order_seq_cst);
     pthread_mutex_lock(&registry_lock);
-    for (i = 0; i < QUICK_SLOTS && !done; i++)
-        if ((r = atomic_load_explicit(&quick[i], memory_order_seq_cst)) != NULL)
+    /* read after counting itself: a slot freed before then is empty */
+    for (slots = atomic_load_explicit(&taken, memory_order_seq_cst); slots && !done; slots &= slots - 1)
+        if ((r = atomic_load_explicit(&quick[lowest_bit(slots)], memory_order_acquire)) != NULL)
             done = visit(r, data);
     for (r = atomic_load_explicit(&listed, memory_order_relaxed); r && !done; r = r->next)
         done = visit(r, data);
@@ -178,12 +197,8 @@ static int find_one(const struct cucap_registration *r, void *data)
 /* Whether an entry may be in: a slot taken or the list not empty. */
 static int any_registered(void)
 {
-    int used = atomic_load_explicit(&slots_used, memory_order_acquire), i;
-
-    for (i = 0; i < used; i++)
-        if (atomic_load_explicit(&quick[i], memory_order_relaxed))
-            return 1;
-    return atomic_load_explicit(&listed, memory_order_relaxed) != NULL;
+    return atomic_load_explicit(&taken, memory_order_acquire) != 0 ||
+           atomic_load_explicit(&listed, memory_order_relaxed) != NULL;
 }
 
 struct cucap_capture *cucap_i_registry_find(CUstream s, int (*take)(struct cucap_capture *h))

@@ -483,6 +483,45 @@ BACKEND_TEST(builder, a_pool_call_on_a_fork_is_recorded_in_its_own_capture)
     cucap_builder_destroy(b);
 }
 
+/* A pool call on a fork finds its capture whether the fork's entry is in
+ * one of the registry's 64 quick slots or in the list beyond them, and the
+ * slots a capture freed serve the next one. */
+static void pool_failure_found_on_fork(size_t count, size_t which)
+{
+    cucap_builder *a = new_builder(), **forks = calloc(count - 1, sizeof *forks);
+    cucap_pool *pool = NULL;
+    cucap_error *err = NULL;
+    CUdeviceptr d = 0;
+    size_t i;
+    int named = 0;
+
+    cr_assert_not_null(forks);
+    cr_assert_eq(cucap_device_pool(0, &pool, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_begin(a, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(a, count, forks, NULL), CUDA_SUCCESS);
+    cr_assert_eq(D.cuStreamSynchronize(cucap_builder_stream(forks[which])), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cucap_pool_alloc(pool, 64, cucap_builder_stream(forks[which]), &d, NULL),
+                 CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cr_assert_eq(cucap_builder_end(a, &err), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    for (i = 0; i < cucap_error_note_count(err); i++)
+        named += strstr(cucap_error_note(err, i), "cucap_pool_alloc (cuMemAllocFromPoolAsync) failed") != NULL;
+    cr_assert_eq(named, 1, "fork %zu of %zu: %s", which, count - 1,
+                 cucap_error_note_count(err) ? cucap_error_note(err, 0) : "no note");
+    cucap_error_free(err);
+    for (i = 0; i < count - 1; i++)
+        cucap_builder_destroy(forks[i]);
+    cucap_builder_destroy(a);
+    free(forks);
+}
+
+BACKEND_TEST(builder, a_pool_call_finds_the_capture_of_a_fork_in_a_quick_slot_or_the_list)
+{
+    pool_failure_found_on_fork(100, 0);    /* the origin and the first 63 forks take the slots */
+    pool_failure_found_on_fork(100, 98);   /* in the list */
+    pool_failure_found_on_fork(100, 98);   /* the slots freed by the last capture are taken again */
+    pool_failure_found_on_fork(2, 0);
+}
+
 /* ---------------------------------------------------------------- forks */
 
 static void unjoined(int destroy_fork_first)
