@@ -39,6 +39,12 @@ CUresult cucap_i_builder_begin_direct(cucap_builder *b, struct cucap_direct_run 
 void cucap_i_builder_offer_params(cucap_builder *b, struct cucap_params *p);
 struct cucap_params *cucap_i_builder_kept_params(cucap_builder *b, size_t size);
 
+/* Up to n of the streams that b (a PRIMARY builder of a retained
+ * context) kept from its last capture's joined forks, for a split of b on
+ * its own context: written to out; how many.  Idle streams in no capture,
+ * as the cache gives them. */
+size_t cucap_i_builder_take_spare_streams(cucap_builder *b, size_t n, CUstream *out);
+
 /* A primary builder's kept forks: the forks of cucap_builder_split_kept,
  * which stay the builder's from one capture to the next with their
  * streams and context, as well as the caller's until it destroys them.

@@ -52,6 +52,9 @@ struct cucap_builder {
                                         that asks for one of that size */
     CUevent split_event;             /* PRIMARY of a retained context: its splits' event, kept from one
                                         capture to the next (one capture of it runs at a time) */
+    CUstream spare_streams[2];       /* PRIMARY of a retained context: streams of its last capture's joined
+                                        forks, for its next split (builder.c) */
+    size_t spare_count;
     int is_kept;                     /* FORKED: a kept fork, its builder's (and the caller's once handed out) */
     int handed_out;                  /* a kept fork: a split handed it to the caller */
     atomic_int holders;              /* a kept fork: its builder, and the caller once handed out */

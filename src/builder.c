@@ -102,6 +102,39 @@ CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_e
 
 /* ---------------------------------------------------------------- begin and end */
 
+/* ---------------------------------------------------------------- spare streams */
+
+/* A PRIMARY builder of a retained context keeps up to two streams of its
+ * ending capture's joined forks, instead of giving them back to the
+ * cache, and its next split takes them first: what a hand-written loop
+ * does with its fork streams.  Called once the driver ended the capture
+ * (every stream of it out of it), under its graph lock, before the
+ * deferral gives the rest back. */
+static void keep_spare_streams(cucap_builder *b)
+{
+    size_t room = sizeof b->spare_streams / sizeof b->spare_streams[0] - b->spare_count;
+
+    if (b->kind == CUCAP_BUILDER_PRIMARY && b->ctx->retained && room)
+        b->spare_count += cucap_i_deferral_take_joined(cucap_i_capture_deferral(b->h), b->ctx->ctx, room,
+                                                       b->spare_streams + b->spare_count);
+}
+
+size_t cucap_i_builder_take_spare_streams(cucap_builder *b, size_t n, CUstream *out)
+{
+    size_t got = 0;
+
+    while (got < n && b->spare_count)
+        out[got++] = b->spare_streams[--b->spare_count];
+    return got;
+}
+
+/* b's spare streams back to the cache (b is closed). */
+static void give_back_spare_streams(cucap_builder *b, const char *caller)
+{
+    while (b->spare_count)
+        cucap_i_give_stream(b->ctx, b->spare_streams[--b->spare_count], caller);
+}
+
 /* b's links to its forks and to its split parent gone, under the graph
  * lock of h, the capture they take part in.  Only b's user makes or drops
  * b's own list: one that is not a fork and has none has no link. */
@@ -217,6 +250,7 @@ static CUresult end_capture(cucap_builder *b, CUgraph *out)
         }
         over = 1;
     }
+    keep_spare_streams(b);
     if (g) {
         /* owned, every stream of the capture out of it */
         cucap_i_capture_over(b->h, g);
@@ -337,6 +371,7 @@ static void release(cucap_builder *b, const char *caller)
         cucap_i_builder_unlock(b);
         b->split_event = NULL;
     }
+    give_back_spare_streams(b, caller);
     cucap_i_kept_let_go_all(b, caller);
     cucap_i_params_unref(b->params, caller);
     b->params = NULL;

@@ -64,7 +64,7 @@ static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t
     struct cucap_builder_facts at;
     struct cucap_deferral *d;
     const char *failed = "cuEventCreate";
-    size_t joined = 0, kept = 0, i;
+    size_t joined = 0, spare = 0, kept = 0, i;
     CUresult rc;
 
     cucap_i_builder_facts(b, &at);
@@ -72,12 +72,16 @@ static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t
     if (on == at.ctx) {
         if (on->retained && (joined = cucap_i_deferral_take_joined(d, on->ctx, n, streams)) == n && *ev)
             return CUDA_SUCCESS;
-        /* a direct run's streams kept from earlier runs next (none in a capture) */
-        if ((kept = cucap_i_direct_take_streams(at.h, on->ctx, n - joined, streams + joined)) == n - joined && *ev)
+        /* then the builder's spare streams, kept from its last capture */
+        if ((spare = cucap_i_builder_take_spare_streams(b, n - joined, streams + joined)) == n - joined && *ev)
             return CUDA_SUCCESS;
-        joined += kept;
-        rc = *ev ? cucap_i_take_streams(on, n - joined, streams + joined, caller)
-                 : cucap_i_take_streams_and_event(on, n - joined, streams + joined, ev, &failed, caller);
+        /* a direct run's streams kept from earlier runs next (none in a capture) */
+        if ((kept = cucap_i_direct_take_streams(at.h, on->ctx, n - joined - spare, streams + joined + spare)) ==
+                n - joined - spare && *ev)
+            return CUDA_SUCCESS;
+        i = joined + spare + kept;
+        rc = *ev ? cucap_i_take_streams(on, n - i, streams + i, caller)
+                 : cucap_i_take_streams_and_event(on, n - i, streams + i, ev, &failed, caller);
         if (rc != CUDA_SUCCESS) {
             if (*ev) {   /* the builder's own event (so the context is retained): the streams failed */
                 failed = "cuStreamCreate";
@@ -86,12 +90,14 @@ static CUresult take_split_handles(cucap_builder *b, struct ctx_hold *on, size_t
                     cucap_i_builder_keep_split_event(b, NULL);
                 *ev = NULL;
             }
-            for (i = 0; i < joined - kept; i++) {   /* still in this capture: back to wait for its end */
+            for (i = 0; i < joined; i++) {   /* still in this capture: back to wait for its end */
                 struct cucap_cache_item item = { on->ctx, on->dev, streams[i], 0, 1 };
                 if (cucap_i_defer(d, &item, 1, 0, caller) != 0)
                     cucap_i_drv.cuStreamDestroy(streams[i]);   /* legal in a capture */
             }
-            for (; i < joined; i++)   /* back to the direct run that kept them */
+            for (; i < joined + spare; i++)   /* idle, in no capture */
+                cucap_i_give_stream(on, streams[i], caller);
+            for (; i < joined + spare + kept; i++)   /* back to the direct run that kept them */
                 cucap_i_direct_give_stream(at.h, on, streams[i], caller);
             return cucap_i_fail_driver(err, rc, caller, failed);
         }

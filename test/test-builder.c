@@ -522,6 +522,36 @@ BACKEND_TEST(builder, a_pool_call_finds_the_capture_of_a_fork_in_a_quick_slot_or
     pool_failure_found_on_fork(2, 0);
 }
 
+/* A builder's next split takes the streams of its last capture's joined
+ * forks, as a hand-written loop reuses its fork streams: another
+ * builder's split in between does not get them from the cache. */
+static CUstream split_join_end(cucap_builder *b)
+{
+    cucap_builder *f = NULL;
+    CUstream s;
+
+    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_split(b, 2, &f, NULL), CUDA_SUCCESS);
+    s = cucap_builder_stream(f);
+    cr_assert_eq(cucap_builder_join_forks(b, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cucap_builder_end(b, NULL), CUDA_SUCCESS);
+    cucap_builder_destroy(f);
+    return s;
+}
+
+BACKEND_TEST(builder, a_split_takes_the_streams_of_the_builders_last_forks)
+{
+    cucap_builder *a = new_builder(), *other = new_builder();
+    CUstream first = split_join_end(a), between;
+
+    between = split_join_end(other);
+    cr_assert_neq(between, first, "another builder's fork got the stream %p that a's last fork had", (void *)first);
+    cr_assert_eq(cucap_builder_reset(a, NULL), CUDA_SUCCESS);
+    cr_assert_eq(split_join_end(a), first);
+    cucap_builder_destroy(other);
+    cucap_builder_destroy(a);
+}
+
 /* ---------------------------------------------------------------- forks */
 
 static void unjoined(int destroy_fork_first)
