@@ -178,21 +178,21 @@ CUCAP_API cucap_driver_fn cucap_driver_entry_point_version(const char *symbol, i
 /**
  * \brief       Give back everything the library keeps for reuse
  *
- * The library keeps, for the next objects it makes: freed builder,
- * hierarchy and pool objects (a few of each), builders destroyed between
- * captures (with their stream), cached streams and events, the pool
- * objects of cucap_device_pool() and the memory those device pools keep
- * under the release threshold the library raised, the memory pools of
- * parameter blocks (one a device), the pinned host buffers that launches'
- * values above 64 KiB went through (those whose copies are done), and a
- * retain of each device's primary context it used; the device words
- * through which graph sets handed work back to the per-thread, legacy and
- * blocking streams; and the thread that gives host callbacks' data back
- * (cucap_builder_host_callback()), which this call runs the frees due on
- * and stops.  This call destroys and releases all of them, so that
- * a program that destroyed its objects and calls it before it exits (or
- * before dlclose() of a plugin that uses the library) leaves no memory,
- * stream, event or context retain of the library's behind.
+ * The library keeps, for the next objects it makes: freed builder, capture,
+ * graph owner and pool objects (a few of each), builders destroyed between
+ * captures (with their stream and their last forks'), cached streams and
+ * events, the pool objects of cucap_device_pool() and the memory those
+ * device pools keep under the release threshold the library raised, the
+ * memory pools of parameter blocks (one a device), the pinned host buffers
+ * that launches' values above 64 KiB went through (those whose copies are
+ * done), and a retain of each device's primary context it used; the device
+ * words through which graph sets handed work back to the per-thread, legacy
+ * and blocking streams; and the thread that gives host callbacks' data back
+ * (cucap_builder_host_callback()), which this call runs the frees due on and
+ * stops.  This call destroys and releases all of them, so that a program
+ * that destroyed its objects and calls it before it exits (or before
+ * dlclose() of a plugin that uses the library) leaves no memory, stream,
+ * event or context retain of the library's behind.
  *
  * Objects still alive keep what they hold and give it back when they are
  * destroyed; what the library keeps after this call, it keeps again until
