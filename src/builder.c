@@ -100,8 +100,6 @@ CUresult cucap_builder_create_on_stream(CUstream s, cucap_builder **out, cucap_e
     return rc;
 }
 
-/* ---------------------------------------------------------------- begin and end */
-
 /* ---------------------------------------------------------------- spare streams */
 
 /* A PRIMARY builder of a retained context keeps up to two streams of its
@@ -134,6 +132,8 @@ static void give_back_spare_streams(cucap_builder *b, const char *caller)
     while (b->spare_count)
         cucap_i_give_stream(b->ctx, b->spare_streams[--b->spare_count], caller);
 }
+
+/* ---------------------------------------------------------------- begin and end */
 
 /* b's links to its forks and to its split parent gone, under the graph
  * lock of h, the capture they take part in.  Only b's user makes or drops
