@@ -1,6 +1,7 @@
 /* The signature of a graph's nodes (see node-signature.h). */
 #include "config.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,22 +10,32 @@
 #include "error.h"
 #include "node-signature.h"
 
-/* The launch attributes a kernel node keeps that an update must not
- * change: those the driver lets a program read back. */
+/* The launch attributes of a kernel node an update must not change, as
+ * the driver reads them back.  Measured on an H100 (driver 580.159.04,
+ * doc/driver-facts.md): the driver refuses an update across a change of
+ * cooperative launch itself and accepts one across a change of any of
+ * these; a read costs about 33 ns, one the driver refuses about 840 ns
+ * (it refuses every read of a preferred cluster size).  The last two
+ * mean something only beside cluster dimensions (the first), and are read
+ * only where those are set. */
 static const struct {
     CUlaunchAttributeID id;
     const char *name;
+    int with_clusters;
 } attributes[] = {
-    { CU_LAUNCH_ATTRIBUTE_COOPERATIVE, "cooperative launch" },
-    { CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, "cluster dimensions" },
-    { CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, "cluster scheduling policy" },
-    { CU_LAUNCH_ATTRIBUTE_PRIORITY, "priority" },
-    { CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, "memory synchronization domain" },
+    { CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, "cluster dimensions", 0 },
+    { CU_LAUNCH_ATTRIBUTE_PRIORITY, "priority", 0 },
+    { CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, "memory synchronization domain", 0 },
+    { CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, "cluster scheduling policy", 1 },
 #if CUDA_VERSION >= 12080
-    { CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION, "preferred cluster dimensions" },
+    { CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION, "preferred cluster dimensions", 1 },
 #endif
 };
 #define ATTRIBUTES (sizeof attributes / sizeof attributes[0])
+
+/* The attributes the driver refused to read back, one bit each: asked no
+ * more in this process (the driver is the same for its whole life). */
+static _Atomic unsigned unreadable;
 
 struct node_mark {
     CUgraphNode node;
@@ -38,12 +49,34 @@ struct cucap_signature {
     struct node_mark *marks;
 };
 
+static int clustered(const CUlaunchAttributeValue *cluster)
+{
+    return cluster->clusterDim.x || cluster->clusterDim.y || cluster->clusterDim.z;
+}
+
+/* An attribute the driver does not read back is left zero on both sides. */
+static void read_attributes(struct node_mark *m)
+{
+    unsigned skip = atomic_load_explicit(&unreadable, memory_order_relaxed);
+    CUresult rc;
+    size_t i;
+
+    for (i = 0; i < ATTRIBUTES; i++) {
+        if ((skip & (1u << i)) || (attributes[i].with_clusters && !clustered(&m->values[0])))
+            continue;
+        rc = cucap_i_drv.cuGraphKernelNodeGetAttribute(m->node, attributes[i].id, &m->values[i]);
+        if (rc != CUDA_SUCCESS)
+            memset(&m->values[i], 0, sizeof m->values[i]);
+        if (rc == CUDA_ERROR_INVALID_VALUE || rc == CUDA_ERROR_NOT_SUPPORTED)
+            atomic_fetch_or_explicit(&unreadable, 1u << i, memory_order_relaxed);
+    }
+}
+
 static CUresult add_node(struct cucap_signature *s, CUgraphNode node)
 {
     struct node_mark *m;
     CUDA_KERNEL_NODE_PARAMS params;
     CUresult rc;
-    size_t i;
 
     if (s->count == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
@@ -65,10 +98,7 @@ static CUresult add_node(struct cucap_signature *s, CUgraphNode node)
         return rc;
     m->func = params.func;
     s->kernels++;
-    /* an attribute the driver does not read back is left zero on both sides */
-    for (i = 0; i < ATTRIBUTES; i++)
-        if (cucap_i_drv.cuGraphKernelNodeGetAttribute(node, attributes[i].id, &m->values[i]) != CUDA_SUCCESS)
-            memset(&m->values[i], 0, sizeof m->values[i]);
+    read_attributes(m);
     return CUDA_SUCCESS;
 }
 
@@ -140,8 +170,6 @@ static void describe(const CUlaunchAttributeValue *v, size_t attribute, char *ou
         snprintf(out, size, "%ux%ux%u", v->clusterDim.x, v->clusterDim.y, v->clusterDim.z);
     else if (id == CU_LAUNCH_ATTRIBUTE_PRIORITY)
         snprintf(out, size, "%d", v->priority);
-    else if (id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
-        snprintf(out, size, "%d", v->cooperative);
     else
         snprintf(out, size, "%d", (int)v->memSyncDomain);
 }
