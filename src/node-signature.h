@@ -5,7 +5,7 @@
  * graph of the same signature: the driver accepts some updates between
  * kernels of other launch attributes (cluster dimensions, a preferred
  * cluster size) and the executable graph then runs them wrong.  Reading
- * costs about 110 ns a plain kernel node on an H100.  Internal. */
+ * costs about 110-145 ns a plain kernel node on an H100.  Internal. */
 #ifndef CUCAP_I_NODE_SIGNATURE_H
 #define CUCAP_I_NODE_SIGNATURE_H
 
