@@ -6,29 +6,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cucapture.h"
 #include "driver.h"
 #include "error.h"
 #include "node-signature.h"
 
 /* The launch attributes of a kernel node an update must not change, as
  * the driver reads them back.  Measured on an H100 (driver 580.159.04,
- * doc/driver-facts.md): the driver refuses an update across a change of
- * cooperative launch itself and accepts one across a change of any of
- * these; a read costs about 33 ns, one the driver refuses about 840 ns
- * (it refuses every read of a preferred cluster size).  The last two
- * mean something only beside cluster dimensions (the first), and are read
- * only where those are set. */
+ * CUDA 13.0; doc/driver-facts.md): that driver refuses an update across a
+ * change of cooperative launch itself and accepts one across a change of
+ * any of the others; a read costs about 33 ns, one the driver refuses
+ * about 840 ns (it refuses every read of a preferred cluster size).  An
+ * attribute is not read where the driver checks it itself (from
+ * driver_checks, a cucap_driver_version(); 0: no driver measured to), nor
+ * where it means something only beside cluster dimensions (the first)
+ * and those are not set. */
 static const struct {
     CUlaunchAttributeID id;
     const char *name;
     int with_clusters;
+    int driver_checks;
 } attributes[] = {
-    { CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, "cluster dimensions", 0 },
-    { CU_LAUNCH_ATTRIBUTE_PRIORITY, "priority", 0 },
-    { CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, "memory synchronization domain", 0 },
-    { CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, "cluster scheduling policy", 1 },
+    { CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, "cluster dimensions", 0, 0 },
+    { CU_LAUNCH_ATTRIBUTE_PRIORITY, "priority", 0, 0 },
+    { CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, "memory synchronization domain", 0, 0 },
+    { CU_LAUNCH_ATTRIBUTE_COOPERATIVE, "cooperative launch", 0, 13000 },
+    { CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, "cluster scheduling policy", 1, 0 },
 #if CUDA_VERSION >= 12080
-    { CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION, "preferred cluster dimensions", 1 },
+    { CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION, "preferred cluster dimensions", 1, 0 },
 #endif
 };
 #define ATTRIBUTES (sizeof attributes / sizeof attributes[0])
@@ -58,11 +63,13 @@ static int clustered(const CUlaunchAttributeValue *cluster)
 static void read_attributes(struct node_mark *m)
 {
     unsigned skip = atomic_load_explicit(&unreadable, memory_order_relaxed);
+    int version = cucap_driver_version();
     CUresult rc;
     size_t i;
 
     for (i = 0; i < ATTRIBUTES; i++) {
-        if ((skip & (1u << i)) || (attributes[i].with_clusters && !clustered(&m->values[0])))
+        if ((skip & (1u << i)) || (attributes[i].driver_checks && version >= attributes[i].driver_checks) ||
+            (attributes[i].with_clusters && !clustered(&m->values[0])))
             continue;
         rc = cucap_i_drv.cuGraphKernelNodeGetAttribute(m->node, attributes[i].id, &m->values[i]);
         if (rc != CUDA_SUCCESS)
@@ -170,6 +177,8 @@ static void describe(const CUlaunchAttributeValue *v, size_t attribute, char *ou
         snprintf(out, size, "%ux%ux%u", v->clusterDim.x, v->clusterDim.y, v->clusterDim.z);
     else if (id == CU_LAUNCH_ATTRIBUTE_PRIORITY)
         snprintf(out, size, "%d", v->priority);
+    else if (id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+        snprintf(out, size, "%d", v->cooperative);
     else
         snprintf(out, size, "%d", (int)v->memSyncDomain);
 }
