@@ -17,8 +17,8 @@
  * change of cooperative launch itself and accepts one across a change of
  * any of the others; a read costs about 33 ns, one the driver refuses
  * about 840 ns (it refuses every read of a preferred cluster size).  An
- * attribute is not read where the driver checks it itself (from
- * driver_checks, a cucap_driver_version(); 0: no driver measured to), nor
+ * attribute is not read where the driver checks it itself (drivers of
+ * cucap_driver_version() driver_checks and later; 0: none measured), nor
  * where it means something only beside cluster dimensions (the first)
  * and those are not set. */
 static const struct {
