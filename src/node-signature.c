@@ -42,11 +42,15 @@ static const struct {
  * more in this process (the driver is the same for its whole life). */
 static _Atomic unsigned unreadable;
 
+/* An attribute as compared: dimensions x, y, z, or one value and zeros
+ * (a CUlaunchAttributeValue is 64 bytes, most of them unused here). */
+typedef unsigned attribute_words[3];
+
 struct node_mark {
     CUgraphNode node;
-    CUgraphNodeType type;
     CUfunction func;
-    CUlaunchAttributeValue values[ATTRIBUTES];
+    CUgraphNodeType type;
+    attribute_words values[ATTRIBUTES];
 };
 
 struct cucap_signature {
@@ -54,9 +58,30 @@ struct cucap_signature {
     struct node_mark *marks;
 };
 
-static int clustered(const CUlaunchAttributeValue *cluster)
+static int is_dimensions(CUlaunchAttributeID id)
 {
-    return cluster->clusterDim.x || cluster->clusterDim.y || cluster->clusterDim.z;
+#if CUDA_VERSION >= 12080
+    if (id == CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION)
+        return 1;
+#endif
+    return id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+}
+
+static void keep_value(CUlaunchAttributeID id, const CUlaunchAttributeValue *v, attribute_words out)
+{
+    if (is_dimensions(id)) {
+        out[0] = v->clusterDim.x;
+        out[1] = v->clusterDim.y;
+        out[2] = v->clusterDim.z;
+    } else if (id == CU_LAUNCH_ATTRIBUTE_PRIORITY) {
+        out[0] = (unsigned)v->priority;
+    } else if (id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE) {
+        out[0] = (unsigned)v->cooperative;
+    } else if (id == CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE) {
+        out[0] = (unsigned)v->clusterSchedulingPolicyPreference;
+    } else {
+        out[0] = (unsigned)v->memSyncDomain;
+    }
 }
 
 /* An attribute the driver does not read back is left zero on both sides. */
@@ -64,36 +89,46 @@ static void read_attributes(struct node_mark *m)
 {
     unsigned skip = atomic_load_explicit(&unreadable, memory_order_relaxed);
     int version = cucap_driver_version();
+    CUlaunchAttributeValue v;
     CUresult rc;
     size_t i;
 
     for (i = 0; i < ATTRIBUTES; i++) {
         if ((skip & (1u << i)) || (attributes[i].driver_checks && version >= attributes[i].driver_checks) ||
-            (attributes[i].with_clusters && !clustered(&m->values[0])))
+            (attributes[i].with_clusters && !(m->values[0][0] | m->values[0][1] | m->values[0][2])))
             continue;
-        rc = cucap_i_drv.cuGraphKernelNodeGetAttribute(m->node, attributes[i].id, &m->values[i]);
-        if (rc != CUDA_SUCCESS)
-            memset(&m->values[i], 0, sizeof m->values[i]);
-        if (rc == CUDA_ERROR_INVALID_VALUE || rc == CUDA_ERROR_NOT_SUPPORTED)
+        memset(&v, 0, sizeof v);
+        rc = cucap_i_drv.cuGraphKernelNodeGetAttribute(m->node, attributes[i].id, &v);
+        if (rc == CUDA_SUCCESS)
+            keep_value(attributes[i].id, &v, m->values[i]);
+        else if (rc == CUDA_ERROR_INVALID_VALUE || rc == CUDA_ERROR_NOT_SUPPORTED)
             atomic_fetch_or_explicit(&unreadable, 1u << i, memory_order_relaxed);
     }
 }
 
+/* Room for n more marks, grown once for a graph's nodes. */
+static CUresult reserve(struct cucap_signature *s, size_t n)
+{
+    struct node_mark *grown;
+    size_t cap;
+
+    if (s->cap - s->count >= n)
+        return CUDA_SUCCESS;
+    cap = s->count + n > 2 * s->cap ? s->count + n : 2 * s->cap;
+    if (!(grown = realloc(s->marks, cap * sizeof *grown)))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s->marks = grown;
+    s->cap = cap;
+    return CUDA_SUCCESS;
+}
+
+/* The next mark, of a node of the graph add_graph reserved room for. */
 static CUresult add_node(struct cucap_signature *s, CUgraphNode node)
 {
-    struct node_mark *m;
+    struct node_mark *m = &s->marks[s->count++];
     CUDA_KERNEL_NODE_PARAMS params;
     CUresult rc;
 
-    if (s->count == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        struct node_mark *grown = realloc(s->marks, cap * sizeof *grown);
-        if (!grown)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        s->marks = grown;
-        s->cap = cap;
-    }
-    m = &s->marks[s->count++];
     memset(m, 0, sizeof *m);
     m->node = node;
     if ((rc = cucap_i_drv.cuGraphNodeGetType(node, &m->type)) == CUDA_SUCCESS && m->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
@@ -119,7 +154,8 @@ static CUresult add_graph(struct cucap_signature *s, CUgraph g, int depth)
         return rc;   /* an array for no node is refused (measured) */
     if (n > 32 && !(nodes = malloc(n * sizeof *nodes)))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    rc = cucap_i_drv.cuGraphGetNodes(g, nodes, &n);
+    if ((rc = cucap_i_drv.cuGraphGetNodes(g, nodes, &n)) == CUDA_SUCCESS)
+        rc = reserve(s, n);
     for (i = 0; rc == CUDA_SUCCESS && i < n; i++) {
         CUgraph child;
         if ((rc = add_node(s, nodes[i])) == CUDA_SUCCESS && s->marks[s->count - 1].type == CU_GRAPH_NODE_TYPE_GRAPH &&
@@ -165,22 +201,12 @@ void cucap_i_signature_free(struct cucap_signature *s)
     free(s);
 }
 
-static void describe(const CUlaunchAttributeValue *v, size_t attribute, char *out, size_t size)
+static void describe(const attribute_words v, size_t attribute, char *out, size_t size)
 {
-    CUlaunchAttributeID id = attributes[attribute].id;
-
-    if (id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-#if CUDA_VERSION >= 12080
-        || id == CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION
-#endif
-    )
-        snprintf(out, size, "%ux%ux%u", v->clusterDim.x, v->clusterDim.y, v->clusterDim.z);
-    else if (id == CU_LAUNCH_ATTRIBUTE_PRIORITY)
-        snprintf(out, size, "%d", v->priority);
-    else if (id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
-        snprintf(out, size, "%d", v->cooperative);
+    if (is_dimensions(attributes[attribute].id))
+        snprintf(out, size, "%ux%ux%u", v[0], v[1], v[2]);
     else
-        snprintf(out, size, "%d", (int)v->memSyncDomain);
+        snprintf(out, size, "%d", (int)v[0]);
 }
 
 int cucap_i_signature_differs(const struct cucap_signature *was, const struct cucap_signature *now,
@@ -210,10 +236,10 @@ int cucap_i_signature_differs(const struct cucap_signature *was, const struct cu
             return 1;
         }
         for (a = 0; a < ATTRIBUTES; a++)
-            if (memcmp(&w->values[a], &n->values[a], sizeof w->values[a])) {
+            if (memcmp(w->values[a], n->values[a], sizeof w->values[a])) {
                 *result = CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED;
-                describe(&w->values[a], a, before, sizeof before);
-                describe(&n->values[a], a, after, sizeof after);
+                describe(w->values[a], a, before, sizeof before);
+                describe(n->values[a], a, after, sizeof after);
                 snprintf(why, why_size, "kernel node %zu's %s: %s, the executable graph's %s (the library "
                          "updates only between kernels of the same launch attributes)", i, attributes[a].name, after,
                          before);
