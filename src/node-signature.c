@@ -106,7 +106,9 @@ static void read_attributes(struct node_mark *m)
     }
 }
 
-/* Room for n more marks, grown once for a graph's nodes. */
+/* Room for n more marks: asked once for a graph's nodes, which makes one
+ * realloc where there are no child graphs, and again for each node, since
+ * a child graph's nodes take room its parent's later nodes were given. */
 static CUresult reserve(struct cucap_signature *s, size_t n)
 {
     struct node_mark *grown;
@@ -122,12 +124,15 @@ static CUresult reserve(struct cucap_signature *s, size_t n)
     return CUDA_SUCCESS;
 }
 
-/* The next mark, of a node of the graph add_graph reserved room for. */
 static CUresult add_node(struct cucap_signature *s, CUgraphNode node)
 {
-    struct node_mark *m = &s->marks[s->count++];
+    struct node_mark *m;
     CUDA_KERNEL_NODE_PARAMS params;
     CUresult rc;
+
+    if ((rc = reserve(s, 1)) != CUDA_SUCCESS)
+        return rc;
+    m = &s->marks[s->count++];
 
     memset(m, 0, sizeof *m);
     m->node = node;

@@ -329,6 +329,43 @@ BACKEND_TEST(nodes, an_embedded_graph_is_replaced_by_name)
     D.cuStreamDestroy(s);
 }
 
+/* The first node an embedded graph with as many nodes as follow it: its
+ * nodes and the later ones are all read, at instantiation and update. */
+BACKEND_TEST(nodes, a_graph_embedded_before_other_nodes_is_read_whole)
+{
+    cucap_builder *b, *child;
+    CUdeviceptr d;
+    CUstream s = stream();
+    cucap_exec *exec;
+    int i;
+
+    cr_assert_eq(D.cuMemAlloc(&d, 64), CUDA_SUCCESS);
+    zero(d, 64);
+    child = memsets(d, 1, 2);
+    b = capturing();
+    CHANGED(cucap_builder_embed(b, child, &err_));
+    for (i = 2; i < 4; i++)
+        cr_assert_eq(D.cuMemsetD8Async(d + 16 * (CUdeviceptr)i, 2, 16, cucap_builder_stream(b)), CUDA_SUCCESS);
+    exec = completed(b);
+    launched(exec, s);
+    expect_bytes(d, 32, 1, "the embedded graph's nodes");
+    expect_bytes(d + 32, 32, 2, "the nodes after it");
+    CHANGED(cucap_builder_reset(b, &err_));
+    CHANGED(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, &err_));
+    CHANGED(cucap_builder_embed(b, child, &err_));
+    for (i = 2; i < 4; i++)
+        cr_assert_eq(D.cuMemsetD8Async(d + 16 * (CUdeviceptr)i, 3, 16, cucap_builder_stream(b)), CUDA_SUCCESS);
+    CHANGED(cucap_builder_end(b, &err_));
+    CHANGED(cucap_exec_update(exec, b, &err_));
+    launched(exec, s);
+    expect_bytes(d + 32, 32, 3, "the nodes after it, updated");
+    cucap_exec_destroy(exec);
+    cucap_builder_destroy(b);
+    cucap_builder_destroy(child);
+    D.cuMemFree(d);
+    D.cuStreamDestroy(s);
+}
+
 BACKEND_TEST(nodes, event_record_and_wait_nodes_take_another_event_by_name)
 {
     CUevent captured_record, captured_wait, other, held_event;
