@@ -5,7 +5,9 @@
  * graph of the same signature: the driver accepts some updates between
  * kernels of other launch attributes (cluster dimensions, a preferred
  * cluster size) and the executable graph then runs them wrong.  Reading
- * costs about 110-145 ns a plain kernel node on an H100.  Internal. */
+ * and comparing cost 150-200 ns a plain kernel node on an H100 (the
+ * decode step's re-capture 1.02-1.06 times hand-written code, 1.00
+ * without; bench/RESULTS.md).  Internal. */
 #ifndef CUCAP_I_NODE_SIGNATURE_H
 #define CUCAP_I_NODE_SIGNATURE_H
 
