@@ -133,7 +133,6 @@ static CUresult add_node(struct cucap_signature *s, CUgraphNode node)
     if ((rc = reserve(s, 1)) != CUDA_SUCCESS)
         return rc;
     m = &s->marks[s->count++];
-
     memset(m, 0, sizeof *m);
     m->node = node;
     if ((rc = cucap_i_drv.cuGraphNodeGetType(node, &m->type)) == CUDA_SUCCESS && m->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
