@@ -195,7 +195,7 @@ CUresult cucap_i_instantiate(struct cucap_graph_owner *o, const struct cucap_box
     }
     e->names = NULL;
     e->signature = NULL;
-    if (rc == CUDA_SUCCESS && (rc = cucap_i_signature_of(root, opts && opts->use_node_priority, &e->signature)) != CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && (rc = cucap_i_signature_of(root, &e->signature)) != CUDA_SUCCESS)
         cucap_i_fail(err, rc, "%s: the graph's nodes could not be read: " CUCAP_I_RESULT_FMT, caller,
                      CUCAP_I_RESULT_ARGS(rc));
     if (rc == CUDA_SUCCESS && (!box || box == cucap_i_owner_root_box(o)))   /* names are the root's */
@@ -477,7 +477,7 @@ CUresult cucap_i_exec_update(cucap_exec *e, struct cucap_graph_owner *o, struct 
     /* the driver's own checks pass some updates it then runs wrong */
     if (!cucap_i_signature_has_kernels(e->signature))
         rc = cucap_i_drv.cuGraphExecUpdate(e->exec, cucap_i_owner_root(o), &info);   /* its types are the driver's to check */
-    else if ((rc = cucap_i_signature_of(cucap_i_owner_root(o), cucap_i_signature_node_priority(e->signature), &signature)) != CUDA_SUCCESS)
+    else if ((rc = cucap_i_signature_of(cucap_i_owner_root(o), &signature)) != CUDA_SUCCESS)
         snprintf(differs, sizeof differs, "its nodes could not be read");
     else if (e->signature &&
              cucap_i_signature_differs(e->signature, signature, &info.result, &info.errorNode, differs, sizeof differs))

@@ -18,26 +18,22 @@
  * any of the others; a read costs about 33 ns, one the driver refuses
  * about 840 ns (it refuses every read of a preferred cluster size).  An
  * attribute is not read where the driver checks it itself (drivers of
- * cucap_driver_version() driver_checks and later; 0: none measured),
+ * cucap_driver_version() driver_checks and later; 0: none measured), nor
  * where it means something only beside cluster dimensions (the first)
- * and those are not set, nor a priority where the executable graph does
- * not run its nodes' priorities (it was not instantiated with
- * CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY, so the driver runs
- * every node at the priority of the stream it is launched into). */
+ * and those are not set. */
 static const struct {
     CUlaunchAttributeID id;
     const char *name;
     int with_clusters;
     int driver_checks;
-    int with_node_priority;
 } attributes[] = {
-    { CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, "cluster dimensions", 0, 0, 0 },
-    { CU_LAUNCH_ATTRIBUTE_PRIORITY, "priority", 0, 0, 1 },
-    { CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, "memory synchronization domain", 0, 0, 0 },
-    { CU_LAUNCH_ATTRIBUTE_COOPERATIVE, "cooperative launch", 0, 13000, 0 },
-    { CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, "cluster scheduling policy", 1, 0, 0 },
+    { CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, "cluster dimensions", 0, 0 },
+    { CU_LAUNCH_ATTRIBUTE_PRIORITY, "priority", 0, 0 },
+    { CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, "memory synchronization domain", 0, 0 },
+    { CU_LAUNCH_ATTRIBUTE_COOPERATIVE, "cooperative launch", 0, 13000 },
+    { CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, "cluster scheduling policy", 1, 0 },
 #if CUDA_VERSION >= 12080
-    { CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION, "preferred cluster dimensions", 1, 0, 0 },
+    { CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION, "preferred cluster dimensions", 1, 0 },
 #endif
 };
 #define ATTRIBUTES (sizeof attributes / sizeof attributes[0])
@@ -59,7 +55,6 @@ struct node_mark {
 
 struct cucap_signature {
     size_t count, cap, kernels, conditionals;
-    int node_priority;               /* priorities read */
     struct node_mark *marks;
 };
 
@@ -90,7 +85,7 @@ static void keep_value(CUlaunchAttributeID id, const CUlaunchAttributeValue *v, 
 }
 
 /* An attribute the driver does not read back is left zero on both sides. */
-static void read_attributes(struct node_mark *m, int node_priority)
+static void read_attributes(struct node_mark *m)
 {
     unsigned skip = atomic_load_explicit(&unreadable, memory_order_relaxed);
     int version = cucap_driver_version();
@@ -100,8 +95,7 @@ static void read_attributes(struct node_mark *m, int node_priority)
 
     for (i = 0; i < ATTRIBUTES; i++) {
         if ((skip & (1u << i)) || (attributes[i].driver_checks && version >= attributes[i].driver_checks) ||
-            (attributes[i].with_clusters && !(m->values[0][0] | m->values[0][1] | m->values[0][2])) ||
-            (attributes[i].with_node_priority && !node_priority))
+            (attributes[i].with_clusters && !(m->values[0][0] | m->values[0][1] | m->values[0][2])))
             continue;
         memset(&v, 0, sizeof v);
         rc = cucap_i_drv.cuGraphKernelNodeGetAttribute(m->node, attributes[i].id, &v);
@@ -150,7 +144,7 @@ static CUresult add_node(struct cucap_signature *s, CUgraphNode node)
         return rc;
     m->func = params.func;
     s->kernels++;
-    read_attributes(m, s->node_priority);
+    read_attributes(m);
     return CUDA_SUCCESS;
 }
 
@@ -177,7 +171,7 @@ static CUresult add_graph(struct cucap_signature *s, CUgraph g, int depth)
     return rc;
 }
 
-CUresult cucap_i_signature_of(CUgraph g, int node_priority, struct cucap_signature **out)
+CUresult cucap_i_signature_of(CUgraph g, struct cucap_signature **out)
 {
     struct cucap_signature *s = calloc(1, sizeof *s);
     CUresult rc;
@@ -185,7 +179,6 @@ CUresult cucap_i_signature_of(CUgraph g, int node_priority, struct cucap_signatu
     *out = NULL;
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    s->node_priority = node_priority;
     if ((rc = add_graph(s, g, 0)) != CUDA_SUCCESS) {
         cucap_i_signature_free(s);
         return rc;
@@ -197,11 +190,6 @@ CUresult cucap_i_signature_of(CUgraph g, int node_priority, struct cucap_signatu
 int cucap_i_signature_has_kernels(const struct cucap_signature *s)
 {
     return s && s->kernels > 0;
-}
-
-int cucap_i_signature_node_priority(const struct cucap_signature *s)
-{
-    return s && s->node_priority;
 }
 
 int cucap_i_signature_has_conditionals(const struct cucap_signature *s)

@@ -16,11 +16,8 @@
 
 struct cucap_signature;
 
-/* g's signature, read from the driver: *out, or an error (*out NULL);
- * node_priority: the nodes' priorities are read too (for an executable
- * graph instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY,
- * the only kind that runs them). */
-CUresult cucap_i_signature_of(CUgraph g, int node_priority, struct cucap_signature **out);
+/* g's signature, read from the driver: *out, or an error (*out NULL). */
+CUresult cucap_i_signature_of(CUgraph g, struct cucap_signature **out);
 void cucap_i_signature_free(struct cucap_signature *s);
 /* Whether s has kernel nodes: without them the driver's own checks of an
  * update (topology, node types) are all there is to check. */
@@ -28,8 +25,6 @@ int cucap_i_signature_has_kernels(const struct cucap_signature *s);
 /* Whether s has conditional nodes: destroying an executable graph with
  * some waits for its launches (doc/driver-facts.md). */
 int cucap_i_signature_has_conditionals(const struct cucap_signature *s);
-/* Whether s was read with the nodes' priorities. */
-int cucap_i_signature_node_priority(const struct cucap_signature *s);
 /* 0 when now matches was; otherwise 1, with the update result that names
  * the difference in *result, now's node in *node and the difference in
  * words in why. */
