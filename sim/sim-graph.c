@@ -411,6 +411,13 @@ static CUresult sim_cuGraphKernelNodeGetParams(CUgraphNode h, CUDA_KERNEL_NODE_P
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+static CUresult sim_cuGraphKernelNodeGetParams_v1(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS_v1 *params)
+{
+    (void)h;
+    (void)params;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult sim_cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID attr, CUkernelNodeAttrValue *out)
 {
     (void)h;
@@ -851,6 +858,7 @@ const struct sim_entry sim_graph_entries[] = {
     SIM_ENTRY(cuGraphCreate, 10000),
     SIM_ENTRY(cuGraphClone, 10000),
     SIM_ENTRY(cuGraphKernelNodeGetParams, 12000),
+    { "cuGraphKernelNodeGetParams", 10000, (void *)sim_cuGraphKernelNodeGetParams_v1 },
     SIM_ENTRY(cuGraphKernelNodeGetAttribute, 11000),
     SIM_ENTRY(cuGraphMemAllocNodeGetParams, 11040),
     SIM_ENTRY(cuGraphMemcpyNodeGetParams, 10000),

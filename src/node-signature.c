@@ -14,13 +14,16 @@
 /* The launch attributes of a kernel node an update must not change, as
  * the driver reads them back.  Measured on an H100 (driver 580.159.04,
  * CUDA 13.0; doc/driver-facts.md): that driver refuses an update across a
- * change of cooperative launch itself and accepts one across a change of
- * any of the others; a read costs about 33 ns, one the driver refuses
- * about 840 ns (it refuses every read of a preferred cluster size).  An
- * attribute is not read where the driver checks it itself (drivers of
- * cucap_driver_version() driver_checks and later; 0: none measured), nor
- * where it means something only beside cluster dimensions (the first)
- * and those are not set. */
+ * change of cooperative launch itself, and one across a change of
+ * priority where the executable graph runs its nodes' priorities
+ * (instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+ * elsewhere every node runs at its stream's priority); it accepts one
+ * across a change of any of the others.  A read costs about 33 ns, one
+ * the driver refuses about 840 ns (it refuses every read of a preferred
+ * cluster size).  An attribute is not read where the driver checks it
+ * itself (drivers of cucap_driver_version() driver_checks and later; 0:
+ * none measured), nor where it means something only beside cluster
+ * dimensions (the first) and those are not set. */
 static const struct {
     CUlaunchAttributeID id;
     const char *name;
@@ -28,7 +31,7 @@ static const struct {
     int driver_checks;
 } attributes[] = {
     { CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, "cluster dimensions", 0, 0 },
-    { CU_LAUNCH_ATTRIBUTE_PRIORITY, "priority", 0, 0 },
+    { CU_LAUNCH_ATTRIBUTE_PRIORITY, "priority", 0, 13000 },
     { CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, "memory synchronization domain", 0, 0 },
     { CU_LAUNCH_ATTRIBUTE_COOPERATIVE, "cooperative launch", 0, 13000 },
     { CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, "cluster scheduling policy", 1, 0 },
@@ -127,7 +130,7 @@ static CUresult reserve(struct cucap_signature *s, size_t n)
 static CUresult add_node(struct cucap_signature *s, CUgraphNode node)
 {
     struct node_mark *m;
-    CUDA_KERNEL_NODE_PARAMS params;
+    CUDA_KERNEL_NODE_PARAMS_v1 params;
     CUresult rc;
 
     if ((rc = reserve(s, 1)) != CUDA_SUCCESS)
@@ -140,7 +143,7 @@ static CUresult add_node(struct cucap_signature *s, CUgraphNode node)
     if (rc != CUDA_SUCCESS || m->type != CU_GRAPH_NODE_TYPE_KERNEL)
         return rc;
     memset(&params, 0, sizeof params);
-    if ((rc = cucap_i_drv.cuGraphKernelNodeGetParams(node, &params)) != CUDA_SUCCESS)
+    if ((rc = cucap_i_drv.cuGraphKernelNodeGetParams_v1(node, &params)) != CUDA_SUCCESS)
         return rc;
     m->func = params.func;
     s->kernels++;

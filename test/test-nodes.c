@@ -748,21 +748,29 @@ static cucap_builder *capture_with(struct store_kernel *k, int count, CUlaunchAt
 }
 
 /* Graphs that differ only in a kernel's priority, memory synchronization
- * domain or cooperative launch: each update is refused (the first two by
- * the library, naming them; the last by a driver of CUDA 13.0 or later
- * itself, measured, and by the library before). */
+ * domain or cooperative launch: each update is refused (the domain by the
+ * library, naming it; the cooperative launch by a driver of CUDA 13.0 or
+ * later itself, measured, and by the library before), the priority where
+ * the executable graph runs its nodes' priorities (by such a driver
+ * itself, measured, and by the library before); elsewhere every node runs
+ * at its stream's priority, and such a driver's update goes through. */
 Test(kernels_run_gpu, an_update_to_another_priority_sync_domain_or_cooperative_launch_is_refused)
 {
     PFN_cuCtxGetStreamPriorityRange_v5050 range =
         (PFN_cuCtxGetStreamPriorityRange_v5050)cucap_driver_entry_point("cuCtxGetStreamPriorityRange");
     struct store_kernel k = load_store();
-    static const char *const says[3] = { "priority", "memory synchronization domain", "ATTRIBUTES_CHANGED" };
+    int older = cucap_driver_version() < 13000;
+    const char *const says[3] = { older ? "priority" : "ATTRIBUTES_CHANGED", "memory synchronization domain",
+                                  "ATTRIBUTES_CHANGED" };
+    cucap_complete_options node_priority;
     CUlaunchAttribute attr[3];
     int least, greatest, i;
 
     cr_assert_not_null(range);
     cr_assert_eq(range(&least, &greatest), CUDA_SUCCESS);
     cr_assert_neq(least, greatest, "the device has one stream priority");
+    memset(&node_priority, 0, sizeof node_priority);
+    node_priority.use_node_priority = 1;
     memset(attr, 0, sizeof attr);
     attr[0].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
     attr[0].value.priority = greatest;
@@ -772,11 +780,12 @@ Test(kernels_run_gpu, an_update_to_another_priority_sync_domain_or_cooperative_l
     attr[2].value.cooperative = 1;
     for (i = 0; i < 3; i++) {
         cucap_builder *plain = capture_with(&k, 1, NULL, 0), *other = capture_with(&k, 1, &attr[i], 1);
+        const cucap_complete_options *opts = i == 0 ? &node_priority : NULL;
         cucap_exec *exec = NULL;
         cucap_error *why = NULL;
         CUresult rc;
 
-        cr_assert_eq(cucap_builder_complete(plain, NULL, &exec, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_builder_complete(plain, opts, &exec, NULL), CUDA_SUCCESS);
         rc = cucap_exec_update(exec, other, &why);
         cr_assert_eq(rc, CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, "%s: %s", says[i], cucap_error_message(why));
         cr_assert(strstr(cucap_error_message(why), says[i]), "\"%s\" does not say \"%s\"", cucap_error_message(why),
@@ -785,21 +794,106 @@ Test(kernels_run_gpu, an_update_to_another_priority_sync_domain_or_cooperative_l
         why = NULL;
         cucap_exec_destroy(exec);
         exec = NULL;
-        cr_assert_eq(cucap_builder_complete(other, NULL, &exec, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_builder_complete(other, opts, &exec, NULL), CUDA_SUCCESS);
         cr_assert_eq(cucap_exec_update(exec, plain, &why), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, "%s, back: %s", says[i],
                      cucap_error_message(why));
         cucap_error_free(why);
+        why = NULL;
         cucap_exec_destroy(exec);
+        exec = NULL;
+        if (i == 0 && !older) {   /* priorities not run: both ways go through, and the graph runs the new values */
+            cr_assert_eq(cucap_builder_complete(plain, NULL, &exec, NULL), CUDA_SUCCESS);
+            cr_assert_eq(cucap_exec_update(exec, other, &why), CUDA_SUCCESS, "priorities not run: %s",
+                         cucap_error_message(why));
+            run(exec);
+            cr_assert_eq(read_out(&k, 0).v, 7);
+            cr_assert_eq(cucap_exec_update(exec, plain, &why), CUDA_SUCCESS, "priorities not run, back: %s",
+                         cucap_error_message(why));
+            cucap_exec_destroy(exec);
+        }
         cucap_builder_destroy(plain);
         cucap_builder_destroy(other);
     }
     unload_store(&k);
 }
 
+/* Graphs whose kernel node launches another function, the same code
+ * loaded twice (two modules; two libraries, their kernels launched as
+ * functions): each update is refused, naming the change, and one to the
+ * same function re-captured goes through.  The check reads the CUDA 10.0
+ * variant of cuGraphKernelNodeGetParams, 20-40 times cheaper on nvcc- and
+ * cuBLAS-built kernels: it must name the function the 12.0 one names. */
+Test(kernels_run_gpu, an_update_to_another_function_is_refused)
+{
+    PFN_cuModuleLoadData_v2000 load = (PFN_cuModuleLoadData_v2000)cucap_driver_entry_point("cuModuleLoadData");
+    PFN_cuModuleGetFunction_v2000 get = (PFN_cuModuleGetFunction_v2000)cucap_driver_entry_point("cuModuleGetFunction");
+    PFN_cuModuleUnload_v2000 unload = (PFN_cuModuleUnload_v2000)cucap_driver_entry_point("cuModuleUnload");
+    PFN_cuLibraryLoadData_v12000 library_load =
+        (PFN_cuLibraryLoadData_v12000)cucap_driver_entry_point("cuLibraryLoadData");
+    PFN_cuLibraryGetKernel_v12000 library_kernel =
+        (PFN_cuLibraryGetKernel_v12000)cucap_driver_entry_point("cuLibraryGetKernel");
+    PFN_cuLibraryUnload_v12000 library_unload =
+        (PFN_cuLibraryUnload_v12000)cucap_driver_entry_point("cuLibraryUnload");
+    PFN_cuGraphKernelNodeGetParams_v10000 params_v1 =
+        (PFN_cuGraphKernelNodeGetParams_v10000)cucap_driver_entry_point_version("cuGraphKernelNodeGetParams", 10000);
+    PFN_cuGraphKernelNodeGetParams_v12000 params_v2 =
+        (PFN_cuGraphKernelNodeGetParams_v12000)cucap_driver_entry_point_version("cuGraphKernelNodeGetParams", 12000);
+    static const char *const way[4] = { "module", "second module", "library kernel", "second library's kernel" };
+    struct store_kernel k = load_store(), ways[4];
+    CUmodule second;
+    CUlibrary library[2];
+    CUkernel kernel[2];
+    int i;
+
+    cr_assert(load && get && unload && library_load && library_kernel && library_unload && params_v1 && params_v2);
+    cr_assert_eq(load(&second, store_ptx), CUDA_SUCCESS);
+    for (i = 0; i < 2; i++) {
+        cr_assert_eq(library_load(&library[i], store_ptx, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+        cr_assert_eq(library_kernel(&kernel[i], library[i], "store"), CUDA_SUCCESS);
+    }
+    for (i = 0; i < 4; i++)
+        ways[i] = k;
+    cr_assert_eq(get(&ways[1].f, second, "store"), CUDA_SUCCESS);
+    ways[2].f = (CUfunction)kernel[0];
+    ways[3].f = (CUfunction)kernel[1];
+    for (i = 0; i < 4; i++) {
+        cucap_builder *a = capture_with(&ways[i], 1, NULL, 0), *same = capture_with(&ways[i], 1, NULL, 0),
+                      *other = capture_with(&ways[i ^ 1], 1, NULL, 0);
+        CUDA_KERNEL_NODE_PARAMS_v1 v1;
+        CUDA_KERNEL_NODE_PARAMS_v2 v2;
+        cucap_exec *exec = NULL;
+        cucap_error *why = NULL;
+
+        memset(&v1, 0, sizeof v1);
+        memset(&v2, 0, sizeof v2);
+        cr_assert_eq(params_v1(first_node(a), &v1), CUDA_SUCCESS, "%s", way[i]);
+        cr_assert_eq(params_v2(first_node(a), &v2), CUDA_SUCCESS, "%s", way[i]);
+        cr_assert_not_null(v1.func, "%s: the CUDA 10.0 read names no function", way[i]);
+        cr_assert_eq(v1.func, v2.func, "%s: the reads name functions %p and %p", way[i], (void *)v1.func, (void *)v2.func);
+        cr_assert_eq(cucap_builder_complete(a, NULL, &exec, NULL), CUDA_SUCCESS);
+        cr_assert_eq(cucap_exec_update(exec, same, &why), CUDA_SUCCESS, "%s: %s", way[i], cucap_error_message(why));
+        run(exec);
+        cr_assert_eq(read_out(&k, 0).v, 7, "%s", way[i]);
+        cr_assert_eq(cucap_exec_update(exec, other, &why), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, "%s to %s: %s", way[i],
+                     way[i ^ 1], cucap_error_message(why));
+        cr_assert(strstr(cucap_error_message(why), "another function"), "%s", cucap_error_message(why));
+        cucap_error_free(why);
+        cucap_exec_destroy(exec);
+        cucap_builder_destroy(a);
+        cucap_builder_destroy(same);
+        cucap_builder_destroy(other);
+    }
+    for (i = 0; i < 2; i++)
+        library_unload(library[i]);
+    unload(second);
+    unload_store(&k);
+}
+
 TestSuite(kernels_fault_gpu, .init = fault_gpu_setup, .fini = gpu_teardown, .timeout = 60);
 
 /* What an update reads of each kernel node's launch attributes: cluster
- * dimensions, priority and memory synchronization domain; the scheduling
+ * dimensions and memory synchronization domain (the priority and the
+ * cooperative launch too below drivers measured to check them); the scheduling
  * policy and preferred cluster size only where cluster dimensions are
  * set, and the latter only while the driver reads it back (the driver of
  * 2026 refuses every read of it, at about 840 ns each: read for every
@@ -825,12 +919,12 @@ Test(kernels_fault_gpu, an_update_reads_only_the_launch_attributes_that_matter)
     cr_assert_eq(cucap_builder_complete(a, NULL, &exec, NULL), CUDA_SUCCESS);
     before = calls("cuGraphKernelNodeGetAttribute");
     cr_assert_eq(cucap_exec_update(exec, b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
-    /* 3 a node (4 below the driver measured to refuse a change of
-     * cooperative launch itself), one more where the driver reads a plain
-     * node's cluster dimensions back as 1x1x1, and at most one refused
+    /* 2 a node (4 below the driver measured to refuse a change of priority
+     * and of cooperative launch itself), one more where the driver reads a
+     * plain node's cluster dimensions back as 1x1x1, and at most one refused
      * read before the library stops asking; reading every attribute was 6 */
     older = cucap_driver_version() < 13000;
-    cr_assert_leq(calls("cuGraphKernelNodeGetAttribute") - before, (4 + older) * KERNELS + 1,
+    cr_assert_leq(calls("cuGraphKernelNodeGetAttribute") - before, (3 + 2 * older) * KERNELS + 1,
                   "plain kernels: %ld attribute reads for %d nodes", calls("cuGraphKernelNodeGetAttribute") - before,
                   KERNELS);
     cucap_exec_destroy(exec);
@@ -854,7 +948,7 @@ Test(kernels_fault_gpu, an_update_reads_only_the_launch_attributes_that_matter)
     cr_assert_eq(cucap_builder_complete(a, NULL, &exec, NULL), CUDA_SUCCESS);
     before = calls("cuGraphKernelNodeGetAttribute");
     cr_assert_eq(cucap_exec_update(exec, b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
-    per_node = 4 + preferred_readable + older;
+    per_node = 3 + preferred_readable + 2 * older;
     cr_assert_eq(calls("cuGraphKernelNodeGetAttribute") - before, per_node * KERNELS,
                  "clustered kernels: %ld attribute reads for %d nodes, %ld each expected",
                  calls("cuGraphKernelNodeGetAttribute") - before, KERNELS, per_node);

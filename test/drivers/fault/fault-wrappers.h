@@ -59,6 +59,7 @@ FAULT_WRAP(cuGraphLaunch, cuGraphLaunch, PFN_cuGraphLaunch_v10000, 10000, (CUgra
 FAULT_WRAP(cuGraphUpload, cuGraphUpload, PFN_cuGraphUpload_v11010, 11010, (CUgraphExec hGraph, CUstream hStream), (hGraph, hStream))
 FAULT_WRAP(cuGraphClone, cuGraphClone, PFN_cuGraphClone_v10000, 10000, (CUgraph *phGraphClone, CUgraph originalGraph), (phGraphClone, originalGraph))
 FAULT_WRAP(cuGraphKernelNodeGetParams, cuGraphKernelNodeGetParams, PFN_cuGraphKernelNodeGetParams_v12000, 12000, (CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams), (hNode, nodeParams))
+FAULT_WRAP(cuGraphKernelNodeGetParams_v1, cuGraphKernelNodeGetParams, PFN_cuGraphKernelNodeGetParams_v10000, 10000, (CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams), (hNode, nodeParams))
 FAULT_WRAP(cuGraphKernelNodeGetAttribute, cuGraphKernelNodeGetAttribute, PFN_cuGraphKernelNodeGetAttribute_v11000, 11000, (CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue_v1 *value_out), (hNode, attr, value_out))
 FAULT_WRAP(cuGraphExecKernelNodeSetParams, cuGraphExecKernelNodeSetParams, PFN_cuGraphExecKernelNodeSetParams_v12000, 12000, (CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v2 *nodeParams), (hGraphExec, hNode, nodeParams))
 FAULT_WRAP(cuGraphMemcpyNodeGetParams, cuGraphMemcpyNodeGetParams, PFN_cuGraphMemcpyNodeGetParams_v10000, 10000, (CUgraphNode hNode, CUDA_MEMCPY3D_v2 *nodeParams), (hNode, nodeParams))

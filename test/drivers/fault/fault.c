@@ -39,6 +39,9 @@ struct rule {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rule rules[MAX_RULES];
 static int rule_count;
+/* calls are counted per entry point, every variant asked for (two
+ * versions of one symbol) under the first's index */
+static int symbol_of[ENTRY_COUNT];
 static long calls[ENTRY_COUNT], total_calls, injected;
 static int last_injected = -1;
 
@@ -125,6 +128,12 @@ static void forget_watchdog_in_child(void);
 static void read_environment(void)
 {
     const char *slow = getenv("CUDAFAULT_SLOW_MS"), *times = getenv("CUDAFAULT_TIMES"), *trace = getenv("CUDAFAULT_TRACE");
+    int i, j;
+
+    for (i = 0; i < ENTRY_COUNT; i++)
+        for (j = symbol_of[i] = i; j-- > 0;)
+            if (!strcmp(entry_names[j], entry_names[i]))
+                symbol_of[i] = j;
 
     if (slow && *slow)
         slow_ms = strtod(slow, NULL);
@@ -153,6 +162,7 @@ static CUresult fault_check(int entry)
 
     pthread_once(&env_once, read_environment);
     pthread_mutex_lock(&lock);
+    entry = symbol_of[entry];
     nth = ++calls[entry];
     all = ++total_calls;
     for (i = 0; i < rule_count; i++)
@@ -253,7 +263,7 @@ static void call_began(int entry, double t0)
 static void call_ended(int entry, double t1, double ms)
 {
     pthread_mutex_lock(&lock);
-    spent_ms[entry] += ms;
+    spent_ms[symbol_of[entry]] += ms;
     if (my_watch >= 0)
         watched[my_watch].entry = -1;
     last_return_ms = t1;
@@ -380,10 +390,11 @@ EXPORT long cudafault_calls(const char *name)
     long n = -1;
     int i;
 
+    pthread_once(&env_once, read_environment);
     pthread_mutex_lock(&lock);
     if (!name || !strcmp(name, "*"))
         n = total_calls;
-    for (i = 0; name && i < ENTRY_COUNT; i++)
+    for (i = 0; name && i < ENTRY_COUNT && n < 0; i++)
         if (!strcmp(entry_names[i], name))
             n = calls[i];
     pthread_mutex_unlock(&lock);

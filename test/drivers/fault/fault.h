@@ -5,9 +5,10 @@
  * Environment:
  *   CUDAFAULT_DRIVER   the driver to forward to (default libcuda.so.1)
  *   CUDAFAULT_RULES    "rule[,rule...]", each rule "NAME:N:CODE": the N-th
- *                      call (from 1) of entry point NAME, or of any entry
- *                      point when NAME is "*", returns CODE (a number or a
- *                      CUDA_ERROR_* name) instead of reaching the driver.
+ *                      call (from 1) of entry point NAME, in any variant,
+ *                      or of any entry point when NAME is "*", returns
+ *                      CODE (a number or a CUDA_ERROR_* name) instead of
+ *                      reaching the driver.
  *   CUDAFAULT_SLOW_MS  every call that took longer than this many
  *                      milliseconds is reported on stderr with the stack
  *                      that made it (a call that waited for the GPU).
@@ -15,7 +16,8 @@
  * Test hooks, resolved with dlsym on the library's handle:
  *   cudafault_set_rules(rules)   replace the rules and zero the counters;
  *                                returns 0, or -1 for a malformed rule
- *   cudafault_calls(name)        calls of NAME so far ("*": of all)
+ *   cudafault_calls(name)        calls of NAME so far, in every variant
+ *                                asked for ("*": of all)
  *   cudafault_injected()         how many calls were made to fail
  *   cudafault_last_injected()    the entry point of the last one, or NULL
  */
