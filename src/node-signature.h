@@ -6,9 +6,10 @@
  * kernels of other launch attributes (cluster dimensions, a preferred
  * cluster size) and the executable graph then runs them wrong.  On the
  * decode step's kernels (H100) the driver's reads cost 27 ns a node for
- * the kind, 176 ns for the function and 51 ns an attribute: its
- * re-capture runs 1.02-1.06 times hand-written code, 1.00 without the
- * check (bench/RESULTS.md, doc/driver-facts.md).  Internal. */
+ * the kind, about 15 ns for the function (CUDA 10.0's read; 12.0's takes
+ * 100-280) and 51 ns an attribute: its re-capture runs 1.01-1.03 times
+ * hand-written code, 1.00 without the check (bench/RESULTS.md,
+ * doc/driver-facts.md).  Internal. */
 #ifndef CUCAP_I_NODE_SIGNATURE_H
 #define CUCAP_I_NODE_SIGNATURE_H
 
