@@ -74,7 +74,7 @@ CUCAP_DRIVER_ENTRY(cuGraphUpload, cuGraphUpload, 11010, 0)
 CUCAP_DRIVER_ENTRY(cuGraphClone, cuGraphClone, 10000, 0)
 CUCAP_DRIVER_ENTRY(cuGraphKernelNodeGetParams, cuGraphKernelNodeGetParams, 12000, 0)
 /* a kernel node's function for an update's check: the CUDA 10.0 variant
- * reads it in about 7 ns a node where the 12.0 one, which also finds the
+ * reads it in 7-15 ns a node where the 12.0 one, which also finds the
  * CUkernel and context, takes 100-280 ns on nvcc- and cuBLAS-built kernels
  * (both give the same function; doc/driver-facts.md) */
 CUCAP_DRIVER_ENTRY(cuGraphKernelNodeGetParams_v1, cuGraphKernelNodeGetParams, 10000, 0)
