@@ -376,7 +376,9 @@ struct builder_slab *cucap_i_builder_slab_new(size_t count)
     size_t capacity = 4;
 
     if (slab) {
-        memset(slab->builders, 0, count * sizeof slab->builders[0]);
+        size_t i;
+        for (i = 0; i < count; i++)   /* a constant size: no call */
+            memset(&slab->builders[i], 0, sizeof slab->builders[i]);
     } else {
         while (capacity < count && capacity <= SIZE_MAX / 2)
             capacity *= 2;

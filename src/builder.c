@@ -602,9 +602,11 @@ void cucap_i_kept_let_go_all(cucap_builder *b, const char *caller)
             release_kept(f, caller);
         let_go_of_kept(f);
     }
-    free(b->kept);
-    b->kept = NULL;
-    b->kept_count = b->kept_cap = 0;
+    if (b->kept) {
+        free(b->kept);
+        b->kept = NULL;
+        b->kept_count = b->kept_cap = 0;
+    }
 }
 
 void cucap_i_kept_fork_destroy(cucap_builder *f, const char *caller)

@@ -21,11 +21,15 @@
 
 #define QUICK_SLOTS 64
 
-static _Atomic(struct cucap_registration *) quick[QUICK_SLOTS];
-static _Atomic(uint64_t) taken;      /* bit i: slot i is taken */
-static _Atomic(struct cucap_registration *) listed;   /* written under the lock */
+/* What every capture reads, in as few cache lines as it can: the word,
+ * the count of lookups, the list's head and the first slots share one. */
+static _Alignas(64) struct {
+    _Atomic(uint64_t) taken;         /* bit i: slot i is taken */
+    atomic_uint finders;             /* lookups that may be reading the slots */
+    _Atomic(struct cucap_registration *) listed;   /* written under the lock */
+    _Atomic(struct cucap_registration *) quick[QUICK_SLOTS];
+} registry;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_uint finders;          /* lookups that may be reading the slots */
 
 static int lowest_bit(uint64_t word)
 {
@@ -45,7 +49,7 @@ static int lowest_bit(uint64_t word)
 /* Up to n free slots claimed in one step, their bits in the return. */
 static uint64_t claim_slots(size_t n)
 {
-    uint64_t seen = atomic_load_explicit(&taken, memory_order_relaxed), claim;
+    uint64_t seen = atomic_load_explicit(&registry.taken, memory_order_relaxed), claim;
 
     if (n == 0)
         return 0;
@@ -55,21 +59,21 @@ static uint64_t claim_slots(size_t n)
         claim = free_slots & -free_slots;   /* the lowest */
         for (got = 1, free_slots &= free_slots - 1; free_slots && got < n; got++, free_slots &= free_slots - 1)
             claim |= free_slots & -free_slots;
-    } while (claim && !atomic_compare_exchange_weak_explicit(&taken, &seen, seen | claim, memory_order_seq_cst,
+    } while (claim && !atomic_compare_exchange_weak_explicit(&registry.taken, &seen, seen | claim, memory_order_seq_cst,
                                                              memory_order_relaxed));
     return claim;
 }
 
 static void link_locked(struct cucap_registration *r)
 {
-    struct cucap_registration *head = atomic_load_explicit(&listed, memory_order_relaxed);
+    struct cucap_registration *head = atomic_load_explicit(&registry.listed, memory_order_relaxed);
 
     r->slot = -1;
     r->prev = NULL;
     r->next = head;
     if (head)
         head->prev = r;
-    atomic_store_explicit(&listed, r, memory_order_seq_cst);
+    atomic_store_explicit(&registry.listed, r, memory_order_seq_cst);
 }
 
 static void unlink_locked(struct cucap_registration *r)
@@ -77,7 +81,7 @@ static void unlink_locked(struct cucap_registration *r)
     if (r->prev)
         r->prev->next = r->next;
     else
-        atomic_store_explicit(&listed, r->next, memory_order_relaxed);
+        atomic_store_explicit(&registry.listed, r->next, memory_order_relaxed);
     if (r->next)
         r->next->prev = r->prev;
 }
@@ -102,14 +106,14 @@ void cucap_i_registry_add_chain(struct cucap_registration *first, size_t n, stru
         if (claim) {
             r->slot = lowest_bit(claim);
             claim &= claim - 1;
-            atomic_store_explicit(&quick[r->slot], r, memory_order_release);
+            atomic_store_explicit(&registry.quick[r->slot], r, memory_order_release);
         } else {
             r->next = rest;
             rest = r;
         }
     }
     if (claim)   /* a chain shorter than n */
-        atomic_fetch_and_explicit(&taken, ~claim, memory_order_seq_cst);
+        atomic_fetch_and_explicit(&registry.taken, ~claim, memory_order_seq_cst);
     if (!rest)
         return;
     pthread_mutex_lock(&registry_lock);
@@ -136,7 +140,7 @@ void cucap_i_registry_remove_all(struct cucap_registration *const *remove, size_
             continue;
         out++;
         if (remove[i]->slot >= 0) {
-            atomic_store_explicit(&quick[remove[i]->slot], NULL, memory_order_relaxed);
+            atomic_store_explicit(&registry.quick[remove[i]->slot], NULL, memory_order_relaxed);
             freed |= (uint64_t)1 << remove[i]->slot;
         } else {
             in_list = 1;
@@ -145,10 +149,10 @@ void cucap_i_registry_remove_all(struct cucap_registration *const *remove, size_
     if (!out)
         return;
     if (freed)
-        atomic_fetch_and_explicit(&taken, ~freed, memory_order_seq_cst);
+        atomic_fetch_and_explicit(&registry.taken, ~freed, memory_order_seq_cst);
     /* the lock, taken after the slots are emptied, waits for the lookups
      * that may have read them */
-    if (in_list || atomic_load_explicit(&finders, memory_order_seq_cst)) {
+    if (in_list || atomic_load_explicit(&registry.finders, memory_order_seq_cst)) {
         pthread_mutex_lock(&registry_lock);
         for (i = 0; i < n; i++)
             if (remove[i]->linked && remove[i]->slot < 0)
@@ -167,16 +171,16 @@ static void each_entry(int (*visit)(const struct cucap_registration *r, void *da
     uint64_t slots;
     int done = 0;
 
-    atomic_fetch_add_explicit(&finders, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&registry.finders, 1, memory_order_seq_cst);
     pthread_mutex_lock(&registry_lock);
     /* read after counting itself: a slot freed before then is empty */
-    for (slots = atomic_load_explicit(&taken, memory_order_seq_cst); slots && !done; slots &= slots - 1)
-        if ((r = atomic_load_explicit(&quick[lowest_bit(slots)], memory_order_acquire)) != NULL)
+    for (slots = atomic_load_explicit(&registry.taken, memory_order_seq_cst); slots && !done; slots &= slots - 1)
+        if ((r = atomic_load_explicit(&registry.quick[lowest_bit(slots)], memory_order_acquire)) != NULL)
             done = visit(r, data);
-    for (r = atomic_load_explicit(&listed, memory_order_relaxed); r && !done; r = r->next)
+    for (r = atomic_load_explicit(&registry.listed, memory_order_relaxed); r && !done; r = r->next)
         done = visit(r, data);
     pthread_mutex_unlock(&registry_lock);
-    atomic_fetch_sub_explicit(&finders, 1, memory_order_seq_cst);
+    atomic_fetch_sub_explicit(&registry.finders, 1, memory_order_seq_cst);
 }
 
 struct lookup {
@@ -197,8 +201,8 @@ static int find_one(const struct cucap_registration *r, void *data)
 /* Whether an entry may be in: a slot taken or the list not empty. */
 static int any_registered(void)
 {
-    return atomic_load_explicit(&taken, memory_order_acquire) != 0 ||
-           atomic_load_explicit(&listed, memory_order_relaxed) != NULL;
+    return atomic_load_explicit(&registry.taken, memory_order_acquire) != 0 ||
+           atomic_load_explicit(&registry.listed, memory_order_relaxed) != NULL;
 }
 
 struct cucap_capture *cucap_i_registry_find(CUstream s, int (*take)(struct cucap_capture *h))

@@ -25,21 +25,24 @@
 #include "stream-cache.h"
 
 struct cucap_capture {
-    pthread_mutex_t lock;            /* the short lock: the failure record */
-    /* from here on zeroed for each new capture (the lock stays made on the free list) */
+    /* zeroed for each new capture, up to its deferral; what a capture
+     * reads first, first */
     atomic_int refs;                 /* builders (forks included) */
+    atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
     struct cucap_graph_owner *owner; /* the graph it makes, and the graph lock */
     CUcontext ctx;
     CUstream origin;                 /* the stream that began its capture */
     CUstreamCaptureMode mode;        /* the capture's, as begun */
+    int body_capture;                /* the standalone capture of a conditional body */
     struct cucap_params *params;     /* the parameter block its work reads, or NULL; under the graph lock */
     struct cucap_direct_run *direct; /* not a capture: a direct run; NULL for a capture */
-    atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
     cuuint64_t capture_id;           /* 0 until a join sees it; under the graph lock */
-    int body_capture;                /* the standalone capture of a conditional body */
-    struct cucap_deferral deferral;
     CUresult first_failure_code;     /* CUDA_SUCCESS until a library call on the capture failed */
-    char first_failure_call[128];    /* "" until then; last, not zeroed beyond its first byte */
+    struct cucap_deferral deferral;  /* set by cucap_i_deferral_init */
+    /* the failure record, under the short lock, which stays made on the
+     * free list; its text is read only once first_failure_code is set */
+    pthread_mutex_t lock;
+    char first_failure_call[128];
     char first_failure_streams[256];   /* for a call that found the capture invalidated */
 };
 
@@ -67,9 +70,8 @@ struct cucap_capture *cucap_i_capture_new(CUcontext ctx, CUstream origin)
     struct cucap_graph_owner *owner = cucap_i_owner_new(ctx);
 
     if (h && owner) {
-        memset(&h->refs, 0, offsetof(struct cucap_capture, first_failure_call) - offsetof(struct cucap_capture, refs));
-        h->first_failure_call[0] = h->first_failure_streams[0] = '\0';
-    } else if (owner && (h = calloc(1, sizeof *h))) {
+        memset(h, 0, offsetof(struct cucap_capture, deferral));
+    } else if (owner && (h = cucap_i_aligned_calloc(sizeof *h))) {
         pthread_mutex_init(&h->lock, NULL);
     } else {
         cucap_i_owner_unref(owner, "cucap_builder_begin");
@@ -306,7 +308,7 @@ void cucap_i_capture_failed(struct cucap_capture *h, const char *call, CUresult 
     if (code == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)   /* before the short lock: the registry's is taken alone */
         cucap_i_registry_describe(h, h->origin, streams, sizeof streams);
     pthread_mutex_lock(&h->lock);
-    if (!h->first_failure_call[0]) {
+    if (h->first_failure_code == CUDA_SUCCESS) {
         snprintf(h->first_failure_call, sizeof h->first_failure_call, "%s", call);
         h->first_failure_code = code;
         snprintf(h->first_failure_streams, sizeof h->first_failure_streams, "%s", streams);
@@ -402,10 +404,12 @@ void cucap_i_capture_note_first_failure(struct cucap_capture *h, cucap_error **e
 
     if (!h)
         return;
+    call[0] = streams[0] = '\0';
     pthread_mutex_lock(&h->lock);
-    snprintf(call, sizeof call, "%s", h->first_failure_call);
-    snprintf(streams, sizeof streams, "%s", h->first_failure_streams);
-    code = h->first_failure_code;
+    if ((code = h->first_failure_code) != CUDA_SUCCESS) {
+        snprintf(call, sizeof call, "%s", h->first_failure_call);
+        snprintf(streams, sizeof streams, "%s", h->first_failure_streams);
+    }
     pthread_mutex_unlock(&h->lock);
     if (!call[0]) {
         /* no library call failed first: something outside the library did it */

@@ -16,7 +16,7 @@
 
 #define CUCAP_DEFAULT_DRIVER "libcuda.so.1"
 
-struct cucap_driver cucap_i_drv;
+_Alignas(64) struct cucap_driver cucap_i_drv;
 
 /* The outcome of the one load, kept so that every later call can report
  * it again in its own error object. */

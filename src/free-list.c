@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "free-list.h"
 
@@ -14,10 +15,12 @@
  * them, but for cucap_release_cached, which runs alone, and the thread's
  * exit. */
 struct thread_cache {
-    void *object[CUCAP_PER_THREAD_LISTS][PER_LIST];
-    struct cucap_free_list *list[CUCAP_PER_THREAD_LISTS];
+    int listed;                          /* in the list of caches, and its exit hook set */
+    struct {                             /* read together: the first lines */
+        void *object[PER_LIST];
+        struct cucap_free_list *list;
+    } kept[CUCAP_PER_THREAD_LISTS];
     struct thread_cache *prev, *next;   /* every thread's, under caches_lock */
-    int listed;                          /* in that list, and its exit hook set */
 };
 
 /* Read on every capture: in the static TLS block, reached without a
@@ -37,6 +40,18 @@ static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t exit_key;
 static int exit_key_made;
+
+#define CACHE_LINE 64
+
+void *cucap_i_aligned_calloc(size_t size)
+{
+    size_t rounded = (size + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
+    void *p;
+
+    if (rounded < size || !(p = aligned_alloc(CACHE_LINE, rounded)))
+        return NULL;
+    return memset(p, 0, rounded);
+}
 
 /* ---------------------------------------------------------------- shared slots */
 
@@ -93,9 +108,9 @@ static void thread_exit(void *data)
     pthread_mutex_unlock(&caches_lock);
     for (k = 0; k < CUCAP_PER_THREAD_LISTS; k++)
         for (i = 0; i < PER_LIST; i++) {
-            if (c->object[k][i] && !give_shared(c->list[k], c->object[k][i]))
-                free_object(c->list[k], c->object[k][i]);
-            c->object[k][i] = NULL;
+            if (c->kept[k].object[i] && !give_shared(c->kept[k].list, c->kept[k].object[i]))
+                free_object(c->kept[k].list, c->kept[k].object[i]);
+            c->kept[k].object[i] = NULL;
         }
 }
 
@@ -124,7 +139,7 @@ static COLD int list_own_cache(struct thread_cache *c)
 
 void *cucap_i_free_list_take(struct cucap_free_list *l)
 {
-    void **kept = mine.object[l->per_thread], *p;
+    void **kept = mine.kept[l->per_thread].object, *p;
 
     if (l->per_thread && mine.listed) {
         if ((p = kept[0]) != NULL) {
@@ -141,10 +156,10 @@ void *cucap_i_free_list_take(struct cucap_free_list *l)
 
 int cucap_i_free_list_give(struct cucap_free_list *l, void *p)
 {
-    void **kept = mine.object[l->per_thread];
+    void **kept = mine.kept[l->per_thread].object;
 
     if (l->per_thread && (mine.listed || list_own_cache(&mine))) {
-        mine.list[l->per_thread] = l;
+        mine.kept[l->per_thread].list = l;
         if (!kept[0]) {
             kept[0] = p;
             return 1;
@@ -166,8 +181,8 @@ void cucap_i_free_list_drain(struct cucap_free_list *l)
     pthread_mutex_lock(&caches_lock);
     for (c = caches; c && l->per_thread; c = c->next)
         for (i = 0; i < PER_LIST; i++)
-            if ((p = c->object[l->per_thread][i]) != NULL) {
-                c->object[l->per_thread][i] = NULL;
+            if ((p = c->kept[l->per_thread].object[i]) != NULL) {
+                c->kept[l->per_thread].object[i] = NULL;
                 free_object(l, p);
             }
     pthread_mutex_unlock(&caches_lock);

@@ -12,6 +12,7 @@
 #define CUCAPTURE_FREE_LIST_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 
 #define CUCAP_FREE_LIST_MAX 4
 
@@ -26,15 +27,19 @@ enum cucap_per_thread_list {
 };
 
 struct cucap_free_list {
-    _Atomic(void *) slot[CUCAP_FREE_LIST_MAX];
-    enum cucap_per_thread_list per_thread;
+    enum cucap_per_thread_list per_thread;   /* first: all a thread's own take or give reads of it */
     void (*free_object)(void *);     /* frees one object; NULL: free() */
+    _Atomic(void *) slot[CUCAP_FREE_LIST_MAX];
 };
 
-#define CUCAP_FREE_LIST_INIT { { NULL }, CUCAP_SHARED_ONLY, NULL }
+#define CUCAP_FREE_LIST_INIT { CUCAP_SHARED_ONLY, NULL, { NULL } }
 /* A list of objects that hold nothing but memory, freed by free_object. */
-#define CUCAP_FREE_LIST_PER_THREAD(which, free_object) { { NULL }, (which), (free_object) }
+#define CUCAP_FREE_LIST_PER_THREAD(which, free_object) { (which), (free_object), { NULL } }
 
+/* Zeroed memory for an object of a free list, starting a cache line, so
+ * that its first fields share the fewest lines; free() frees it.  NULL
+ * when out of memory. */
+void *cucap_i_aligned_calloc(size_t size);
 /* An object given back earlier, or NULL. */
 void *cucap_i_free_list_take(struct cucap_free_list *l);
 /* Keep p (not NULL): 1, or 0 when the list is full (the caller frees it). */

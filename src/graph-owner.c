@@ -34,14 +34,15 @@ struct cucap_body_record {
 
 struct cucap_graph_owner {
     pthread_mutex_t graph_lock;      /* recursive; see cucap_i_owner_lock */
-    pthread_mutex_t lock;            /* the short lock: the box list and the body records */
-    /* from here on zeroed for each new owner (the locks stay made on the free list) */
+    /* from here to the short lock zeroed for each new owner (the locks
+     * stay made on the free list) */
     atomic_int refs;                 /* its capture, graph references, executable graphs that keep its names */
+    atomic_int owned;                /* it took the root */
     CUcontext ctx;
     struct cucap_node_names *names;  /* the nodes its capture named, or NULL; under the graph lock */
     struct cucap_box root;
-    atomic_int owned;                /* it took the root */
     struct cucap_body_record *bodies;
+    pthread_mutex_t lock;            /* the short lock: the box list and the body records */
 };
 
 /* ---------------------------------------------------------------- life and references */
@@ -68,9 +69,9 @@ struct cucap_graph_owner *cucap_i_owner_new(CUcontext ctx)
     pthread_mutexattr_t recursive;
 
     if (o) {
-        memset(&o->refs, 0, sizeof *o - offsetof(struct cucap_graph_owner, refs));
+        memset(&o->refs, 0, offsetof(struct cucap_graph_owner, lock) - offsetof(struct cucap_graph_owner, refs));
     } else {
-        if (!(o = calloc(1, sizeof *o)))
+        if (!(o = cucap_i_aligned_calloc(sizeof *o)))
             return NULL;
         pthread_mutexattr_init(&recursive);
         pthread_mutexattr_settype(&recursive, PTHREAD_MUTEX_RECURSIVE);

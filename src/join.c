@@ -290,39 +290,23 @@ static int gather_dependencies(cucap_builder *root, cucap_builder *const *builde
     return 1;
 }
 
-/* The whole join in one step when every builder is ACTIVE in the root's
- * capture and context (doc/driver-facts.md, "Joining by capture
- * dependencies"): each builder's dependency nodes, with their edge data
- * (without it, edges that carry data make the query LOSSY_QUERY), read
- * once and added to the root's with one call.  Returns 0, having changed
- * nothing, when that does not apply; the pairwise join then runs and
- * reports what users know.  Returns 1 with *rc the call's result.  The
- * capture id of h, when the root's query taught it, is left in *learned. */
-static int join_by_dependencies(cucap_builder *root, cucap_builder *const *builders, size_t count, int running,
-                                const char *caller, cucap_error **err, CUresult *rc, cuuint64_t *learned)
+/* join_by_dependencies for more than one fork, with room for their
+ * dependencies; its own frame, which a one-fork join does not pay for. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static int join_many_by_dependencies(const struct cucap_builder_facts *r, cucap_builder *root,
+                                     cucap_builder *const *builders, size_t count, const char *caller,
+                                     cucap_error **err, CUresult *rc, cuuint64_t *learned)
 {
     struct dependency local[128], *all = local;
     CUgraphNode nodes_local[128], *nodes = nodes_local;
     CUgraphEdgeData edges_local[128], *edges = edges_local;
-    size_t total = 0, kept = 0, i;
+    size_t total = 0, kept = 0;
     long unique;
     cuuint64_t root_id = 0;
-    struct cucap_builder_facts r, b;
     int applied = 0;
 
-    cucap_i_builder_facts(root, &r);
-    for (i = 0; i < count; i++) {
-        cucap_i_builder_facts(builders[i], &b);
-        if (builders[i] != root && (b.h != r.h || b.ctx->ctx != r.ctx->ctx))
-            return 0;
-    }
-    if (!running)
-        goto out;
-    if (count == 2) {   /* one fork: its arrays as the driver gave them, to the root's stream */
-        if (builders[0] != root)
-            cucap_i_builder_facts(builders[0], &b);   /* the loop left the last builder's in b */
-        return join_one_by_dependencies(&r, &b, caller, err, rc, learned);
-    }
     /* the root is not asked: every builder but the root is of root's
      * capture, and a stream leaves a capture only at its end, which
      * takes every stream out of it (doc/driver-facts.md, "Ending a
@@ -340,12 +324,12 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
         nodes[kept] = all[kept].node;
         edges[kept] = all[kept].edge;
     }
-    *rc = add_to_stream(r.stream, nodes, edges, kept);
+    *rc = add_to_stream(r->stream, nodes, edges, kept);
     applied = 1;
     if (*rc == CUDA_SUCCESS)   /* the root is in the capture the forks are in: h's */
         *learned = root_id;
     if (*rc != CUDA_SUCCESS)
-        *rc = cucap_i_fail_in_capture(r.h, r.stream, *rc, caller, "cuStreamUpdateCaptureDependencies", NULL,
+        *rc = cucap_i_fail_in_capture(r->h, r->stream, *rc, caller, "cuStreamUpdateCaptureDependencies", NULL,
                                       err);
 out:
     if (all != local)
@@ -357,9 +341,39 @@ out:
     return applied;
 }
 
+/* The whole join in one step when every builder is ACTIVE in the root's
+ * capture and context (doc/driver-facts.md, "Joining by capture
+ * dependencies"): each builder's dependency nodes, with their edge data
+ * (without it, edges that carry data make the query LOSSY_QUERY), read
+ * once and added to the root's with one call.  Returns 0, having changed
+ * nothing, when that does not apply; the pairwise join then runs and
+ * reports what users know.  Returns 1 with *rc the call's result.  The
+ * capture id of h, when the root's query taught it, is left in *learned. */
+static int join_by_dependencies(cucap_builder *root, cucap_builder *const *builders, size_t count, int running,
+                                const char *caller, cucap_error **err, CUresult *rc, cuuint64_t *learned)
+{
+    struct cucap_builder_facts r, b;
+    size_t i;
+
+    cucap_i_builder_facts(root, &r);
+    for (i = 0; i < count; i++) {
+        cucap_i_builder_facts(builders[i], &b);
+        if (builders[i] != root && (b.h != r.h || b.ctx->ctx != r.ctx->ctx))
+            return 0;
+    }
+    if (!running)
+        return 0;
+    if (count == 2) {   /* one fork: its arrays as the driver gave them, to the root's stream */
+        if (builders[0] != root)
+            cucap_i_builder_facts(builders[0], &b);   /* the loop left the last builder's in b */
+        return join_one_by_dependencies(&r, &b, caller, err, rc, learned);
+    }
+    return join_many_by_dependencies(&r, root, builders, count, caller, err, rc, learned);
+}
+
 /* ---------------------------------------------------------------- the close */
 
-#define CLOSE_BATCH 64
+#define CLOSE_BATCH 16
 
 /* A fork's stream that cannot wait for the capture's end: destroyed,
  * which is legal while the capture runs. */

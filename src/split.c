@@ -225,9 +225,9 @@ static void hand_out_nothing(cucap_builder **forks, size_t n, size_t made, int k
 }
 
 /* What a split holds between its steps: the forks' streams (on the
- * stack for up to 64) and, for new forks, their slab. */
+ * stack for up to 16) and, for new forks, their slab. */
 struct split_room {
-    CUstream local[64], *streams;
+    CUstream local[16], *streams;
     struct builder_slab *slab;
 };
 
@@ -247,7 +247,7 @@ static CUresult prepare_forks(cucap_builder *b, size_t n, cucap_builder **forks,
         forks[i] = NULL;
     if (kept)
         cucap_i_kept_close_stale(b, caller);
-    if ((n > 64 && !(room->streams = malloc(n * sizeof *room->streams))) ||
+    if ((n > 16 && !(room->streams = malloc(n * sizeof *room->streams))) ||
         (!kept && !(room->slab = cucap_i_builder_slab_new(n))))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     return CUDA_SUCCESS;

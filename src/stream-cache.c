@@ -470,8 +470,8 @@ int cucap_i_defer(struct cucap_deferral *d, const struct cucap_cache_item *items
     }
     if (reserve(d, d->count + n + more) != 0 && reserve(d, d->count + n) != 0)
         return -1;
-    memcpy(d->items + d->count, items, n * sizeof *items);
-    d->count += n;
+    while (n--)   /* mostly one: no call */
+        d->items[d->count++] = *items++;
     return 0;
 }
 
