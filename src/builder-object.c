@@ -331,7 +331,7 @@ cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state 
     if (b)
         memset(b, 0, sizeof *b);
     else
-        b = calloc(1, sizeof *b);
+        b = cucap_i_aligned_calloc(sizeof *b);
     if (b) {
         builder_init(b, kind, state, s, owns, ctx);
         cucap_i_ctx_hold_ref_by(ctx, 1);
@@ -343,7 +343,7 @@ struct builder_slab {
     atomic_size_t live;              /* builders not yet freed */
     size_t count;                    /* builders handed out */
     size_t capacity;                 /* builders it has room for */
-    cucap_builder builders[];
+    _Alignas(64) cucap_builder builders[];   /* the first starting a cache line */
 };
 
 static struct builder_slab *take_free_slab(size_t count)
@@ -378,12 +378,12 @@ struct builder_slab *cucap_i_builder_slab_new(size_t count)
     if (slab) {
         size_t i;
         for (i = 0; i < count; i++)   /* a constant size: no call */
-            memset(&slab->builders[i], 0, sizeof slab->builders[i]);
+            memset(&slab->builders[i], 0, CUCAP_BUILDER_FORK_PART);
     } else {
         while (capacity < count && capacity <= SIZE_MAX / 2)
             capacity *= 2;
         if (capacity < count || capacity > (SIZE_MAX - sizeof *slab) / sizeof slab->builders[0] ||
-            !(slab = calloc(1, sizeof *slab + capacity * sizeof slab->builders[0])))
+            !(slab = cucap_i_aligned_calloc(sizeof *slab + capacity * sizeof slab->builders[0])))
             return NULL;
         slab->capacity = capacity;
     }

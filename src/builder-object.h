@@ -26,7 +26,8 @@ struct builder_slab;
  * files that then fail are the ones that touch its fields. */
 #ifndef CUCAP_BUILDER_OPAQUE
 struct cucap_builder {
-    /* what a capture loop touches, first */
+    /* every kind; a fork's part, which a slab zeroes for each fork it
+     * hands out: what a capture loop touches first */
     cucap_builder_kind kind;
     cucap_builder_state state;
     CUstream stream;
@@ -35,17 +36,24 @@ struct cucap_builder {
     int owns_stream;
     int cached_stream;               /* the stream comes from the stream cache */
     unsigned char join_mark;         /* set while a join checks it (join.c) */
+    int is_kept;                     /* FORKED: a kept fork, its builder's (and the caller's once handed out) */
+    int handed_out;                  /* a kept fork: a split handed it to the caller */
+    atomic_int holders;              /* a kept fork: its builder, and the caller once handed out */
+    unsigned long kept_serial;       /* a kept fork: the capture of its builder it was last split in */
     struct cucap_registration registration;    /* the stream's entry in the capture registry */
     /* forks split from this builder and still open, for
      * cucap_builder_join_forks; guarded by h's graph lock (builder-object.c) */
     cucap_builder *split_parent;
     size_t split_index;              /* its place in split_parent->forks */
+    struct builder_slab *slab;       /* allocated with the other forks of its split, or NULL */
     cucap_builder **forks;           /* NULL, few_forks, or on the heap when more */
     size_t fork_count, fork_cap;
     cucap_builder *few_forks[4];
-    /* cucap_builder_split_kept (kept-forks.c): a PRIMARY builder's forks
-     * kept from one capture to the next, each with its stream */
-    cucap_builder **kept;            /* PRIMARY: its kept forks */
+    struct cucap_capture *parent_h;  /* BODY: the capture whose graph owner its capture is attached to */
+    /* PRIMARY and BODY only: never written in a fork, so zero in a
+     * slab's builders from the slab's making on (CUCAP_BUILDER_FORK_PART) */
+    cucap_builder **kept;            /* PRIMARY: its kept forks (cucap_builder_split_kept), each with its
+                                        stream, kept from one capture to the next */
     size_t kept_count, kept_cap;
     unsigned long capture_serial;    /* PRIMARY: counts its captures */
     struct cucap_params *params;     /* PRIMARY: its last capture's parameter block, for the next capture
@@ -55,18 +63,14 @@ struct cucap_builder {
     CUstream spare_streams[2];       /* PRIMARY of a retained context: streams of its last capture's joined
                                         forks, for its next split (builder.c) */
     size_t spare_count;
-    int is_kept;                     /* FORKED: a kept fork, its builder's (and the caller's once handed out) */
-    int handed_out;                  /* a kept fork: a split handed it to the caller */
-    atomic_int holders;              /* a kept fork: its builder, and the caller once handed out */
-    unsigned long kept_serial;       /* a kept fork: the capture of its builder it was last split in */
-    struct builder_slab *slab;       /* allocated with the other forks of its split, or NULL */
     /* BODY only: the body graph of a conditional node in the parent's
-     * capture, whose graph owner the body's standalone capture is attached to */
-    struct cucap_capture *parent_h;
+     * capture */
     struct cucap_box *body_box;
     struct cucap_body_record *record;
     int record_failed;               /* the last capture failed or could not be attached */
 };
+/* The bytes of a fork's part. */
+#define CUCAP_BUILDER_FORK_PART offsetof(struct cucap_builder, kept)
 #endif
 
 extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */

@@ -86,18 +86,42 @@ static void unlink_locked(struct cucap_registration *r)
         r->next->prev = r->prev;
 }
 
+/* One entry, its stream set: the lowest free slot, or the list. */
+static void add_one(struct cucap_registration *r, struct cucap_capture *h)
+{
+    uint64_t seen = atomic_load_explicit(&registry.taken, memory_order_relaxed), bit;
+
+    r->h = h;
+    r->linked = 1;
+    while ((bit = ~seen & (seen + 1)) != 0)   /* the lowest free slot */
+        if (atomic_compare_exchange_weak_explicit(&registry.taken, &seen, seen | bit, memory_order_seq_cst,
+                                                  memory_order_relaxed)) {
+            r->slot = lowest_bit(bit);
+            atomic_store_explicit(&registry.quick[r->slot], r, memory_order_release);
+            return;
+        }
+    pthread_mutex_lock(&registry_lock);
+    link_locked(r);
+    pthread_mutex_unlock(&registry_lock);
+}
+
 void cucap_i_registry_add(struct cucap_registration *r, CUstream s, struct cucap_capture *h)
 {
     r->stream = s;
-    r->next = NULL;
-    cucap_i_registry_add_chain(r, 1, h);
+    add_one(r, h);
 }
 
 void cucap_i_registry_add_chain(struct cucap_registration *first, size_t n, struct cucap_capture *h)
 {
     struct cucap_registration *r, *next, *rest = NULL;
-    uint64_t claim = claim_slots(n);
+    uint64_t claim;
     size_t i;
+
+    if (n == 1) {   /* a split of one fork */
+        add_one(first, h);
+        return;
+    }
+    claim = claim_slots(n);
 
     for (r = first, i = 0; i < n && r; r = next, i++) {
         next = r->next;   /* linking rewrites it */
@@ -126,7 +150,23 @@ void cucap_i_registry_add_chain(struct cucap_registration *first, size_t n, stru
 
 void cucap_i_registry_remove(struct cucap_registration *r)
 {
-    cucap_i_registry_remove_all(&r, 1);
+    if (!r->linked)
+        return;
+    if (r->slot >= 0) {
+        atomic_store_explicit(&registry.quick[r->slot], NULL, memory_order_relaxed);
+        atomic_fetch_and_explicit(&registry.taken, ~((uint64_t)1 << r->slot), memory_order_seq_cst);
+        /* the lock, taken after the slot is emptied, waits for the lookups
+         * that may have read it */
+        if (atomic_load_explicit(&registry.finders, memory_order_seq_cst)) {
+            pthread_mutex_lock(&registry_lock);
+            pthread_mutex_unlock(&registry_lock);
+        }
+    } else {
+        pthread_mutex_lock(&registry_lock);
+        unlink_locked(r);
+        pthread_mutex_unlock(&registry_lock);
+    }
+    r->linked = 0;
 }
 
 void cucap_i_registry_remove_all(struct cucap_registration *const *remove, size_t n)
@@ -134,6 +174,11 @@ void cucap_i_registry_remove_all(struct cucap_registration *const *remove, size_
     uint64_t freed = 0;
     size_t i, out = 0;
     int in_list = 0;
+
+    if (n == 1) {
+        cucap_i_registry_remove(remove[0]);
+        return;
+    }
 
     for (i = 0; i < n; i++) {
         if (!remove[i]->linked)
