@@ -52,17 +52,17 @@ struct cucap_builder {
     struct cucap_capture *parent_h;  /* BODY: the capture whose graph owner its capture is attached to */
     /* PRIMARY and BODY only: never written in a fork, so zero in a
      * slab's builders from the slab's making on (CUCAP_BUILDER_FORK_PART) */
+    unsigned long capture_serial;    /* PRIMARY: counts its captures */
+    CUevent split_event;             /* PRIMARY of a retained context: its splits' event, kept from one
+                                        capture to the next (one capture of it runs at a time) */
+    size_t spare_count;
+    CUstream spare_streams[2];       /* PRIMARY of a retained context: streams of its last capture's joined
+                                        forks, for its next split (builder.c) */
+    struct cucap_params *params;     /* PRIMARY: its last capture's parameter block, for the next capture
+                                        that asks for one of that size */
     cucap_builder **kept;            /* PRIMARY: its kept forks (cucap_builder_split_kept), each with its
                                         stream, kept from one capture to the next */
     size_t kept_count, kept_cap;
-    unsigned long capture_serial;    /* PRIMARY: counts its captures */
-    struct cucap_params *params;     /* PRIMARY: its last capture's parameter block, for the next capture
-                                        that asks for one of that size */
-    CUevent split_event;             /* PRIMARY of a retained context: its splits' event, kept from one
-                                        capture to the next (one capture of it runs at a time) */
-    CUstream spare_streams[2];       /* PRIMARY of a retained context: streams of its last capture's joined
-                                        forks, for its next split (builder.c) */
-    size_t spare_count;
     /* BODY only: the body graph of a conditional node in the parent's
      * capture */
     struct cucap_box *body_box;
@@ -70,7 +70,7 @@ struct cucap_builder {
     int record_failed;               /* the last capture failed or could not be attached */
 };
 /* The bytes of a fork's part. */
-#define CUCAP_BUILDER_FORK_PART offsetof(struct cucap_builder, kept)
+#define CUCAP_BUILDER_FORK_PART offsetof(struct cucap_builder, capture_serial)
 #endif
 
 extern const char *const cucap_i_state_names[];   /* by cucap_builder_state */

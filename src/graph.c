@@ -15,6 +15,7 @@
 #include "error.h"
 #include "context-hold.h"
 #include "deferred-destroy.h"
+#include "free-list.h"
 #include "graph.h"
 #include "node-signature.h"
 #include "node-names.h"
@@ -179,7 +180,7 @@ CUresult cucap_i_instantiate(struct cucap_graph_owner *o, const struct cucap_box
     if (opts && !cucap_i_reserved_zero(opts->reserved_int, sizeof opts->reserved_int, opts->reserved_ptr,
                                        sizeof opts->reserved_ptr / sizeof opts->reserved_ptr[0]))
         return cucap_i_fail(err, CUDA_ERROR_INVALID_VALUE, "%s: the options' reserved members must be zero", caller);
-    if (!(e = malloc(sizeof *e)))
+    if (!(e = cucap_i_aligned_calloc(sizeof *e)))   /* what an update and a launch read: one line */
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     cucap_i_owner_lock(o);
     root = cucap_i_box_graph(box ? box : cucap_i_owner_root_box(o));
