@@ -373,7 +373,7 @@ static int join_by_dependencies(cucap_builder *root, cucap_builder *const *build
 
 /* ---------------------------------------------------------------- the close */
 
-#define CLOSE_BATCH 16
+#define CLOSE_BATCH 8
 
 /* A fork's stream that cannot wait for the capture's end: destroyed,
  * which is legal while the capture runs. */
