@@ -884,7 +884,7 @@ static double loop_raw(void *p)
  * always equally fast: on the H200 the raw loop ran up to 0.11 us per
  * iteration faster on a process's first executable graph than on later
  * ones, and with one executable graph two copies of it differed by
- * 0.013 us at most (bench/RESULTS.md, "The bench's floor"). */
+ * 0.013 us at most (bench/RESULTS.md, "Method"). */
 static int loop_prepare(const char *name, struct loop *x)
 {
     cucap_builder *all[MAX_K];
