@@ -23,7 +23,8 @@ static struct cucap_device_entry *make_table(void)
 
     if (count <= 0 || !(made = calloc((size_t)count, sizeof *made)))
         return NULL;
-    if (!atomic_compare_exchange_strong_explicit(&devices.table, &none, made, memory_order_acq_rel, memory_order_acquire)) {
+    if (!atomic_compare_exchange_strong_explicit(&devices.table, &none, made, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
         free(made);
         return none;
     }
@@ -41,8 +42,9 @@ struct cucap_device_entry *cucap_i_device_entry(CUdevice dev)
 
 int cucap_i_device_entries(void)
 {
-    return atomic_load_explicit(&devices.table, memory_order_acquire) ? atomic_load_explicit(&devices.entries, memory_order_acquire)
-                                                              : 0;
+    return atomic_load_explicit(&devices.table, memory_order_acquire)
+               ? atomic_load_explicit(&devices.entries, memory_order_acquire)
+               : 0;
 }
 
 void cucap_i_device_table_free(void)
