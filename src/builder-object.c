@@ -310,8 +310,8 @@ cucap_builder **cucap_i_fork_links_snapshot(cucap_builder *b, cucap_builder **ro
  * kept for the next captures: a split of many forks would otherwise
  * allocate and clear a large block each time. */
 #define FREE_SLAB_MAX 256           /* builders; larger slabs go back to the heap */
-static struct cucap_free_list free_slabs = CUCAP_FREE_LIST_PER_THREAD(CUCAP_PER_THREAD_SLABS, free),
-                              free_builders = CUCAP_FREE_LIST_PER_THREAD(CUCAP_PER_THREAD_BUILDERS, free);
+static struct cucap_free_list free_slabs = CUCAP_FREE_LIST_FREEING(free),
+                              free_builders = CUCAP_FREE_LIST_FREEING(free);
 
 static void builder_init(cucap_builder *b, cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                          struct ctx_hold *ctx)
@@ -326,7 +326,7 @@ static void builder_init(cucap_builder *b, cucap_builder_kind kind, cucap_builde
 cucap_builder *cucap_i_builder_new(cucap_builder_kind kind, cucap_builder_state state, CUstream s, int owns,
                                   struct ctx_hold *ctx)
 {
-    cucap_builder *b = cucap_i_free_list_take(&free_builders);
+    cucap_builder *b = cucap_i_free_list_take_own(&free_builders, CUCAP_PER_THREAD_BUILDERS);
 
     if (b)
         memset(b, 0, sizeof *b);
@@ -348,10 +348,10 @@ struct builder_slab {
 
 static struct builder_slab *take_free_slab(size_t count)
 {
-    struct builder_slab *slab = cucap_i_free_list_take(&free_slabs);
+    struct builder_slab *slab = cucap_i_free_list_take_own(&free_slabs, CUCAP_PER_THREAD_SLABS);
 
     if (slab && slab->capacity < count) {   /* too small for this split: kept for another */
-        if (!cucap_i_free_list_give(&free_slabs, slab))
+        if (!cucap_i_free_list_give_own(&free_slabs, CUCAP_PER_THREAD_SLABS, slab))
             free(slab);
         slab = NULL;
     }
@@ -360,7 +360,7 @@ static struct builder_slab *take_free_slab(size_t count)
 
 static void give_free_slab(struct builder_slab *slab)
 {
-    if (slab->capacity > FREE_SLAB_MAX || !cucap_i_free_list_give(&free_slabs, slab))
+    if (slab->capacity > FREE_SLAB_MAX || !cucap_i_free_list_give_own(&free_slabs, CUCAP_PER_THREAD_SLABS, slab))
         free(slab);
 }
 
@@ -415,7 +415,7 @@ void cucap_i_builder_free(cucap_builder *b)
     struct builder_slab *slab = b->slab;
 
     if (!slab) {
-        if (!cucap_i_free_list_give(&free_builders, b))
+        if (!cucap_i_free_list_give_own(&free_builders, CUCAP_PER_THREAD_BUILDERS, b))
             free(b);
     }
     /* a split of one fork: no other builder shares the slab, no count to take */

@@ -56,7 +56,7 @@ static void free_capture(void *capture)
     free(h);
 }
 
-static struct cucap_free_list free_captures = CUCAP_FREE_LIST_PER_THREAD(CUCAP_PER_THREAD_CAPTURES, free_capture);
+static struct cucap_free_list free_captures = CUCAP_FREE_LIST_FREEING(free_capture);
 
 void cucap_i_capture_free_list_drain(void)
 {
@@ -66,7 +66,7 @@ void cucap_i_capture_free_list_drain(void)
 
 struct cucap_capture *cucap_i_capture_new(CUcontext ctx, CUstream origin)
 {
-    struct cucap_capture *h = cucap_i_free_list_take(&free_captures);
+    struct cucap_capture *h = cucap_i_free_list_take_own(&free_captures, CUCAP_PER_THREAD_CAPTURES);
     struct cucap_graph_owner *owner = cucap_i_owner_new(ctx);
 
     if (h && owner) {
@@ -75,7 +75,7 @@ struct cucap_capture *cucap_i_capture_new(CUcontext ctx, CUstream origin)
         pthread_mutex_init(&h->lock, NULL);
     } else {
         cucap_i_owner_unref(owner, "cucap_builder_begin");
-        if (h && !cucap_i_free_list_give(&free_captures, h))
+        if (h && !cucap_i_free_list_give_own(&free_captures, CUCAP_PER_THREAD_CAPTURES, h))
             free_capture(h);
         return NULL;
     }
@@ -103,7 +103,7 @@ static void destroy_capture(struct cucap_capture *h, const char *caller)
     cucap_i_deferral_destroy(&h->deferral);   /* a capture that never ended: destroying them is legal */
     cucap_i_owner_unref(h->owner, caller);
     cucap_i_params_unref(h->params, caller);
-    if (!cucap_i_free_list_give(&free_captures, h))
+    if (!cucap_i_free_list_give_own(&free_captures, CUCAP_PER_THREAD_CAPTURES, h))
         free_capture(h);
 }
 

@@ -15,7 +15,7 @@
  * them, but for cucap_release_cached, which runs alone, and the thread's
  * exit. */
 struct thread_cache {
-    int listed;                          /* in the list of caches, and its exit hook set */
+    _Alignas(64) int listed;             /* in the list of caches, and its exit hook set; a line's start */
     struct {                             /* read together: the first lines */
         void *object[PER_LIST];
         struct cucap_free_list *list;
@@ -139,9 +139,19 @@ static COLD int list_own_cache(struct thread_cache *c)
 
 void *cucap_i_free_list_take(struct cucap_free_list *l)
 {
-    void **kept = mine.kept[l->per_thread].object, *p;
+    return take_shared(l);
+}
 
-    if (l->per_thread && mine.listed) {
+int cucap_i_free_list_give(struct cucap_free_list *l, void *p)
+{
+    return give_shared(l, p);
+}
+
+void *cucap_i_free_list_take_own(struct cucap_free_list *l, enum cucap_per_thread_list which)
+{
+    void **kept = mine.kept[which].object, *p;
+
+    if (mine.listed) {
         if ((p = kept[0]) != NULL) {
             kept[0] = NULL;
             return p;
@@ -154,12 +164,12 @@ void *cucap_i_free_list_take(struct cucap_free_list *l)
     return take_shared(l);
 }
 
-int cucap_i_free_list_give(struct cucap_free_list *l, void *p)
+int cucap_i_free_list_give_own(struct cucap_free_list *l, enum cucap_per_thread_list which, void *p)
 {
-    void **kept = mine.kept[l->per_thread].object;
+    void **kept = mine.kept[which].object;
 
-    if (l->per_thread && (mine.listed || list_own_cache(&mine))) {
-        mine.kept[l->per_thread].list = l;
+    if (mine.listed || list_own_cache(&mine)) {
+        mine.kept[which].list = l;
         if (!kept[0]) {
             kept[0] = p;
             return 1;
@@ -176,15 +186,16 @@ void cucap_i_free_list_drain(struct cucap_free_list *l)
 {
     struct thread_cache *c;
     void *p;
-    int i;
+    int k, i;
 
     pthread_mutex_lock(&caches_lock);
-    for (c = caches; c && l->per_thread; c = c->next)
-        for (i = 0; i < PER_LIST; i++)
-            if ((p = c->kept[l->per_thread].object[i]) != NULL) {
-                c->kept[l->per_thread].object[i] = NULL;
-                free_object(l, p);
-            }
+    for (c = caches; c; c = c->next)
+        for (k = 0; k < CUCAP_PER_THREAD_LISTS; k++)
+            for (i = 0; i < PER_LIST && c->kept[k].list == l; i++)
+                if ((p = c->kept[k].object[i]) != NULL) {
+                    c->kept[k].object[i] = NULL;
+                    free_object(l, p);
+                }
     pthread_mutex_unlock(&caches_lock);
     while ((p = take_shared(l)) != NULL)
         free_object(l, p);

@@ -56,7 +56,7 @@ static void free_owner(void *owner)
     free(o);
 }
 
-static struct cucap_free_list free_owners = CUCAP_FREE_LIST_PER_THREAD(CUCAP_PER_THREAD_OWNERS, free_owner);
+static struct cucap_free_list free_owners = CUCAP_FREE_LIST_FREEING(free_owner);
 
 void cucap_i_owner_free_list_drain(void)
 {
@@ -65,7 +65,7 @@ void cucap_i_owner_free_list_drain(void)
 
 struct cucap_graph_owner *cucap_i_owner_new(CUcontext ctx)
 {
-    struct cucap_graph_owner *o = cucap_i_free_list_take(&free_owners);
+    struct cucap_graph_owner *o = cucap_i_free_list_take_own(&free_owners, CUCAP_PER_THREAD_OWNERS);
     pthread_mutexattr_t recursive;
 
     if (o) {
@@ -117,7 +117,7 @@ static void destroy_owner(struct cucap_graph_owner *o, const char *caller)
         free(r);
     }
     (void)cucap_i_names_free(o->names);   /* a capture's list owns no data */
-    if (!cucap_i_free_list_give(&free_owners, o))
+    if (!cucap_i_free_list_give_own(&free_owners, CUCAP_PER_THREAD_OWNERS, o))
         free_owner(o);
 }
 

@@ -86,22 +86,22 @@ static void count_free(void *p)
 
 Test(free_list, a_thread_takes_back_what_it_gave_before_the_shared_slots)
 {
-    struct cucap_free_list l = CUCAP_FREE_LIST_PER_THREAD(CUCAP_PER_THREAD_SLABS, count_free);
+    struct cucap_free_list l = CUCAP_FREE_LIST_FREEING(count_free);
     void *a = malloc(16), *b = malloc(16), *c = malloc(16), *first, *second;
     int i;
 
     cr_assert(a && b && c);
-    cr_assert_eq(cucap_i_free_list_give(&l, a), 1);
-    cr_assert_eq(cucap_i_free_list_give(&l, b), 1);
+    cr_assert_eq(cucap_i_free_list_give_own(&l, CUCAP_PER_THREAD_SLABS, a), 1);
+    cr_assert_eq(cucap_i_free_list_give_own(&l, CUCAP_PER_THREAD_SLABS, b), 1);
     for (i = 0; i < CUCAP_FREE_LIST_MAX; i++)
         cr_assert_null(atomic_load(&l.slot[i]), "the thread's own two are not in the shared slots");
-    cr_assert_eq(cucap_i_free_list_give(&l, c), 1);
+    cr_assert_eq(cucap_i_free_list_give_own(&l, CUCAP_PER_THREAD_SLABS, c), 1);
     cr_assert_eq(atomic_load(&l.slot[0]), c, "a third goes to the shared slots");
-    first = cucap_i_free_list_take(&l);
-    second = cucap_i_free_list_take(&l);
+    first = cucap_i_free_list_take_own(&l, CUCAP_PER_THREAD_SLABS);
+    second = cucap_i_free_list_take_own(&l, CUCAP_PER_THREAD_SLABS);
     cr_assert((first == a && second == b) || (first == b && second == a), "the thread's own first");
-    cr_assert_eq(cucap_i_free_list_take(&l), c);
-    cr_assert_null(cucap_i_free_list_take(&l));
+    cr_assert_eq(cucap_i_free_list_take_own(&l, CUCAP_PER_THREAD_SLABS), c);
+    cr_assert_null(cucap_i_free_list_take_own(&l, CUCAP_PER_THREAD_SLABS));
     free(a);
     free(b);
     free(c);
@@ -118,14 +118,14 @@ static void *give_three_and_exit(void *arg)
     int i;
 
     for (i = 0; i < 3; i++)
-        if (!cucap_i_free_list_give(e->l, e->objects[i]))
+        if (!cucap_i_free_list_give_own(e->l, CUCAP_PER_THREAD_BUILDERS, e->objects[i]))
             free(e->objects[i]);
     return NULL;
 }
 
 Test(free_list, a_thread_that_exits_leaves_its_objects_in_the_shared_slots)
 {
-    struct cucap_free_list l = CUCAP_FREE_LIST_PER_THREAD(CUCAP_PER_THREAD_BUILDERS, count_free);
+    struct cucap_free_list l = CUCAP_FREE_LIST_FREEING(count_free);
     struct exiting e = { &l, { malloc(16), malloc(16), malloc(16) } };
     pthread_t t;
     int i, in = 0;
@@ -137,7 +137,7 @@ Test(free_list, a_thread_that_exits_leaves_its_objects_in_the_shared_slots)
         in += atomic_load(&l.slot[i]) != NULL;
     cr_assert_eq(in, 3, "the exited thread's two and the shared one are all in the shared slots (%d)", in);
     cucap_i_free_list_drain(&l);
-    cr_assert_null(cucap_i_free_list_take(&l), "drained");
+    cr_assert_null(cucap_i_free_list_take_own(&l, CUCAP_PER_THREAD_BUILDERS), "drained");
 }
 
 struct waiting {
@@ -153,7 +153,7 @@ static void *give_wait_take(void *arg)
     struct waiting *w = arg;
     void *p = malloc(16);
 
-    if (p && !cucap_i_free_list_give(w->l, p))
+    if (p && !cucap_i_free_list_give_own(w->l, CUCAP_PER_THREAD_CAPTURES, p))
         free(p);
     pthread_mutex_lock(&w->lock);
     w->step = 1;
@@ -161,13 +161,13 @@ static void *give_wait_take(void *arg)
     while (w->step < 2)
         pthread_cond_wait(&w->changed, &w->lock);
     pthread_mutex_unlock(&w->lock);
-    w->after = cucap_i_free_list_take(w->l);
+    w->after = cucap_i_free_list_take_own(w->l, CUCAP_PER_THREAD_CAPTURES);
     return NULL;
 }
 
 Test(free_list, a_drain_frees_what_a_live_thread_keeps)
 {
-    struct cucap_free_list l = CUCAP_FREE_LIST_PER_THREAD(CUCAP_PER_THREAD_CAPTURES, count_free);
+    struct cucap_free_list l = CUCAP_FREE_LIST_FREEING(count_free);
     struct waiting w = { &l, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL };
     pthread_t t;
     int before;
