@@ -162,17 +162,17 @@ int cucap_i_capture_is_body(const struct cucap_capture *h);
  * for the note of its end (cucap_i_capture_note_first_failure), with the
  * capture's streams when the call found it invalidated; other codes and
  * h NULL are ignored. */
-void cucap_i_capture_failed(struct cucap_capture *h, const char *call, CUresult code);
+void cucap_i_capture_failed(struct cucap_capture *h, const char *call, CUresult code) CUCAP_COLD;
 void cucap_i_capture_note_first_failure(struct cucap_capture *h, cucap_error **err);
 /* A driver call on stream s of h's capture failed with rc: report it in
  * *err, as STREAM_CAPTURE_INVALIDATED (the driver's code in the message)
  * when the capture is found invalidated, and record it on h.  consequence,
  * if not NULL, ends the message.  Returns the code reported. */
 CUresult cucap_i_fail_in_capture(struct cucap_capture *h, CUstream s, CUresult rc, const char *caller, const char *call,
-                                 const char *consequence, cucap_error **err);
+                                 const char *consequence, cucap_error **err) CUCAP_COLD;
 /* The same as cucap_i_capture_failed for a call that knows only the
  * stream: the capture it takes part in, if any. */
-void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code);
+void cucap_i_capture_stream_failed(CUstream s, const char *call, CUresult code) CUCAP_COLD;
 /* For a call that only knows a stream: the graph lock of the capture the
  * stream takes part in, referenced (NULL, locking nothing, for a stream
  * the library did not register). */

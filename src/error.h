@@ -16,15 +16,15 @@ extern "C" {
 /* Report a failure to the caller: stores a new error in *err when err is
  * not NULL and returns its code (code, or CUDA_ERROR_OUT_OF_MEMORY when
  * only the static error could be had). */
-CUresult cucap_i_fail(cucap_error **err, CUresult code, const char *fmt, ...) CUCAP_PRINTF(3, 4);
+CUresult cucap_i_fail(cucap_error **err, CUresult code, const char *fmt, ...) CUCAP_PRINTF(3, 4) CUCAP_COLD;
 
 /* Append a note; silently does nothing on the static out-of-memory error
  * or when memory for the note cannot be had. */
-void cucap_i_error_add_note(cucap_error *e, const char *fmt, ...) CUCAP_PRINTF(2, 3);
+void cucap_i_error_add_note(cucap_error *e, const char *fmt, ...) CUCAP_PRINTF(2, 3) CUCAP_COLD;
 
 /* Append the note "<call> failed while <doing>: <NAME>: <description>"
  * to *err when err and *err are not NULL. */
-void cucap_i_note_failure(cucap_error **err, const char *call, const char *doing, CUresult code);
+void cucap_i_note_failure(cucap_error **err, const char *call, const char *doing, CUresult code) CUCAP_COLD;
 
 /* A description of a code for messages and notes: never NULL. */
 const char *cucap_i_result_description(CUresult code);
@@ -45,16 +45,16 @@ void cucap_i_error_use_driver(cucap_i_error_text_fn name, cucap_i_error_text_fn 
 
 /* Pass a failure that cannot be returned to the warning handler.
  * CUDA_ERROR_DEINITIALIZED and CUDA_SUCCESS are dropped. */
-void cucap_i_warn(CUresult code, const char *fmt, ...) CUCAP_PRINTF(2, 3);
+void cucap_i_warn(CUresult code, const char *fmt, ...) CUCAP_PRINTF(2, 3) CUCAP_COLD;
 
 /* The same for a finished error object, which this takes over and frees. */
-void cucap_i_warn_error(cucap_error *e);
+void cucap_i_warn_error(cucap_error *e) CUCAP_COLD;
 
 /* Whether an options struct's reserved members are all zero. */
 int cucap_i_reserved_zero(const int *ints, size_t int_bytes, void *const *ptrs, size_t ptr_count);
 
 /* A driver call failed: "<caller>: <call> failed: NAME: description". */
-CUresult cucap_i_fail_driver(cucap_error **err, CUresult rc, const char *caller, const char *call);
+CUresult cucap_i_fail_driver(cucap_error **err, CUresult rc, const char *caller, const char *call) CUCAP_COLD;
 
 #ifdef __cplusplus
 }
