@@ -53,6 +53,8 @@ struct cucap_builder {
     /* PRIMARY and BODY only: never written in a fork, so zero in a
      * slab's builders from the slab's making on (CUCAP_BUILDER_FORK_PART) */
     unsigned long capture_serial;    /* PRIMARY: counts its captures */
+    struct cucap_capture *spare_h;   /* PRIMARY: its last capture, made ready to begin again once it was
+                                        the builder's alone (start_over), or NULL */
     CUevent split_event;             /* PRIMARY of a retained context: its splits' event, kept from one
                                         capture to the next (one capture of it runs at a time) */
     size_t spare_count;

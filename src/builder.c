@@ -183,7 +183,11 @@ static CUresult begin(cucap_builder *b, CUstreamCaptureMode mode, struct cucap_d
     /* the capture first: nothing to undo when memory is short; its
      * graph and the capture's id are learned when first needed (the end
      * returns the graph, a join sees the id) */
-    if (!(h = run ? cucap_i_capture_new_direct(b->ctx->ctx, b->stream, run) : cucap_i_capture_new(b->ctx->ctx, b->stream)))
+    if (!run && b->spare_h) {
+        h = b->spare_h;
+        b->spare_h = NULL;
+    } else if (!(h = run ? cucap_i_capture_new_direct(b->ctx->ctx, b->stream, run)
+                         : cucap_i_capture_new(b->ctx->ctx, b->stream)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     cucap_i_capture_set_mode(h, mode);
     if (!run && (rc = cucap_i_drv.cuStreamBeginCapture(b->stream, mode)) != CUDA_SUCCESS) {
@@ -320,13 +324,6 @@ CUresult cucap_builder_end(cucap_builder *b, cucap_error **err)
 /* ---------------------------------------------------------------- close and destroy */
 
 /* b's last capture let go of, b's forks' links gone. */
-static void let_go(cucap_builder *b, const char *caller)
-{
-    drop_fork_links(b, b->h);
-    cucap_i_capture_unref(b->h, caller);
-    b->h = NULL;
-}
-
 /* The last steps of every release: b's cached stream given back unless
  * its release took care of the stream already, b's references let go,
  * CLOSED. */
@@ -338,9 +335,11 @@ static void let_go_of_all(cucap_builder *b, int stream_done, const char *caller)
         cucap_i_builder_unlock(b);
     }
     cucap_i_capture_unref(b->h, caller);
+    cucap_i_capture_unref(b->spare_h, caller);
     cucap_i_capture_unref(b->parent_h, caller);
     cucap_i_ctx_hold_release(b->ctx);
     b->h = NULL;
+    b->spare_h = NULL;
     b->parent_h = NULL;
     b->ctx = NULL;
     b->stream = NULL;
@@ -401,7 +400,14 @@ static void release(cucap_builder *b, const char *caller)
  * graph goes with the last reference to it. */
 static void start_over(cucap_builder *b, const char *caller)
 {
-    let_go(b, caller);
+    drop_fork_links(b, b->h);
+    /* no other thread can reach a capture that is b's alone: its next
+     * begin takes it again instead of a new one */
+    if (!b->spare_h && cucap_i_capture_start_over(b->h, caller))
+        b->spare_h = b->h;
+    else
+        cucap_i_capture_unref(b->h, caller);
+    b->h = NULL;
     b->state = CUCAP_BUILDER_NOT_STARTED;
 }
 

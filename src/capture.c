@@ -107,6 +107,30 @@ static void destroy_capture(struct cucap_capture *h, const char *caller)
         free_capture(h);
 }
 
+int cucap_i_capture_start_over(struct cucap_capture *h, const char *caller)
+{
+    struct cucap_graph_owner *owner;
+    CUcontext ctx;
+    CUstream origin;
+
+    if (!h || h->direct || atomic_load_explicit(&h->refs, memory_order_acquire) != 1 ||
+        !cucap_i_owner_start_over(h->owner, caller))
+        return 0;
+    owner = h->owner;
+    ctx = h->ctx;
+    origin = h->origin;
+    cucap_i_deferral_destroy(&h->deferral);
+    cucap_i_params_unref(h->params, caller);
+    memset(h, 0, offsetof(struct cucap_capture, deferral));
+    cucap_i_deferral_init(&h->deferral);
+    atomic_init(&h->refs, 1);
+    atomic_init(&h->capture_over, 0);
+    h->owner = owner;
+    h->ctx = ctx;
+    h->origin = origin;
+    return 1;
+}
+
 /* The only reference left needs no atomic decrement: no thread can take
  * another from it (a registry entry's builder holds its own, and the
  * entry goes before that reference does). */

@@ -65,6 +65,14 @@ void cucap_i_capture_ref_by(struct cucap_capture *h, size_t n);
  * never ended and drops the capture's reference to its graph owner; a
  * failure goes to the warning handler as caller's. */
 void cucap_i_capture_unref(struct cucap_capture *h, const char *caller);
+/* When the caller's reference is the only one to h (not a direct run's)
+ * and h's the only one to its graph owner: what h's last unref would
+ * destroy destroyed (its graph, its streams and events, its parameter
+ * block's reference), and h made a capture about to begin on the same
+ * stream in the same context, as cucap_i_capture_new makes one, still
+ * the caller's (1).  0, changing nothing, otherwise: the caller then
+ * unrefs it. */
+int cucap_i_capture_start_over(struct cucap_capture *h, const char *caller);
 /* The graph owner the capture gives its graph to: a reference of the
  * capture's, as long as the caller holds one to the capture. */
 struct cucap_graph_owner *cucap_i_capture_owner(const struct cucap_capture *h);

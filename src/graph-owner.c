@@ -97,7 +97,8 @@ void cucap_i_owner_ref(struct cucap_graph_owner *o)
     atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
 }
 
-static void destroy_owner(struct cucap_graph_owner *o, const char *caller)
+/* Its graphs destroyed and its records freed: an owner of no graph. */
+static void clear_owner(struct cucap_graph_owner *o, const char *caller)
 {
     CUgraph root = atomic_load_explicit(&o->root.graph, memory_order_acquire);
     CUresult rc;
@@ -117,8 +118,26 @@ static void destroy_owner(struct cucap_graph_owner *o, const char *caller)
         free(r);
     }
     (void)cucap_i_names_free(o->names);   /* a capture's list owns no data */
+}
+
+static void destroy_owner(struct cucap_graph_owner *o, const char *caller)
+{
+    clear_owner(o, caller);
     if (!cucap_i_free_list_give_own(&free_owners, CUCAP_PER_THREAD_OWNERS, o))
         free_owner(o);
+}
+
+int cucap_i_owner_start_over(struct cucap_graph_owner *o, const char *caller)
+{
+    CUcontext ctx = o->ctx;
+
+    if (!cucap_i_owner_is_sole(o))
+        return 0;
+    clear_owner(o, caller);
+    memset(&o->refs, 0, offsetof(struct cucap_graph_owner, lock) - offsetof(struct cucap_graph_owner, refs));
+    atomic_init(&o->refs, 1);
+    o->ctx = ctx;
+    return 1;
 }
 
 /* The only reference left needs no atomic decrement: no thread can take

@@ -29,6 +29,10 @@ void cucap_i_owner_ref(struct cucap_graph_owner *o);
 void cucap_i_owner_unref(struct cucap_graph_owner *o, const char *caller);
 /* Whether the caller's reference is the only one. */
 int cucap_i_owner_is_sole(struct cucap_graph_owner *o);
+/* When the caller's reference is the only one: o's graphs destroyed as
+ * its last unref destroys them, and o made an owner of no graph again,
+ * still the caller's (1); 0, changing nothing, otherwise. */
+int cucap_i_owner_start_over(struct cucap_graph_owner *o, const char *caller);
 /* Free the owners kept for reuse (cucap_release_cached). */
 void cucap_i_owner_free_list_drain(void);
 

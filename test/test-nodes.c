@@ -366,6 +366,44 @@ BACKEND_TEST(nodes, a_graph_embedded_before_other_nodes_is_read_whole)
     D.cuStreamDestroy(s);
 }
 
+/* A builder reset when its last capture is its alone begins its next
+ * capture on the same capture object made new: the names, failure and
+ * graph of the last one do not carry over. */
+BACKEND_TEST(nodes, a_reset_builder_names_its_nodes_anew_each_capture)
+{
+    CUstream s = stream();
+    cucap_builder *b;
+    cucap_exec *exec;
+    CUdeviceptr d;
+    int n;
+
+    cr_assert_eq(D.cuMemAlloc(&d, 32), CUDA_SUCCESS);
+    CHANGED(cucap_builder_create(0, &b, &err_));
+    for (n = 0; n < 3; n++) {
+        zero(d, 32);
+        CHANGED(cucap_builder_reset(b, &err_));
+        CHANGED(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_GLOBAL, &err_));
+        cr_assert_eq(D.cuMemsetD8Async(d, (unsigned char)(1 + n), 16, cucap_builder_stream(b)), CUDA_SUCCESS);
+        if (n < 2)
+            named(b, "m");   /* refused as repeated if the last capture's name stayed */
+        exec = completed(b);
+        if (n < 2)
+            CHANGED(cucap_exec_set_memset(exec, "m", d + 16, 7, &err_));
+        else
+            REFUSED(cucap_exec_set_memset(exec, "m", d + 16, 7, &why), CUDA_ERROR_INVALID_VALUE,
+                    "named no node \"m\"");
+        launched(exec, s);
+        expect_bytes(d, 16, n < 2 ? 0 : 3, n < 2 ? "the named memset moved" : "the unnamed memset");
+        expect_bytes(d + 16, 16, n < 2 ? 7 : 0, "where the name sent it");
+        cucap_exec_destroy(exec);   /* the graph is the capture's alone again */
+    }
+    cucap_builder_destroy(b);
+    D.cuMemFree(d);
+    D.cuStreamDestroy(s);
+    if (on_simulator())
+        cr_assert_eq(sim_live_settled("graph"), 0);
+}
+
 BACKEND_TEST(nodes, event_record_and_wait_nodes_take_another_event_by_name)
 {
     CUevent captured_record, captured_wait, other, held_event;
