@@ -121,12 +121,11 @@ unsigned long cucap_i_builder_capture_serial(const cucap_builder *b)
 }
 
 cucap_builder *cucap_i_fork_start_new(struct builder_slab *slab, size_t i, CUstream s, struct ctx_hold *ctx,
-                                      struct cucap_capture *h, int borrows_ctx)
+                                      struct cucap_capture *h)
 {
     cucap_builder *f = cucap_i_builder_slab_take(slab, i, CUCAP_BUILDER_FORKED, CUCAP_BUILDER_CAPTURING, s, 1, ctx);
 
     f->cached_stream = 1;
-    f->borrows_ctx = (unsigned char)borrows_ctx;
     f->h = h;
     return f;
 }
@@ -172,8 +171,7 @@ void cucap_i_fork_close_joined(cucap_builder *f)
     f->state = CUCAP_BUILDER_CLOSED;
     if (f->is_kept)
         return;
-    if (!f->borrows_ctx)
-        cucap_i_ctx_hold_release(f->ctx);
+    cucap_i_ctx_hold_release(f->ctx);
     f->ctx = NULL;
     f->stream = NULL;
 }

@@ -36,8 +36,6 @@ struct cucap_builder {
     int owns_stream;
     int cached_stream;               /* the stream comes from the stream cache */
     unsigned char join_mark;         /* set while a join checks it (join.c) */
-    unsigned char borrows_ctx;       /* a fork whose ctx is its capture's (cucap_i_capture_hold), no
-                                        reference of its own: valid while it holds h */
     int is_kept;                     /* FORKED: a kept fork, its builder's (and the caller's once handed out) */
     int handed_out;                  /* a kept fork: a split handed it to the caller */
     atomic_int holders;              /* a kept fork: its builder, and the caller once handed out */
@@ -107,7 +105,7 @@ int cucap_i_builder_mark(cucap_builder *b, int mark);
  * retained context keeps it from one capture to the next), its count of
  * captures; a new fork of the split's slab started (CAPTURING in h, on
  * stream s from the cache, with a reference to ctx the caller adds for
- * all, or borrowing h's when ctx is h's: cucap_i_capture_hold), a kept fork started again in capture `serial` of its builder, a
+ * all), a kept fork started again in capture `serial` of its builder, a
  * kept fork given a stream (NULL: it takes a new one next time; the
  * context too when a close gave it back); the split's n forks entered in
  * the capture registry for h. */
@@ -115,7 +113,7 @@ CUevent cucap_i_builder_split_event(const cucap_builder *b);
 void cucap_i_builder_keep_split_event(cucap_builder *b, CUevent ev);
 unsigned long cucap_i_builder_capture_serial(const cucap_builder *b);
 cucap_builder *cucap_i_fork_start_new(struct builder_slab *slab, size_t i, CUstream s, struct ctx_hold *ctx,
-                                      struct cucap_capture *h, int borrows_ctx);
+                                      struct cucap_capture *h);
 void cucap_i_fork_start_kept(cucap_builder *f, struct cucap_capture *h, unsigned long serial);
 void cucap_i_kept_fork_set_stream(cucap_builder *f, CUstream s, struct ctx_hold *ctx);
 void cucap_i_forks_register(cucap_builder *const *forks, size_t n, struct cucap_capture *h);

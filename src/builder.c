@@ -186,7 +186,8 @@ static CUresult begin(cucap_builder *b, CUstreamCaptureMode mode, struct cucap_d
     if (!run && b->spare_h) {
         h = b->spare_h;
         b->spare_h = NULL;
-    } else if (!(h = run ? cucap_i_capture_new_direct(b->ctx, b->stream, run) : cucap_i_capture_new(b->ctx, b->stream)))
+    } else if (!(h = run ? cucap_i_capture_new_direct(b->ctx->ctx, b->stream, run)
+                         : cucap_i_capture_new(b->ctx->ctx, b->stream)))
         return cucap_i_fail(err, CUDA_ERROR_OUT_OF_MEMORY, "%s: out of memory", caller);
     cucap_i_capture_set_mode(h, mode);
     if (!run && (rc = cucap_i_drv.cuStreamBeginCapture(b->stream, mode)) != CUDA_SUCCESS) {
@@ -336,8 +337,7 @@ static void let_go_of_all(cucap_builder *b, int stream_done, const char *caller)
     cucap_i_capture_unref(b->h, caller);
     cucap_i_capture_unref(b->spare_h, caller);
     cucap_i_capture_unref(b->parent_h, caller);
-    if (!b->borrows_ctx)
-        cucap_i_ctx_hold_release(b->ctx);
+    cucap_i_ctx_hold_release(b->ctx);
     b->h = NULL;
     b->spare_h = NULL;
     b->parent_h = NULL;

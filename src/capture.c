@@ -30,7 +30,7 @@ struct cucap_capture {
     atomic_int refs;                 /* builders (forks included) */
     atomic_int capture_over;         /* its capture ended: no stream of it captures any more */
     struct cucap_graph_owner *owner; /* the graph it makes, and the graph lock */
-    struct ctx_hold *hold;           /* its context, a reference of its own that its forks may borrow */
+    CUcontext ctx;
     CUstream origin;                 /* the stream that began its capture */
     CUstreamCaptureMode mode;        /* the capture's, as begun */
     int body_capture;                /* the standalone capture of a conditional body */
@@ -64,10 +64,10 @@ void cucap_i_capture_free_list_drain(void)
     cucap_i_owner_free_list_drain();
 }
 
-struct cucap_capture *cucap_i_capture_new(struct ctx_hold *hold, CUstream origin)
+struct cucap_capture *cucap_i_capture_new(CUcontext ctx, CUstream origin)
 {
     struct cucap_capture *h = cucap_i_free_list_take_own(&free_captures, CUCAP_PER_THREAD_CAPTURES);
-    struct cucap_graph_owner *owner = cucap_i_owner_new(hold->ctx);
+    struct cucap_graph_owner *owner = cucap_i_owner_new(ctx);
 
     if (h && owner) {
         memset(h, 0, offsetof(struct cucap_capture, deferral));
@@ -83,9 +83,8 @@ struct cucap_capture *cucap_i_capture_new(struct ctx_hold *hold, CUstream origin
     atomic_init(&h->refs, 1);
     atomic_init(&h->capture_over, 0);
     h->owner = owner;
-    h->hold = hold;
+    h->ctx = ctx;
     h->origin = origin;
-    cucap_i_ctx_hold_ref_by(hold, 1);
     return h;
 }
 
@@ -104,7 +103,6 @@ static void destroy_capture(struct cucap_capture *h, const char *caller)
     cucap_i_deferral_destroy(&h->deferral);   /* a capture that never ended: destroying them is legal */
     cucap_i_owner_unref(h->owner, caller);
     cucap_i_params_unref(h->params, caller);
-    cucap_i_ctx_hold_release(h->hold);
     if (!cucap_i_free_list_give_own(&free_captures, CUCAP_PER_THREAD_CAPTURES, h))
         free_capture(h);
 }
@@ -112,14 +110,14 @@ static void destroy_capture(struct cucap_capture *h, const char *caller)
 int cucap_i_capture_start_over(struct cucap_capture *h, const char *caller)
 {
     struct cucap_graph_owner *owner;
-    struct ctx_hold *hold;
+    CUcontext ctx;
     CUstream origin;
 
     if (!h || h->direct || atomic_load_explicit(&h->refs, memory_order_acquire) != 1 ||
         !cucap_i_owner_start_over(h->owner, caller))
         return 0;
     owner = h->owner;
-    hold = h->hold;
+    ctx = h->ctx;
     origin = h->origin;
     cucap_i_deferral_destroy(&h->deferral);
     cucap_i_params_unref(h->params, caller);
@@ -128,7 +126,7 @@ int cucap_i_capture_start_over(struct cucap_capture *h, const char *caller)
     atomic_init(&h->refs, 1);
     atomic_init(&h->capture_over, 0);
     h->owner = owner;
-    h->hold = hold;
+    h->ctx = ctx;
     h->origin = origin;
     return 1;
 }
@@ -227,12 +225,7 @@ CUstream cucap_i_capture_origin(const struct cucap_capture *h)
 
 CUcontext cucap_i_capture_context(const struct cucap_capture *h)
 {
-    return h->hold->ctx;
-}
-
-struct ctx_hold *cucap_i_capture_hold(const struct cucap_capture *h)
-{
-    return h->hold;
+    return h->ctx;
 }
 
 int cucap_i_capture_has_graph(struct cucap_capture *h)
@@ -279,9 +272,9 @@ void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_captu
                      CUCAP_I_RESULT_ARGS(rc));
 }
 
-struct cucap_capture *cucap_i_capture_new_direct(struct ctx_hold *hold, CUstream origin, struct cucap_direct_run *run)
+struct cucap_capture *cucap_i_capture_new_direct(CUcontext ctx, CUstream origin, struct cucap_direct_run *run)
 {
-    struct cucap_capture *h = cucap_i_capture_new(hold, origin);
+    struct cucap_capture *h = cucap_i_capture_new(ctx, origin);
 
     if (h)
         h->direct = run;

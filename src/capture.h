@@ -53,14 +53,12 @@ struct cucap_graph_owner;        /* graph-owner.h */
 struct cucap_deferral;           /* stream-cache.h */
 struct cucap_direct_run;         /* below */
 
-/* A capture about to begin on stream origin in hold's context, with a
- * new graph owner that takes the capture's graph once its end returns it
- * (cucap_i_capture_over).  One reference, or NULL when out of memory.
- * The capture keeps a reference to hold until its last reference goes. */
-struct ctx_hold;
-struct cucap_capture *cucap_i_capture_new(struct ctx_hold *hold, CUstream origin);
+/* A capture about to begin on stream origin in context ctx, with a new
+ * graph owner that takes the capture's graph once its end returns it
+ * (cucap_i_capture_over).  One reference, or NULL when out of memory. */
+struct cucap_capture *cucap_i_capture_new(CUcontext ctx, CUstream origin);
 /* The same for a direct run (see struct cucap_direct_run). */
-struct cucap_capture *cucap_i_capture_new_direct(struct ctx_hold *hold, CUstream origin, struct cucap_direct_run *run);
+struct cucap_capture *cucap_i_capture_new_direct(CUcontext ctx, CUstream origin, struct cucap_direct_run *run);
 void cucap_i_capture_ref(struct cucap_capture *h);
 void cucap_i_capture_ref_by(struct cucap_capture *h, size_t n);
 /* The last reference destroys the streams and events of a capture that
@@ -112,9 +110,6 @@ CUstream cucap_i_capture_origin(const struct cucap_capture *h);
 /* The mode its capture began in (for the notes of its end). */
 void cucap_i_capture_set_mode(struct cucap_capture *h, CUstreamCaptureMode mode);
 CUcontext cucap_i_capture_context(const struct cucap_capture *h);
-/* Its context's hold: a fork of the capture on that context may borrow it
- * instead of taking a reference, for as long as it holds one to h. */
-struct ctx_hold *cucap_i_capture_hold(const struct cucap_capture *h);
 /* Whether its end gave its owner a graph that is not retired. */
 int cucap_i_capture_has_graph(struct cucap_capture *h);
 /* Where the streams and events of its capture wait for its end. */
@@ -126,6 +121,7 @@ struct cucap_deferral *cucap_i_capture_deferral(struct cucap_capture *h);
  * cache), so that no later builder is ever handed a stream inside a
  * capture it is not part of.  h NULL: in no capture of the library's
  * that may still run.  (A join closes its forks itself: join.c.) */
+struct ctx_hold;
 void cucap_i_give_back_stream(struct ctx_hold *c, CUstream s, struct cucap_capture *h, const char *caller);
 /* The capture is over; `ended`, when not NULL, is the graph its end
  * returned, which its graph owner owns from now on (the caller holds the

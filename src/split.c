@@ -184,7 +184,6 @@ static CUresult start_forks(cucap_builder *b, const struct cucap_builder_facts *
                            size_t *made, const char *caller, cucap_error **err)
 {
     unsigned long serial = cucap_i_builder_capture_serial(b);
-    int borrows_ctx = !kept && on == cucap_i_capture_hold(at->h);   /* their references to h keep it */
     CUresult rc = CUDA_SUCCESS;
     size_t i;
 
@@ -203,9 +202,9 @@ static CUresult start_forks(cucap_builder *b, const struct cucap_builder_facts *
         if (kept)
             cucap_i_fork_start_kept(forks[*made], at->h, serial);
         else
-            forks[*made] = cucap_i_fork_start_new(slab, *made, s, on, at->h, borrows_ctx);
+            forks[*made] = cucap_i_fork_start_new(slab, *made, s, on, at->h);
     }
-    if (!kept && !borrows_ctx)
+    if (!kept)
         cucap_i_ctx_hold_ref_by(on, *made);
     return rc;
 }

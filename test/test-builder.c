@@ -2709,38 +2709,6 @@ BACKEND_TEST(builder, a_reset_builder_captures_again_on_its_own_stream)
     }
 }
 
-/* A fork of a capture whose primary was destroyed, after
- * cucap_release_cached let go of the library's own hold on the device's
- * primary context: the fork's context stays retained until the fork goes
- * (a fork of its capture's context holds it through the capture), and its
- * stream still works. */
-BACKEND_TEST(builder, a_fork_keeps_its_context_after_its_primary_and_the_cache_are_gone)
-{
-    cucap_builder *b = NULL, *f = NULL;
-    cucap_error *err = NULL;
-    long before = 0;
-
-    cucap_release_cached();
-    if (on_simulator())
-        before = sim_live("primary context retain");
-    cr_assert_eq(cucap_builder_create(0, &b, &err), CUDA_SUCCESS, "%s", cucap_error_message(err));
-    cr_assert_eq(cucap_builder_begin(b, CU_STREAM_CAPTURE_MODE_RELAXED, NULL), CUDA_SUCCESS);
-    cr_assert_eq(cucap_builder_split(b, 2, &f, NULL), CUDA_SUCCESS);
-    cucap_builder_destroy(b);   /* its capture ends; the fork is left in it */
-    cucap_release_cached();
-    if (on_simulator())
-        cr_assert_gt(sim_live("primary context retain"), before, "the fork keeps the context retained");
-    cr_assert_not_null(cucap_builder_context(f));
-    cr_assert_eq(cucap_builder_get_kind(f), CUCAP_BUILDER_FORKED);
-    cucap_builder_destroy(f);
-    cucap_release_cached();
-    if (on_simulator()) {
-        cr_assert_eq(sim_live("primary context retain"), before, "the last reference released the context");
-        cr_assert_eq(sim_live_settled("stream"), 0);
-        cr_assert_eq(sim_live_settled("graph"), 0);
-    }
-}
-
 /* What reset refuses, and a fork left out of an invalidated capture: the
  * builder's next capture does not join it, and it is destroyed later. */
 BACKEND_TEST(builder, reset_refuses_what_it_cannot_reset_and_forgets_old_forks)
