@@ -323,7 +323,6 @@ CUresult cucap_builder_end(cucap_builder *b, cucap_error **err)
 
 /* ---------------------------------------------------------------- close and destroy */
 
-/* b's last capture let go of, b's forks' links gone. */
 /* The last steps of every release: b's cached stream given back unless
  * its release took care of the stream already, b's references let go,
  * CLOSED. */
@@ -397,12 +396,12 @@ static void release(cucap_builder *b, const char *caller)
 
 /* A PRIMARY builder whose capture is over (ENDED or INVALIDATED), made
  * NOT_STARTED: the last capture's forks are no longer b's, and its
- * graph goes with the last reference to it. */
+ * graph goes with the last reference to it.  A capture that was b's
+ * alone (no other thread can reach it) is kept, emptied, for b's next
+ * begin. */
 static void start_over(cucap_builder *b, const char *caller)
 {
     drop_fork_links(b, b->h);
-    /* no other thread can reach a capture that is b's alone: its next
-     * begin takes it again instead of a new one */
     if (!b->spare_h && cucap_i_capture_start_over(b->h, caller))
         b->spare_h = b->h;
     else
